@@ -1,0 +1,3 @@
+fn main() {
+    println!("fieldstore {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,1 @@
+//! GRIB framing and MARS key extraction through ecCodes (placeholder, being written).

@@ -1,0 +1,22 @@
+//! The model layer's error type. Each part reports its own detailed error (with file, line and
+//! column where there is one); this enum gathers them so callers match on one type.
+
+use super::config::ConfigError;
+use super::key::KeyParseError;
+use super::request::RequestError;
+use super::schema::SchemaError;
+use super::types::TypeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Key(#[from] KeyParseError),
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Type(#[from] TypeError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}

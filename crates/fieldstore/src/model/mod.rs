@@ -1,0 +1,12 @@
+//! The model layer: what a field key, a request, a schema and a config mean.
+//! Knows nothing about storage.
+
+pub mod config;
+pub mod error;
+pub mod key;
+pub mod request;
+pub mod schema;
+pub mod types;
+
+pub use error::ModelError;
+pub use key::Key;

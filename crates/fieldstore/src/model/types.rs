@@ -1,0 +1,7 @@
+//! Key types (placeholder, being written).
+
+#[derive(Debug, thiserror::Error)]
+#[error("type error: {message}")]
+pub struct TypeError {
+    pub message: String,
+}
