@@ -186,7 +186,10 @@ mod tests {
     #[test]
     fn canonical_text_round_trips() {
         let k = Key::parse("{class=od,expver=0001,stream=oper,levelist=}").unwrap();
-        assert_eq!(k.to_string(), "{class=od,expver=0001,stream=oper,levelist=}");
+        assert_eq!(
+            k.to_string(),
+            "{class=od,expver=0001,stream=oper,levelist=}"
+        );
         assert_eq!(Key::parse(&k.to_string()).unwrap(), k);
         assert_eq!(k.fingerprint(), "od:0001:oper:");
     }
@@ -208,7 +211,9 @@ mod tests {
             "{a=1,b=2,c=4}"
         );
         assert_eq!(
-            Key::from_pairs([("b", "2"), ("a", "1")]).sorted().to_string(),
+            Key::from_pairs([("b", "2"), ("a", "1")])
+                .sorted()
+                .to_string(),
             "{a=1,b=2}"
         );
     }

@@ -1,7 +1,905 @@
-//! The FDB5 schema language (placeholder, being written).
+//! The FDB5 schema language: which keywords name a database, an index and a datum.
+//!
+//! A schema is a list of three-level rules `[ db-keys [ index-keys [ datum-keys ] ] ]`. On archive
+//! the first rule matching the whole key decides the split; on retrieve and list every matching rule
+//! is expanded. See `docs/schema.md` for the language.
 
-#[derive(Debug, thiserror::Error)]
-#[error("schema error: {message}")]
-pub struct SchemaError {
-    pub message: String,
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use super::key::{Atom, Key};
+use super::types::{Context, KeyType, TypeError};
+
+/// The schema fieldstore uses when the config names none.
+pub const DEFAULT_SCHEMA: &str = include_str!("default-schema");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("{origin}:{line}:{column}: {message}\n{snippet}")]
+    Parse {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+        snippet: String,
+    },
+    #[error("cannot read schema {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("no schema rule matches {key}{hint}")]
+    NoRule { key: Key, hint: String },
+    #[error("keywords not used by the schema rule at line {line} for {key}: {unused} (a field with keywords the schema ignores could never be retrieved by them)")]
+    KeywordsNotUsed {
+        key: Key,
+        unused: String,
+        line: usize,
+    },
+    #[error("{keyword}={found} is not in canonical form: expecting {keyword}={expecting}")]
+    NotCanonical {
+        keyword: String,
+        found: String,
+        expecting: String,
+    },
+    #[error("unknown keyword{plural} in request: {names} (the schema names no such keyword)")]
+    UnknownKeyword { names: String, plural: &'static str },
+    #[error(transparent)]
+    Type(#[from] TypeError),
+}
+
+/// How a predicate constrains its keyword.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Matcher {
+    /// `kw`: required, any value.
+    Any,
+    /// `kw=a/b`: required, one of these values.
+    Values(Vec<String>),
+    /// `kw=!a/b`: required, none of these values.
+    Exclude(Vec<String>),
+    /// `kw?` or `kw?default`: may be absent, then takes the default (possibly empty).
+    Optional(String),
+    /// `kw-`: consumed but not indexed: stored with an empty value.
+    Ignore,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicate {
+    pub keyword: Atom,
+    pub ty: KeyType,
+    pub matcher: Matcher,
+}
+
+impl Predicate {
+    /// The keyword the value is stored under (`date: Month` stores `month`).
+    pub fn stored_keyword(&self) -> &str {
+        self.ty.stored_keyword(&self.keyword)
+    }
+}
+
+/// One path through the rule tree: the three levels FDB5 splits a key into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulePath {
+    /// 1-based line of the database rule, for messages.
+    pub line: usize,
+    pub levels: [Vec<Predicate>; 3],
+}
+
+/// A field key split into its database, index and datum keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SplitKey {
+    pub db: Key,
+    pub index: Key,
+    pub datum: Key,
+}
+
+impl SplitKey {
+    /// FDB5's porcelain form `{db}{index}{datum}`. Absent optional keywords (empty values) are
+    /// left out, as FDB5 prints them.
+    pub fn porcelain(&self) -> String {
+        let mut s = String::new();
+        for k in [&self.db, &self.index, &self.datum] {
+            s.push('{');
+            let mut first = true;
+            for (kw, v) in k.iter() {
+                if v.is_empty() {
+                    continue;
+                }
+                if !first {
+                    s.push(',');
+                }
+                first = false;
+                s.push_str(kw);
+                s.push('=');
+                s.push_str(v);
+            }
+            s.push('}');
+        }
+        s
+    }
+
+    /// All three keys as one.
+    pub fn combined(&self) -> Key {
+        self.db.join(&self.index).join(&self.datum)
+    }
+}
+
+impl fmt::Display for SplitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.porcelain())
+    }
+}
+
+/// What a request asks of one level: for each keyword of the rule, the canonical values wanted
+/// (`None`: any value, only in list mode).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LevelSelection {
+    pub keywords: Vec<(Atom, Option<Vec<String>>)>,
+}
+
+impl LevelSelection {
+    pub fn matches(&self, key: &Key) -> bool {
+        self.keywords.iter().all(|(kw, vals)| match vals {
+            None => true,
+            Some(vals) => {
+                let v = key.get(kw).unwrap_or("");
+                vals.iter().any(|x| x == v)
+            }
+        })
+    }
+
+    /// Every key this selection names, when all values are given (retrieve); `None` otherwise.
+    pub fn candidates(&self) -> Option<Vec<Key>> {
+        let mut out = vec![Vec::<(Atom, Atom)>::new()];
+        for (kw, vals) in &self.keywords {
+            let vals = vals.as_ref()?;
+            let mut next = Vec::with_capacity(out.len() * vals.len());
+            for prefix in &out {
+                for v in vals {
+                    let mut p = prefix.clone();
+                    p.push((kw.clone(), Atom::from(v.as_str())));
+                    next.push(p);
+                }
+            }
+            out = next;
+        }
+        Some(out.into_iter().map(Key::from_pairs).collect())
+    }
+}
+
+/// A request expanded against one rule path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expansion {
+    pub line: usize,
+    pub levels: [LevelSelection; 3],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpandMode {
+    /// Every non-optional keyword must be given; an absent optional keyword means its default.
+    Retrieve,
+    /// Absent keywords are wildcards.
+    List,
+}
+
+#[derive(Debug, Clone)]
+pub struct Schema {
+    origin: String,
+    text: String,
+    paths: Vec<RulePath>,
+    keywords: BTreeSet<String>,
+}
+
+impl Schema {
+    pub fn parse(text: &str, origin: &str) -> Result<Schema, SchemaError> {
+        let paths = Parser::new(text, origin).parse()?;
+        let keywords = paths
+            .iter()
+            .flat_map(|p| p.levels.iter().flatten())
+            .flat_map(|p| [p.keyword.to_string(), p.stored_keyword().to_string()])
+            .collect();
+        Ok(Schema {
+            origin: origin.to_string(),
+            text: text.to_string(),
+            paths,
+            keywords,
+        })
+    }
+
+    pub fn from_file(path: &Path) -> Result<Schema, SchemaError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SchemaError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Schema::parse(&text, &path.display().to_string())
+    }
+
+    pub fn default_schema() -> Schema {
+        match Schema::parse(DEFAULT_SCHEMA, "<built-in default schema>") {
+            Ok(s) => s,
+            // The built-in text is tested; this is a build defect, not a user error.
+            Err(e) => panic!("built-in default schema does not parse: {e}"),
+        }
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn paths(&self) -> &[RulePath] {
+        &self.paths
+    }
+
+    pub fn knows_keyword(&self, kw: &str) -> bool {
+        self.keywords.contains(kw)
+    }
+
+    /// Splits a field key for archiving: the first rule path matching the whole key wins, and every
+    /// keyword of the key must be used by it. `strict` (an explicit user key) also refuses values
+    /// not already in canonical form, rather than storing something other than was asked.
+    pub fn split(&self, key: &Key, cx: &Context, strict: bool) -> Result<SplitKey, SchemaError> {
+        let mut first_type_error: Option<TypeError> = None;
+        for path in &self.paths {
+            let mut out: [Vec<(Atom, Atom)>; 3] = Default::default();
+            let mut ok = true;
+            'levels: for (level, preds) in path.levels.iter().enumerate() {
+                for p in preds {
+                    match match_archive(p, key, cx) {
+                        Ok(Some(v)) => out[level].push((Atom::from(p.stored_keyword()), v)),
+                        Ok(None) => {
+                            ok = false;
+                            break 'levels;
+                        }
+                        Err(e) => {
+                            first_type_error.get_or_insert(e);
+                            ok = false;
+                            break 'levels;
+                        }
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let used: BTreeSet<&str> = path
+                .levels
+                .iter()
+                .flatten()
+                .map(|p| p.keyword.as_str())
+                .collect();
+            let unused: Vec<&str> = key.keywords().filter(|k| !used.contains(k)).collect();
+            if !unused.is_empty() {
+                return Err(SchemaError::KeywordsNotUsed {
+                    key: key.clone(),
+                    unused: format!("{{{}}}", unused.join(",")),
+                    line: path.line,
+                });
+            }
+            if strict {
+                for p in path.levels.iter().flatten() {
+                    if let Some(v) = key.get(&p.keyword) {
+                        if p.ty.requires_canonical_input() {
+                            let c = p.ty.canonical(&p.keyword, v, cx)?;
+                            if c != v {
+                                return Err(SchemaError::NotCanonical {
+                                    keyword: p.keyword.to_string(),
+                                    found: v.to_string(),
+                                    expecting: c,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            let [db, index, datum] = out;
+            return Ok(SplitKey {
+                db: Key::from_pairs(db),
+                index: Key::from_pairs(index),
+                datum: Key::from_pairs(datum),
+            });
+        }
+        if let Some(e) = first_type_error {
+            return Err(e.into());
+        }
+        Err(SchemaError::NoRule {
+            key: key.clone(),
+            hint: self.no_rule_hint(key),
+        })
+    }
+
+    /// Names what is missing for the rule that came closest, so the user can fix the key.
+    fn no_rule_hint(&self, key: &Key) -> String {
+        let mut best: Option<(usize, usize, Vec<String>)> = None;
+        for path in &self.paths {
+            let mut missing = Vec::new();
+            let mut matched = 0;
+            for p in path.levels.iter().flatten() {
+                match (&p.matcher, key.get(&p.keyword)) {
+                    (Matcher::Optional(_) | Matcher::Ignore, _) => {}
+                    (_, None) => missing.push(format!("'{}' missing", p.keyword)),
+                    (Matcher::Values(vs), Some(v))
+                        if !vs.iter().any(|x| x.eq_ignore_ascii_case(v)) =>
+                    {
+                        missing.push(format!("{}={} not in {}", p.keyword, v, vs.join("/")))
+                    }
+                    _ => matched += 1,
+                }
+            }
+            if best.as_ref().is_none_or(|b| matched > b.1) {
+                best = Some((path.line, matched, missing));
+            }
+        }
+        match best {
+            Some((line, _, missing)) if !missing.is_empty() => {
+                format!(" (closest: rule at line {line}: {})", missing.join(", "))
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// Expands a request (keyword → values, as written) against every rule path. Values are
+    /// canonicalised by each rule's types. A path naming fewer keywords than the request is skipped,
+    /// because it could never hold a field carrying the extra keyword.
+    pub fn expand<'r, I>(
+        &self,
+        request: I,
+        mode: ExpandMode,
+        cx: &Context,
+    ) -> Result<Vec<Expansion>, SchemaError>
+    where
+        I: IntoIterator<Item = (&'r str, &'r [String])> + Clone,
+    {
+        let unknown: Vec<&str> = request
+            .clone()
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| !self.keywords.contains(*k))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(SchemaError::UnknownKeyword {
+                plural: if unknown.len() > 1 { "s" } else { "" },
+                names: unknown.join(", "),
+            });
+        }
+        let req: HashMap<&str, &[String]> = request.into_iter().collect();
+        let mut out: Vec<Expansion> = Vec::new();
+        'paths: for path in &self.paths {
+            let named = |k: &str| {
+                path.levels
+                    .iter()
+                    .flatten()
+                    .any(|p| p.keyword == k || p.stored_keyword() == k)
+            };
+            if !req.keys().all(|k| named(k)) {
+                continue;
+            }
+            let mut levels: [LevelSelection; 3] = Default::default();
+            for (level, preds) in path.levels.iter().enumerate() {
+                for p in preds {
+                    let given = req
+                        .get(p.keyword.as_str())
+                        .or_else(|| req.get(p.stored_keyword()));
+                    let values = match given {
+                        Some(vals) => {
+                            let mut canon = Vec::with_capacity(vals.len());
+                            for v in vals.iter() {
+                                let c = if p.matcher == Matcher::Ignore {
+                                    String::new()
+                                } else {
+                                    p.ty.canonical(&p.keyword, v, cx)?
+                                };
+                                if predicate_allows(p, &c) && !canon.contains(&c) {
+                                    canon.push(c);
+                                }
+                            }
+                            if canon.is_empty() {
+                                continue 'paths;
+                            }
+                            Some(canon)
+                        }
+                        None => match (&p.matcher, mode) {
+                            (_, ExpandMode::List) => None,
+                            (Matcher::Optional(d), ExpandMode::Retrieve) => {
+                                let mut v = vec![d.clone()];
+                                if !d.is_empty() {
+                                    v.push(String::new());
+                                }
+                                Some(v)
+                            }
+                            (Matcher::Ignore, ExpandMode::Retrieve) => Some(vec![String::new()]),
+                            (_, ExpandMode::Retrieve) => continue 'paths,
+                        },
+                    };
+                    levels[level]
+                        .keywords
+                        .push((Atom::from(p.stored_keyword()), values));
+                }
+            }
+            let e = Expansion {
+                line: path.line,
+                levels,
+            };
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn predicate_allows(p: &Predicate, canonical: &str) -> bool {
+    match &p.matcher {
+        Matcher::Values(vs) => vs.iter().any(|x| x.eq_ignore_ascii_case(canonical)),
+        Matcher::Exclude(vs) => !vs.iter().any(|x| x.eq_ignore_ascii_case(canonical)),
+        _ => true,
+    }
+}
+
+/// The stored value of a predicate for an archive key, or `None` when the predicate does not match.
+fn match_archive(p: &Predicate, key: &Key, cx: &Context) -> Result<Option<Atom>, TypeError> {
+    match key.get(&p.keyword) {
+        Some(v) => {
+            if p.matcher == Matcher::Ignore {
+                return Ok(Some(Atom::default()));
+            }
+            // Cheap pre-check before canonicalising: value lists are almost always plain words.
+            let c = p.ty.canonical(&p.keyword, v, cx)?;
+            Ok(predicate_allows(p, &c).then(|| Atom::from(c)))
+        }
+        None => Ok(match &p.matcher {
+            Matcher::Optional(d) => Some(Atom::from(d.as_str())),
+            Matcher::Ignore => Some(Atom::default()),
+            _ => None,
+        }),
+    }
+}
+
+/// A rule as parsed, before it is flattened into paths.
+struct RawRule {
+    line: usize,
+    column: usize,
+    predicates: Vec<(Atom, Option<KeyType>, Matcher)>,
+    children: Vec<RawRule>,
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    origin: &'a str,
+    pos: usize,
+    globals: HashMap<String, KeyType>,
+}
+
+const STOP: &[char] = &['/', '=', ',', ';', ':', '[', ']', '?', '#'];
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str, origin: &'a str) -> Self {
+        Parser {
+            text,
+            origin,
+            pos: 0,
+            globals: HashMap::new(),
+        }
+    }
+
+    fn error_at(&self, pos: usize, message: impl Into<String>) -> SchemaError {
+        let pos = pos.min(self.text.len());
+        let before = &self.text[..pos];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() + 1;
+        let line_text = self.text[line_start..].lines().next().unwrap_or("");
+        SchemaError::Parse {
+            origin: self.origin.to_string(),
+            line,
+            column,
+            message: message.into(),
+            snippet: format!("  {}\n  {}^", line_text, " ".repeat(column - 1)),
+        }
+    }
+
+    fn line_col(&self, pos: usize) -> (usize, usize) {
+        match self.error_at(pos, "") {
+            SchemaError::Parse { line, column, .. } => (line, column),
+            _ => (0, 0),
+        }
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.text[self.pos..].chars().next()
+    }
+
+    fn bump(&mut self) {
+        if let Some(c) = self.peek() {
+            self.pos += c.len_utf8();
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(c) = self.peek() {
+            if c.is_whitespace() {
+                self.bump();
+            } else if c == '#' {
+                while let Some(c) = self.peek() {
+                    if c == '\n' {
+                        break;
+                    }
+                    self.bump();
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Reads a word; `dash_stops` for keywords, where `-` marks an ignored keyword.
+    fn word(&mut self, dash_stops: bool) -> &'a str {
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            if c.is_whitespace() || STOP.contains(&c) || (dash_stops && c == '-') {
+                break;
+            }
+            self.bump();
+        }
+        &self.text[start..self.pos]
+    }
+
+    fn expect(&mut self, ch: char, what: &str) -> Result<(), SchemaError> {
+        self.skip_ws();
+        if self.peek() == Some(ch) {
+            self.bump();
+            Ok(())
+        } else {
+            Err(self.error_at(self.pos, format!("expected '{ch}' {what}")))
+        }
+    }
+
+    fn type_name(&mut self) -> Result<KeyType, SchemaError> {
+        self.skip_ws();
+        let at = self.pos;
+        let name = self.word(false);
+        if name.is_empty() {
+            return Err(self.error_at(at, "expected a type name after ':'"));
+        }
+        name.parse::<KeyType>()
+            .map_err(|e| self.error_at(at, e.to_string()))
+    }
+
+    fn parse(mut self) -> Result<Vec<RulePath>, SchemaError> {
+        let mut rules = Vec::new();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                None => break,
+                Some('[') => rules.push(self.rule()?),
+                Some(c) if !STOP.contains(&c) && c != '-' => {
+                    let at = self.pos;
+                    let kw = self.word(true).to_ascii_lowercase();
+                    self.expect(
+                        ':',
+                        &format!("after '{kw}' in a type declaration (keyword: Type;)"),
+                    )?;
+                    let ty = self.type_name()?;
+                    self.expect(';', "at the end of a type declaration")?;
+                    if self.globals.insert(kw.clone(), ty).is_some() {
+                        return Err(self.error_at(at, format!("type of '{kw}' declared twice")));
+                    }
+                }
+                Some(c) => {
+                    return Err(self.error_at(
+                        self.pos,
+                        format!("unexpected '{c}': expected '[' or a type declaration"),
+                    ))
+                }
+            }
+        }
+        if rules.is_empty() {
+            return Err(self.error_at(self.pos, "the schema has no rules"));
+        }
+        let mut paths = Vec::new();
+        for db in &rules {
+            self.flatten(db, &mut paths)?;
+        }
+        Ok(paths)
+    }
+
+    fn rule(&mut self) -> Result<RawRule, SchemaError> {
+        let open = self.pos;
+        let (line, column) = self.line_col(open);
+        self.bump(); // '['
+        let mut rule = RawRule {
+            line,
+            column,
+            predicates: Vec::new(),
+            children: Vec::new(),
+        };
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                None => return Err(self.error_at(open, "unclosed '[': no matching ']'")),
+                Some(']') => {
+                    self.bump();
+                    return Ok(rule);
+                }
+                Some('[') => rule.children.push(self.rule()?),
+                Some(',') => self.bump(),
+                Some(_) => {
+                    let p = self.predicate()?;
+                    if rule.predicates.iter().any(|(k, _, _)| *k == p.0) {
+                        return Err(self.error_at(
+                            self.pos,
+                            format!("keyword '{}' appears twice in one rule", p.0),
+                        ));
+                    }
+                    rule.predicates.push(p);
+                }
+            }
+        }
+    }
+
+    fn predicate(&mut self) -> Result<(Atom, Option<KeyType>, Matcher), SchemaError> {
+        let at = self.pos;
+        let kw = self.word(true);
+        if kw.is_empty() {
+            let c = self.peek().unwrap_or(' ');
+            return Err(self.error_at(at, format!("unexpected '{c}': expected a keyword")));
+        }
+        let kw = Atom::from(kw.to_ascii_lowercase());
+        self.skip_ws();
+        let mut ty = None;
+        if self.peek() == Some(':') {
+            self.bump();
+            ty = Some(self.type_name()?);
+            self.skip_ws();
+        }
+        let matcher = match self.peek() {
+            Some('=') => {
+                self.bump();
+                self.skip_ws();
+                let exclude = self.peek() == Some('!');
+                if exclude {
+                    self.bump();
+                }
+                let mut values = Vec::new();
+                loop {
+                    self.skip_ws();
+                    let vat = self.pos;
+                    let v = self.word(false);
+                    if v.is_empty() {
+                        return Err(self.error_at(vat, format!("expected a value for '{kw}'")));
+                    }
+                    values.push(v.to_string());
+                    self.skip_ws();
+                    if self.peek() == Some('/') {
+                        self.bump();
+                    } else {
+                        break;
+                    }
+                }
+                if exclude {
+                    Matcher::Exclude(values)
+                } else {
+                    Matcher::Values(values)
+                }
+            }
+            Some('?') => {
+                self.bump();
+                Matcher::Optional(self.word(false).to_string())
+            }
+            Some('-') => {
+                self.bump();
+                // An ignored keyword may carry a default; it is never stored either way.
+                let _ = self.word(false);
+                Matcher::Ignore
+            }
+            _ => Matcher::Any,
+        };
+        let ty = match (&matcher, ty) {
+            (Matcher::Ignore, None) => Some(KeyType::Ignore),
+            (_, t) => t,
+        };
+        Ok((kw, ty, matcher))
+    }
+
+    fn flatten(&self, db: &RawRule, out: &mut Vec<RulePath>) -> Result<(), SchemaError> {
+        if db.children.is_empty() {
+            return Err(self.rule_error(db, "database rule has no index rules: expected [ db-keys [ index-keys [ datum-keys ] ] ]"));
+        }
+        for index in &db.children {
+            let datum = match index.children.as_slice() {
+                [d] => d,
+                [] => {
+                    return Err(self.rule_error(
+                        index,
+                        "index rule has no datum rule: expected [ index-keys [ datum-keys ] ]",
+                    ))
+                }
+                [_, second, ..] => {
+                    return Err(
+                        self.rule_error(second, "an index rule takes exactly one datum rule")
+                    )
+                }
+            };
+            if let Some(extra) = datum.children.first() {
+                return Err(self.rule_error(extra, "rules nest at most three levels deep"));
+            }
+            let scopes = [db, index, datum];
+            let mut levels: [Vec<Predicate>; 3] = Default::default();
+            for (level, rule) in scopes.iter().enumerate() {
+                for (kw, ty, matcher) in &rule.predicates {
+                    // Inline types apply to their rule and its children, then global, then Default.
+                    let resolved = ty
+                        .or_else(|| {
+                            scopes[..level].iter().rev().find_map(|r| {
+                                r.predicates.iter().find(|p| p.0 == *kw).and_then(|p| p.1)
+                            })
+                        })
+                        .or_else(|| self.globals.get(kw.as_str()).copied())
+                        .unwrap_or(KeyType::Default);
+                    levels[level].push(Predicate {
+                        keyword: kw.clone(),
+                        ty: resolved,
+                        matcher: matcher.clone(),
+                    });
+                }
+            }
+            out.push(RulePath {
+                line: db.line,
+                levels,
+            });
+        }
+        Ok(())
+    }
+
+    fn rule_error(&self, rule: &RawRule, msg: &str) -> SchemaError {
+        let mut pos = 0;
+        for (i, l) in self.text.split_inclusive('\n').enumerate() {
+            if i + 1 == rule.line {
+                pos += l.char_indices().nth(rule.column - 1).map_or(0, |(b, _)| b);
+                break;
+            }
+            pos += l.len();
+        }
+        self.error_at(pos, msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = "
+param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Date;
+# comment
+[ class, expver, stream=oper/dcda, date, time, domain?g
+    [ type=4i, levtype [ step, iteration, levelist, param ]]
+    [ type, levtype [ step, levelist?, param ]]
+]
+[ class, expver, stream=supd, date, time, domain
+    [ type, levtype, grid- [ step, levelist?, param ]]]
+[ class, expver, stream=mnth, domain
+    [ type=cl, levtype [ date: ClimateMonthly, time, levelist?, param ]]]
+";
+
+    fn cx() -> Context<'static> {
+        Context::default()
+    }
+
+    fn split(s: &Schema, k: &str) -> Result<String, SchemaError> {
+        s.split(&Key::parse(k).unwrap(), &cx(), false)
+            .map(|k| k.porcelain())
+    }
+
+    #[test]
+    fn splits_like_fdb5() {
+        let s = Schema::parse(SMALL, "t").unwrap();
+        assert_eq!(
+            split(&s, "class=od,expver=0001,stream=oper,date=20190109,time=1200,domain=g,type=fc,levtype=pl,levelist=500,param=130,step=6").unwrap(),
+            "{class=od,expver=0001,stream=oper,date=20190109,time=1200,domain=g}{type=fc,levtype=pl}{step=6,levelist=500,param=130}"
+        );
+        // domain absent: default g; levelist absent: left out.
+        assert_eq!(
+            split(&s, "class=od,expver=0001,stream=oper,date=20190109,time=1200,type=fc,levtype=sfc,param=167.128,step=0").unwrap(),
+            "{class=od,expver=0001,stream=oper,date=20190109,time=1200,domain=g}{type=fc,levtype=sfc}{step=0,param=167}"
+        );
+        assert_eq!(
+            split(&s, "class=od,expver=0001,stream=mnth,domain=g,type=cl,levtype=sfc,date=20190409,time=0000,param=167").unwrap(),
+            "{class=od,expver=0001,stream=mnth,domain=g}{type=cl,levtype=sfc}{date=4,time=0000,param=167}"
+        );
+        let g = s
+            .split(&Key::parse("class=ea,expver=0001,stream=supd,date=20190109,time=1200,domain=g,type=an,levtype=sfc,grid=o1280,param=167,step=0").unwrap(), &cx(), false)
+            .unwrap();
+        assert_eq!(g.index.get("grid"), Some(""));
+    }
+
+    #[test]
+    fn archive_errors_name_the_problem() {
+        let s = Schema::parse(SMALL, "t").unwrap();
+        let e = split(&s, "class=od,expver=0001,stream=oper,date=20190109,time=1200,type=fc,levtype=sfc,param=167,step=0,foo=1").unwrap_err();
+        assert!(e.to_string().contains("{foo}"), "{e}");
+        let e = split(&s, "class=od,expver=0001,stream=zzzz,date=20190109,time=1200,type=fc,levtype=sfc,param=167,step=0").unwrap_err();
+        assert!(matches!(e, SchemaError::NoRule { .. }), "{e}");
+        let e = s
+            .split(&Key::parse("class=od,expver=1,stream=oper,date=20190109,time=1200,type=fc,levtype=sfc,param=167,step=0").unwrap(), &cx(), true)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "expver=1 is not in canonical form: expecting expver=0001"
+        );
+    }
+
+    #[test]
+    fn expansion_retrieve_and_list() {
+        let s = Schema::parse(SMALL, "t").unwrap();
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let req = vec![
+            ("class", v(&["od"])),
+            ("expver", v(&["1"])),
+            ("stream", v(&["oper"])),
+            ("date", v(&["20190109"])),
+            ("time", v(&["12"])),
+            ("type", v(&["fc"])),
+            ("levtype", v(&["pl"])),
+            ("step", v(&["6"])),
+            ("levelist", v(&["500.0"])),
+            ("param", v(&["130", "131"])),
+        ];
+        let it = req.iter().map(|(k, v)| (*k, v.as_slice()));
+        let e = s.expand(it.clone(), ExpandMode::Retrieve, &cx()).unwrap();
+        assert_eq!(e.len(), 1, "{e:?}");
+        let db = e[0].levels[0].candidates().unwrap();
+        assert_eq!(db.len(), 2); // domain g and empty
+        assert_eq!(
+            db[0].to_string(),
+            "{class=od,expver=0001,stream=oper,date=20190109,time=1200,domain=g}"
+        );
+        assert_eq!(e[0].levels[2].candidates().unwrap().len(), 2);
+        let part = vec![("class", v(&["od"])), ("expver", v(&["0001"]))];
+        let e = s
+            .expand(
+                part.iter().map(|(k, v)| (*k, v.as_slice())),
+                ExpandMode::List,
+                &cx(),
+            )
+            .unwrap();
+        assert_eq!(e.len(), 4);
+        let e = s
+            .expand(
+                [("foo", v(&["1"]).as_slice())].into_iter(),
+                ExpandMode::List,
+                &cx(),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("foo"));
+    }
+
+    #[test]
+    fn parse_errors_have_positions() {
+        for (text, needle) in [
+            ("[ a, b [ c [ d ]]", "unclosed"),
+            ("[ a [ b [ c ]]] x", "expected ':'"),
+            ("a: Nope; [ a [ b [ c ]]]", "unknown key type 'Nope'"),
+            ("[ a ]", "no index rules"),
+            ("[ a [ b ]]", "no datum rule"),
+            ("[ a [ b [ c [ d ]]]]", "three levels"),
+            ("[ a=, b [ c [ d ]]]", "expected a value"),
+            ("", "no rules"),
+            ("[ a, a [ b [ c ]]]", "twice"),
+        ] {
+            let e = Schema::parse(text, "f").unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert!(e.starts_with("f:"), "{e}");
+        }
+        let e = Schema::parse("\n\n  [ a [ b [ c ]] ] ]", "f")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("f:3:20"), "{e}");
+    }
+
+    #[test]
+    fn default_schema_parses() {
+        let s = Schema::default_schema();
+        assert!(s.paths().len() > 5);
+    }
 }
