@@ -855,7 +855,7 @@ param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Da
             "{class=od,expver=0001,stream=oper,date=20190109,time=1200,domain=g}"
         );
         assert_eq!(e[0].levels[2].candidates().unwrap().len(), 2);
-        let part = vec![("class", v(&["od"])), ("expver", v(&["0001"]))];
+        let part = [("class", v(&["od"])), ("expver", v(&["0001"]))];
         let e = s
             .expand(
                 part.iter().map(|(k, v)| (*k, v.as_slice())),
@@ -865,11 +865,7 @@ param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Da
             .unwrap();
         assert_eq!(e.len(), 4);
         let e = s
-            .expand(
-                [("foo", v(&["1"]).as_slice())].into_iter(),
-                ExpandMode::List,
-                &cx(),
-            )
+            .expand([("foo", v(&["1"]).as_slice())], ExpandMode::List, &cx())
             .unwrap_err();
         assert!(e.to_string().contains("foo"));
     }
