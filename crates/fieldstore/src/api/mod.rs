@@ -1,0 +1,9 @@
+//! The Fdb interface every frontend implements, and the frontends built from a config.
+
+pub mod element;
+pub mod error;
+pub mod fdb;
+
+pub use element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location};
+pub use error::ApiError;
+pub use fdb::Fdb;
