@@ -34,6 +34,12 @@ pub enum SchemaError {
         unused: String,
         line: usize,
     },
+    #[error("keyword{s} {missing} required by the schema rule at line {line} missing from {key}", s = if missing.contains(',') { "s" } else { "" })]
+    MissingKeywords {
+        key: Key,
+        missing: String,
+        line: usize,
+    },
     #[error("{keyword}={found} is not in canonical form: expecting {keyword}={expecting}")]
     NotCanonical {
         keyword: String,
@@ -244,11 +250,15 @@ impl Schema {
         for path in &self.paths {
             let mut out: [Vec<(Atom, Atom)>; 3] = Default::default();
             let mut ok = true;
+            // Level by level, as FDB5: a value that does not fit skips the rule; a required
+            // keyword missing from a level whose values all fit is an error, not a fall-through.
             'levels: for (level, preds) in path.levels.iter().enumerate() {
+                let mut missing = Vec::new();
                 for p in preds {
                     match match_archive(p, key, cx) {
-                        Ok(Some(v)) => out[level].push((Atom::from(p.stored_keyword()), v)),
-                        Ok(None) => {
+                        Ok(Match::Value(v)) => out[level].push((Atom::from(p.stored_keyword()), v)),
+                        Ok(Match::Missing) => missing.push(p.keyword.as_str()),
+                        Ok(Match::No) => {
                             ok = false;
                             break 'levels;
                         }
@@ -258,6 +268,13 @@ impl Schema {
                             break 'levels;
                         }
                     }
+                }
+                if !missing.is_empty() {
+                    return Err(SchemaError::MissingKeywords {
+                        key: key.clone(),
+                        missing: missing.join(", "),
+                        line: path.line,
+                    });
                 }
             }
             if !ok {
@@ -437,21 +454,30 @@ fn predicate_allows(p: &Predicate, canonical: &str) -> bool {
     }
 }
 
-/// The stored value of a predicate for an archive key, or `None` when the predicate does not match.
-fn match_archive(p: &Predicate, key: &Key, cx: &Context) -> Result<Option<Atom>, TypeError> {
+enum Match {
+    Value(Atom),
+    /// The keyword is required but absent.
+    Missing,
+    No,
+}
+
+/// The stored value of a predicate for an archive key.
+fn match_archive(p: &Predicate, key: &Key, cx: &Context) -> Result<Match, TypeError> {
     match key.get(&p.keyword) {
+        Some(_) if p.matcher == Matcher::Ignore => Ok(Match::Value(Atom::default())),
         Some(v) => {
-            if p.matcher == Matcher::Ignore {
-                return Ok(Some(Atom::default()));
-            }
-            // Cheap pre-check before canonicalising: value lists are almost always plain words.
             let c = p.ty.canonical(&p.keyword, v, cx)?;
-            Ok(predicate_allows(p, &c).then(|| Atom::from(c)))
+            Ok(if predicate_allows(p, &c) {
+                Match::Value(Atom::from(c))
+            } else {
+                Match::No
+            })
         }
         None => Ok(match &p.matcher {
-            Matcher::Optional(d) => Some(Atom::from(d.as_str())),
-            Matcher::Ignore => Some(Atom::default()),
-            _ => None,
+            Matcher::Optional(d) => Match::Value(Atom::from(d.as_str())),
+            Matcher::Ignore => Match::Value(Atom::default()),
+            Matcher::Values(_) | Matcher::Exclude(_) => Match::No,
+            Matcher::Any => Match::Missing,
         }),
     }
 }
