@@ -1,1 +1,21 @@
-//! GRIB framing and MARS key extraction through ecCodes (placeholder, being written).
+//! GRIB: framing of byte streams into messages (ours, because ecCodes accepts garbage) and MARS key
+//! extraction, parameter names and sample fields through ecCodes.
+
+mod error;
+mod ffi;
+pub mod framing;
+mod handle;
+pub mod keys;
+pub mod params;
+pub mod sample;
+
+pub use error::GribError;
+pub use framing::{split_slice, GribMessage, MessageReader};
+pub use keys::mars_keys;
+
+/// The ecCodes version linked, e.g. `2.28.0`.
+pub fn eccodes_version() -> String {
+    // SAFETY: a pure function of the library.
+    let v = unsafe { ffi::codes_get_api_version() };
+    format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100)
+}

@@ -1,0 +1,48 @@
+//! The GRIB layer's error type: every variant says which message and where.
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GribError {
+    #[error("{source_name}: no GRIB message found ({len} bytes of other data)")]
+    NotGrib { source_name: String, len: u64 },
+    #[error(
+        "{source_name}: {len} bytes of non-GRIB data at offset {offset}, before message {message}"
+    )]
+    Junk {
+        source_name: String,
+        message: usize,
+        offset: u64,
+        len: u64,
+    },
+    #[error("{source_name}: message {message} at offset {offset} is truncated: {expected} bytes announced, {got} present")]
+    Truncated {
+        source_name: String,
+        message: usize,
+        offset: u64,
+        expected: u64,
+        got: u64,
+    },
+    #[error("{source_name}: message {message} at offset {offset} does not end with '7777' (length {length}): corrupt or not GRIB")]
+    BadEnd {
+        source_name: String,
+        message: usize,
+        offset: u64,
+        length: u64,
+    },
+    #[error("{source_name}: message {message} at offset {offset} has unsupported GRIB edition {edition}")]
+    Edition {
+        source_name: String,
+        message: usize,
+        offset: u64,
+        edition: u8,
+    },
+    #[error("{source_name}: read error at offset {offset}: {reason}")]
+    Io {
+        source_name: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("ecCodes cannot decode the message: {0}")]
+    Decode(String),
+    #[error("ecCodes: {0}")]
+    EcCodes(String),
+}

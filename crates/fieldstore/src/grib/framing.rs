@@ -1,0 +1,438 @@
+//! Splits a byte stream into GRIB messages by their own framing (`GRIB` … `7777`, length from
+//! section 0), without loading the whole input. ecCodes hands back a handle even for garbage, so
+//! this check is ours.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read};
+
+use super::error::GribError;
+
+/// One framed message and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GribMessage {
+    /// 1-based position in the input.
+    pub number: usize,
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+const HEADER: usize = 16;
+
+/// The total length announced by a section 0 (`head` holds at least 16 bytes starting at `GRIB`).
+fn announced_length(
+    head: &[u8],
+    source: &str,
+    number: usize,
+    offset: u64,
+) -> Result<u64, GribError> {
+    let edition = head.get(7).copied().unwrap_or(0);
+    match edition {
+        1 => {
+            let len = (u64::from(head[4]) << 16) | (u64::from(head[5]) << 8) | u64::from(head[6]);
+            if len & 0x80_0000 != 0 {
+                // ECMWF's convention for GRIB1 messages over 8 MiB needs section 4 to decode.
+                return Err(GribError::Edition {
+                    source_name: source.into(),
+                    message: number,
+                    offset,
+                    edition: 1,
+                });
+            }
+            Ok(len)
+        }
+        2 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&head[8..16]);
+            Ok(u64::from_be_bytes(b))
+        }
+        e => Err(GribError::Edition {
+            source_name: source.into(),
+            message: number,
+            offset,
+            edition: e,
+        }),
+    }
+}
+
+fn check_message(bytes: &[u8], source: &str, number: usize, offset: u64) -> Result<(), GribError> {
+    if bytes.len() < HEADER + 4 || !bytes.ends_with(b"7777") {
+        return Err(GribError::BadEnd {
+            source_name: source.into(),
+            message: number,
+            offset,
+            length: bytes.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Reads messages one at a time from any reader (file, stdin): memory is one message.
+pub struct MessageReader<R: Read> {
+    inner: BufReader<R>,
+    source: String,
+    offset: u64,
+    number: usize,
+    done: bool,
+}
+
+impl<R: Read> MessageReader<R> {
+    pub fn new(reader: R, source_name: impl Into<String>) -> Self {
+        MessageReader {
+            inner: BufReader::with_capacity(1 << 20, reader),
+            source: source_name.into(),
+            offset: 0,
+            number: 0,
+            done: false,
+        }
+    }
+
+    fn io(&self, e: std::io::Error) -> GribError {
+        GribError::Io {
+            source_name: self.source.clone(),
+            offset: self.offset,
+            reason: e.to_string(),
+        }
+    }
+
+    /// Skips to the next `GRIB`; returns how many bytes were skipped and whether one was found.
+    fn seek_magic(&mut self) -> Result<(u64, bool), GribError> {
+        let mut skipped = 0u64;
+        loop {
+            let buf = match self.inner.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io(e)),
+            };
+            if buf.is_empty() {
+                return Ok((skipped, false));
+            }
+            if let Some(i) = buf.windows(4).position(|w| w == b"GRIB") {
+                self.inner.consume(i);
+                skipped += i as u64;
+                // Make sure the whole magic is buffered before declaring victory.
+                let whole = match self.inner.fill_buf() {
+                    Ok(buf) => buf.len() >= 4 && &buf[..4] == b"GRIB",
+                    Err(e) => return Err(self.io(e)),
+                };
+                if whole {
+                    return Ok((skipped, true));
+                }
+                // Only part of the magic is buffered: step one byte and look again.
+                let mut one = [0u8; 1];
+                match self.inner.read(&mut one) {
+                    Ok(0) => return Ok((skipped, false)),
+                    Ok(_) => skipped += 1,
+                    Err(e) => return Err(self.io(e)),
+                }
+                continue;
+            }
+            // Keep the last 3 bytes: the magic may straddle two reads.
+            let keep = buf.len().min(3);
+            let n = buf.len() - keep;
+            if n == 0 {
+                // Fewer than 4 bytes left in the buffer: read them out one by one.
+                let mut one = [0u8; 1];
+                match self.inner.read(&mut one) {
+                    Ok(0) => return Ok((skipped, false)),
+                    Ok(_) => skipped += 1,
+                    Err(e) => return Err(self.io(e)),
+                }
+                continue;
+            }
+            self.inner.consume(n);
+            skipped += n as u64;
+        }
+    }
+
+    fn read_message(&mut self) -> Result<Option<GribMessage>, GribError> {
+        let (skipped, found) = self.seek_magic()?;
+        let number = self.number + 1;
+        if skipped > 0 || !found {
+            if !found && skipped == 0 {
+                if self.number == 0 {
+                    return Err(GribError::NotGrib {
+                        source_name: self.source.clone(),
+                        len: 0,
+                    });
+                }
+                return Ok(None);
+            }
+            if self.number == 0 && !found {
+                return Err(GribError::NotGrib {
+                    source_name: self.source.clone(),
+                    len: skipped,
+                });
+            }
+            return Err(GribError::Junk {
+                source_name: self.source.clone(),
+                message: number,
+                offset: self.offset,
+                len: skipped,
+            });
+        }
+        let offset = self.offset;
+        let mut head = [0u8; HEADER];
+        let got = read_full(&mut self.inner, &mut head).map_err(|e| self.io(e))?;
+        if got < HEADER {
+            return Err(GribError::Truncated {
+                source_name: self.source.clone(),
+                message: number,
+                offset,
+                expected: HEADER as u64,
+                got: got as u64,
+            });
+        }
+        let len = announced_length(&head, &self.source, number, offset)?;
+        if len < (HEADER + 4) as u64 || len > (1 << 40) {
+            return Err(GribError::BadEnd {
+                source_name: self.source.clone(),
+                message: number,
+                offset,
+                length: len,
+            });
+        }
+        // Grown as bytes arrive, so a corrupt length cannot make us allocate terabytes.
+        let mut bytes = Vec::with_capacity((len as usize).min(64 << 20));
+        bytes.extend_from_slice(&head);
+        let got = (&mut self.inner)
+            .take(len - HEADER as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io(e))?;
+        if (got + HEADER) as u64 != len {
+            return Err(GribError::Truncated {
+                source_name: self.source.clone(),
+                message: number,
+                offset,
+                expected: len,
+                got: (got + HEADER) as u64,
+            });
+        }
+        check_message(&bytes, &self.source, number, offset)?;
+        self.offset += len;
+        self.number = number;
+        Ok(Some(GribMessage {
+            number,
+            offset,
+            bytes,
+        }))
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl<R: Read> Iterator for MessageReader<R> {
+    type Item = Result<GribMessage, GribError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.read_message() {
+            Ok(Some(m)) => Some(Ok(m)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// (number, offset, bytes) of one message in a buffer.
+pub type FramedSlice<'a> = (usize, u64, &'a [u8]);
+
+/// Zero-copy framing of an in-memory buffer (a memory-mapped file, Python bytes):
+/// yields (number, offset, message bytes).
+pub fn split_slice<'a>(data: &'a [u8], source: &str) -> Result<Vec<FramedSlice<'a>>, GribError> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let number = out.len() + 1;
+        let rest = &data[pos..];
+        let start = rest.windows(4).position(|w| w == b"GRIB");
+        match start {
+            None if out.is_empty() => {
+                return Err(GribError::NotGrib {
+                    source_name: source.into(),
+                    len: rest.len() as u64,
+                })
+            }
+            Some(i) if i > 0 => {
+                return Err(GribError::Junk {
+                    source_name: source.into(),
+                    message: number,
+                    offset: pos as u64,
+                    len: i as u64,
+                })
+            }
+            None => {
+                return Err(GribError::Junk {
+                    source_name: source.into(),
+                    message: number,
+                    offset: pos as u64,
+                    len: rest.len() as u64,
+                })
+            }
+            Some(_) => {}
+        }
+        if rest.len() < HEADER {
+            return Err(GribError::Truncated {
+                source_name: source.into(),
+                message: number,
+                offset: pos as u64,
+                expected: HEADER as u64,
+                got: rest.len() as u64,
+            });
+        }
+        let len = announced_length(rest, source, number, pos as u64)?;
+        if (rest.len() as u64) < len {
+            return Err(GribError::Truncated {
+                source_name: source.into(),
+                message: number,
+                offset: pos as u64,
+                expected: len,
+                got: rest.len() as u64,
+            });
+        }
+        let msg = &rest[..len as usize];
+        check_message(msg, source, number, pos as u64)?;
+        out.push((number, pos as u64, msg));
+        pos += len as usize;
+    }
+    if out.is_empty() {
+        return Err(GribError::NotGrib {
+            source_name: source.into(),
+            len: 0,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal well-framed GRIB2 message (framing only; not decodable by ecCodes).
+    fn fake2(body: usize) -> Vec<u8> {
+        let len = (HEADER + body + 4) as u64;
+        let mut v = b"GRIB\0\0\0\x02".to_vec();
+        v.extend_from_slice(&len.to_be_bytes());
+        v.extend(std::iter::repeat_n(0xAB, body));
+        v.extend_from_slice(b"7777");
+        v
+    }
+
+    fn fake1(body: usize) -> Vec<u8> {
+        let len = (8 + 8 + body + 4) as u32;
+        let mut v = b"GRIB".to_vec();
+        v.extend_from_slice(&len.to_be_bytes()[1..]);
+        v.push(1);
+        v.extend(std::iter::repeat_n(0u8, 8 + body));
+        v.extend_from_slice(b"7777");
+        v
+    }
+
+    fn read_all(data: &[u8]) -> Result<Vec<GribMessage>, GribError> {
+        MessageReader::new(data, "t").collect()
+    }
+
+    #[test]
+    fn splits_concatenated_messages() {
+        let mut data = fake2(10);
+        data.extend(fake1(5));
+        data.extend(fake2(1000));
+        let ms = read_all(&data).unwrap();
+        assert_eq!(ms.len(), 3);
+        assert_eq!(ms[1].offset, 30);
+        assert_eq!(ms[2].bytes.len(), 1020);
+        let sl = split_slice(&data, "t").unwrap();
+        assert_eq!(sl.len(), 3);
+        assert_eq!(sl[2].2, &ms[2].bytes[..]);
+    }
+
+    #[test]
+    fn errors_say_where() {
+        let mut data = fake2(10);
+        data.extend_from_slice(b"junkjunk");
+        data.extend(fake2(10));
+        let e = read_all(&data).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t: 8 bytes of non-GRIB data at offset 30, before message 2"
+        );
+        assert_eq!(split_slice(&data, "t").unwrap_err(), e);
+
+        let whole = fake2(100);
+        let e = read_all(&whole[..50]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GribError::Truncated {
+                    message: 1,
+                    expected: 120,
+                    got: 50,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(matches!(
+            split_slice(&whole[..50], "t").unwrap_err(),
+            GribError::Truncated { .. }
+        ));
+
+        let mut bad = fake2(10);
+        let n = bad.len();
+        bad[n - 1] = b'8';
+        assert!(matches!(
+            read_all(&bad).unwrap_err(),
+            GribError::BadEnd { .. }
+        ));
+        assert!(matches!(
+            read_all(b"hello world, not grib").unwrap_err(),
+            GribError::NotGrib { len: 21, .. }
+        ));
+        assert!(matches!(
+            read_all(b"").unwrap_err(),
+            GribError::NotGrib { len: 0, .. }
+        ));
+        let mut e3 = fake2(10);
+        e3[7] = 3;
+        assert!(matches!(
+            read_all(&e3).unwrap_err(),
+            GribError::Edition { edition: 3, .. }
+        ));
+        let mut trailing = fake2(10);
+        trailing.extend_from_slice(b"xx");
+        assert!(matches!(
+            read_all(&trailing).unwrap_err(),
+            GribError::Junk {
+                message: 2,
+                len: 2,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn reader_survives_arbitrary_bytes() {
+        use proptest::prelude::*;
+        proptest!(|(data in proptest::collection::vec(any::<u8>(), 0..200))| {
+            let _ = read_all(&data);
+            let _ = split_slice(&data, "t");
+        });
+    }
+}

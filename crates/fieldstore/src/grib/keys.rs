@@ -1,0 +1,60 @@
+//! MARS keys of a GRIB message, read through ecCodes exactly as FDB5 does (namespace `mars`).
+
+use std::ffi::{CStr, CString};
+
+use super::error::GribError;
+use super::ffi;
+use super::handle::Handle;
+use crate::model::Key;
+
+/// The MARS keys of one framed message, in ecCodes' order, values as strings. Never copies the
+/// message; safe to call from many threads at once (ecCodes is thread-safe per handle).
+pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
+    let h = Handle::from_message(message)?;
+    let ns = CString::new("mars").map_err(|_| GribError::EcCodes("namespace".into()))?;
+    // SAFETY: valid handle and namespace string.
+    let it =
+        unsafe { ffi::codes_keys_iterator_new(h.raw(), ffi::KEYS_ITERATOR_ALL_KEYS, ns.as_ptr()) };
+    if it.is_null() {
+        return Err(GribError::Decode(
+            "cannot iterate the mars namespace".into(),
+        ));
+    }
+    let mut pairs = Vec::with_capacity(16);
+    let mut failure = None;
+    // SAFETY: `it` stays valid until deleted below.
+    while unsafe { ffi::codes_keys_iterator_next(it) } != 0 {
+        // SAFETY: the name pointer is valid until the next iteration.
+        let name_ptr = unsafe { ffi::codes_keys_iterator_get_name(it) };
+        if name_ptr.is_null() {
+            continue;
+        }
+        // SAFETY: non-null NUL-terminated string owned by ecCodes.
+        let name = unsafe { CStr::from_ptr(name_ptr) };
+        let key = name.to_string_lossy().into_owned();
+        match h.get_string(name) {
+            Ok(v) => {
+                // FDB5 drops `stepunits`; steps in other units are not supported by our key yet.
+                if key != "stepunits" {
+                    pairs.push((key, v));
+                }
+            }
+            Err(rc) => {
+                failure = Some(format!(
+                    "cannot read mars key '{key}': {}",
+                    super::handle::error_text(rc)
+                ));
+                break;
+            }
+        }
+    }
+    // SAFETY: created above, deleted once.
+    unsafe { ffi::codes_keys_iterator_delete(it) };
+    if let Some(f) = failure {
+        return Err(GribError::Decode(f));
+    }
+    if pairs.is_empty() {
+        return Err(GribError::Decode("the message has no MARS keys".into()));
+    }
+    Ok(Key::from_pairs(pairs))
+}

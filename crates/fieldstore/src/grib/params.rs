@@ -1,0 +1,73 @@
+//! Parameter short names (`t`, `2t`, `10v`) to paramIds, through ecCodes' own parameter database
+//! rather than a hand-copied table.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use super::error::GribError;
+use super::handle::Handle;
+
+fn cache() -> &'static Mutex<HashMap<String, Option<String>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The paramId of a short name, `None` when ecCodes knows no such name. Tries GRIB2 with ECMWF's
+/// local definition first, then GRIB1 (some ECMWF parameters exist only there).
+pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
+    let name = name.to_ascii_lowercase();
+    if let Ok(c) = cache().lock() {
+        if let Some(hit) = c.get(&name) {
+            return Ok(hit.clone());
+        }
+    }
+    let mut found = None;
+    for sample in ["GRIB2", "GRIB1"] {
+        let mut h = Handle::from_sample(sample)?;
+        if sample == "GRIB2" {
+            // ECMWF's local parameters need the local section.
+            let _ = h.set_long("setLocalDefinition", 1);
+        }
+        if h.set_string("shortName", &name).is_err() {
+            continue;
+        }
+        let id = h.get_long("paramId")?;
+        // ecCodes falls back to "unknown" (paramId 0) rather than failing for some names.
+        if id > 0
+            && h.get_string(c"shortName")
+                .is_ok_and(|s| s.eq_ignore_ascii_case(&name))
+        {
+            found = Some(id.to_string());
+            break;
+        }
+    }
+    if let Ok(mut c) = cache().lock() {
+        c.insert(name, found.clone());
+    }
+    Ok(found)
+}
+
+/// A resolver for [`crate::model::types::Context`].
+pub fn resolver(name: &str) -> Option<String> {
+    param_id(name).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_through_eccodes() {
+        for (n, id) in [
+            ("t", "130"),
+            ("2t", "167"),
+            ("10v", "166"),
+            ("msl", "151"),
+            ("swh", "140229"),
+            ("T", "130"),
+        ] {
+            assert_eq!(param_id(n).unwrap().as_deref(), Some(id), "{n}");
+        }
+        assert_eq!(param_id("nosuchparam").unwrap(), None);
+    }
+}
