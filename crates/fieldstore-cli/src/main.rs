@@ -1,3 +1,74 @@
-fn main() {
-    println!("fieldstore {}", env!("CARGO_PKG_VERSION"));
+//! `fieldstore`: the command-line tool. Subcommands mirror FDB5's `fdb-*` tools.
+
+mod commands;
+mod context;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use commands::request::RequestCmd;
+use commands::schema::SchemaCmd;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fieldstore",
+    version,
+    about = "A metadata-driven store for meteorological fields (FDB5-compatible)"
+)]
+struct Cli {
+    /// FDB5-style YAML config file (overrides FDB_CONFIG, FDB_CONFIG_FILE and FDB_HOME).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// More log output (repeat for more).
+    #[arg(short = 'v', long = "log-verbose", global = true, action = clap::ArgAction::Count, hide = true)]
+    log_level: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Which config and schema are in use, found where, and why.
+    Info,
+    /// Schema files: check, split a key, show.
+    #[command(subcommand)]
+    Schema(SchemaCmd),
+    /// MARS requests: parse and expand.
+    #[command(subcommand)]
+    Request(RequestCmd),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = match cli.log_level {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FIELDSTORE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let session = context::Session::new(cli.config.clone());
+    let result = match cli.command {
+        Command::Info => commands::info::run(&session),
+        Command::Schema(c) => commands::schema::run(c, &session),
+        Command::Request(c) => commands::request::run(c, &session),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain, without a backtrace: users need the cause, not our internals.
+            eprintln!("fieldstore: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,3 @@
+pub mod info;
+pub mod request;
+pub mod schema;

@@ -1,0 +1,88 @@
+//! `fieldstore request expand`: what a MARS request means, canonical and expanded.
+
+use anyhow::Result;
+use clap::Subcommand;
+use fieldstore::model::request::{parse_request, parse_requests, Request};
+use fieldstore::model::schema::ExpandMode;
+
+use crate::context::Session;
+
+#[derive(Subcommand, Debug)]
+pub enum RequestCmd {
+    /// Print the canonical, expanded form of a request (inline, or a request file).
+    Expand {
+        /// `class=od,param=t/u,step=0/to/24/by/6`, or a file of requests.
+        request: String,
+        /// Also show how the schema splits it (databases / indexes / datums per rule).
+        #[arg(long)]
+        schema: bool,
+    },
+}
+
+/// A request given on the command line: a file of requests if such a file exists, else inline.
+pub fn read_requests(arg: &str) -> Result<Vec<Request>> {
+    let path = std::path::Path::new(arg);
+    if !arg.contains('=') && path.is_file() {
+        let text = std::fs::read_to_string(path)?;
+        return parse_requests(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
+    }
+    Ok(vec![parse_request(arg)?])
+}
+
+pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
+    match cmd {
+        RequestCmd::Expand { request, schema } => {
+            let cx = session.type_context();
+            let sch = session.schema()?;
+            for req in read_requests(&request)? {
+                let expanded = req.expand_ranges(&cx)?;
+                let mut canonical = Request::new(expanded.verb());
+                for (kw, values) in expanded.iter() {
+                    // Canonical values by the schema's type for that keyword (first rule naming it).
+                    let ty = sch
+                        .paths()
+                        .iter()
+                        .flat_map(|p| p.levels.iter().flatten())
+                        .find(|p| p.keyword == kw)
+                        .map(|p| p.ty);
+                    let vals = match ty {
+                        Some(t) => values
+                            .iter()
+                            .map(|v| t.canonical(kw, v, &cx))
+                            .collect::<Result<Vec<_>, _>>()?,
+                        None => values.to_vec(),
+                    };
+                    canonical.set(kw, vals);
+                }
+                println!("{canonical}");
+                if schema {
+                    let mode = if req.verb() == Some("retrieve") {
+                        ExpandMode::Retrieve
+                    } else {
+                        ExpandMode::List
+                    };
+                    for e in sch.expand(expanded.iter(), mode, &cx)? {
+                        let fmt = |l: &fieldstore::model::schema::LevelSelection| {
+                            l.keywords
+                                .iter()
+                                .map(|(k, v)| match v {
+                                    Some(v) => format!("{k}={}", v.join("/")),
+                                    None => format!("{k}=*"),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        };
+                        println!(
+                            "  rule at line {}: {{{}}}{{{}}}{{{}}}",
+                            e.line,
+                            fmt(&e.levels[0]),
+                            fmt(&e.levels[1]),
+                            fmt(&e.levels[2])
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
