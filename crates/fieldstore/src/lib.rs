@@ -7,3 +7,4 @@
 
 pub mod grib;
 pub mod model;
+pub mod storage;
