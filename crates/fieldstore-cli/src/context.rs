@@ -4,6 +4,7 @@ use std::cell::OnceCell;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
+use fieldstore::api::LocalFdb;
 use fieldstore::grib::params;
 use fieldstore::model::config::{self, FdbConfig, LoadedConfig};
 use fieldstore::model::schema::Schema;
@@ -12,6 +13,7 @@ use fieldstore::model::types::Context;
 pub struct Session {
     explicit: Option<PathBuf>,
     loaded: OnceCell<LoadedConfig>,
+    fdb: OnceCell<LocalFdb>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = params::resolver;
@@ -21,6 +23,7 @@ impl Session {
         Session {
             explicit,
             loaded: OnceCell::new(),
+            fdb: OnceCell::new(),
         }
     }
 
@@ -30,6 +33,28 @@ impl Session {
         }
         let c = config::discover(self.explicit.as_deref(), &config::process_env)?;
         Ok(self.loaded.get_or_init(|| c))
+    }
+
+    /// The store the config describes.
+    pub fn fdb(&self) -> Result<&dyn fieldstore::api::Fdb> {
+        Ok(self.local_fdb()?)
+    }
+
+    pub fn local_fdb(&self) -> Result<&LocalFdb> {
+        if let Some(f) = self.fdb.get() {
+            return Ok(f);
+        }
+        let loaded = self.config()?;
+        let fdb = match &loaded.config {
+            FdbConfig::Local(l) => LocalFdb::new(l.clone())
+                .with_context(|| format!("building the store from {}", loaded.source))?,
+            other => anyhow::bail!(
+                "config {}: frontend type '{}' is not supported yet by this version (only 'local')",
+                loaded.source,
+                other.describe().split_whitespace().next().unwrap_or("?")
+            ),
+        };
+        Ok(self.fdb.get_or_init(|| fdb))
     }
 
     /// The schema of the config in use: its `schema` file, or the built-in default.

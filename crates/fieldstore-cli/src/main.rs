@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 use commands::request::RequestCmd;
 use commands::schema::SchemaCmd;
+use commands::store::{AxesArgs, ListArgs, ReadArgs, WriteArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,6 +36,18 @@ enum Command {
     /// Schema files: check, split a key, show.
     #[command(subcommand)]
     Schema(SchemaCmd),
+    /// Archive GRIB files (or standard input); flushed at the end, all or nothing.
+    Write(WriteArgs),
+    /// Retrieve the fields a request names into a file (`-`: standard output).
+    Read(ReadArgs),
+    /// List fields, indexes or databases matching a partial request.
+    List(ListArgs),
+    /// Values present for each keyword.
+    Axes(AxesArgs),
+    /// Database directories matching a request.
+    Where { request: String },
+    /// Make realistic sample GRIB fields with ecCodes.
+    Sample(commands::sample::SampleArgs),
     /// MARS requests: parse and expand.
     #[command(subcommand)]
     Request(RequestCmd),
@@ -59,9 +72,24 @@ fn main() -> ExitCode {
         Command::Info => commands::info::run(&session),
         Command::Schema(c) => commands::schema::run(c, &session),
         Command::Request(c) => commands::request::run(c, &session),
+        Command::Write(a) => commands::store::write(a, &session),
+        Command::Read(a) => commands::store::read(a, &session),
+        Command::List(a) => commands::store::list(a, &session),
+        Command::Axes(a) => commands::store::axes(a, &session),
+        Command::Where { request } => commands::store::where_(request, &session),
+        Command::Sample(a) => commands::sample::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `fieldstore list | head` is not an error.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             // The chain, without a backtrace: users need the cause, not our internals.
             eprintln!("fieldstore: error: {e}");

@@ -5,6 +5,7 @@
 //! - [`model`]: keys, MARS requests, key types, the schema language and the FDB5 config;
 //! - storage and api layers build on these.
 
+pub mod api;
 pub mod grib;
 pub mod model;
 pub mod storage;

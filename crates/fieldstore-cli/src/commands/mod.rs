@@ -1,3 +1,5 @@
 pub mod info;
 pub mod request;
+pub mod sample;
 pub mod schema;
+pub mod store;

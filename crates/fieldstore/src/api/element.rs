@@ -15,7 +15,11 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, offset={}, length={}", self.uri, self.offset, self.length)
+        write!(
+            f,
+            "{}, offset={}, length={}",
+            self.uri, self.offset, self.length
+        )
     }
 }
 

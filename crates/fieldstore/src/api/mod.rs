@@ -3,7 +3,9 @@
 pub mod element;
 pub mod error;
 pub mod fdb;
+pub mod local;
 
 pub use element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location};
 pub use error::ApiError;
 pub use fdb::Fdb;
+pub use local::LocalFdb;

@@ -8,7 +8,7 @@ mod writer;
 
 pub use index::IndexEntry;
 pub use journal::FORMAT_VERSION;
-pub use reader::{DbReader, IndexRef};
+pub use reader::{datum_key_of, DbReader, IndexRef};
 pub use writer::DbWriter;
 
 /// A unique suffix for files this process creates: host, pid, time, counter.

@@ -158,6 +158,12 @@ impl DbReader {
                 continue;
             }
             let file = self.load(ix)?;
+            // A key from another rule (other datum keywords) is not this index's field.
+            if file.datum_keywords.len() != datum_key.len()
+                || !file.datum_keywords.iter().all(|k| datum_key.contains(k))
+            {
+                continue;
+            }
             let values = entry_values(&file.datum_keywords, datum_key);
             if let Some(e) = file.lookup(&values) {
                 let data = file

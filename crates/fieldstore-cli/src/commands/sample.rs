@@ -1,0 +1,118 @@
+//! `fieldstore sample`: realistic GRIB fields made with ecCodes, for demos and tests.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use fieldstore::grib::{params, sample::make_field};
+
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value = "20261122")]
+    date: String,
+    #[arg(long, default_value = "1200")]
+    time: String,
+    /// Parameters by name or id, `/`-separated.
+    #[arg(long, default_value = "t/u/v")]
+    params: String,
+    /// Pressure levels, `/`-separated.
+    #[arg(long, default_value = "1000/850/500")]
+    levels: String,
+    #[arg(long, default_value = "0/6/12")]
+    steps: String,
+    /// Ensemble members (perturbed forecasts 1..N, written after the deterministic forecast).
+    #[arg(long, default_value_t = 0)]
+    members: u32,
+    /// Grid points per field (about 2 bytes each).
+    #[arg(long, default_value_t = 1000)]
+    points: usize,
+    #[arg(long, default_value = "od")]
+    class: String,
+    #[arg(long, default_value = "0001")]
+    expver: String,
+}
+
+pub fn run(a: SampleArgs) -> Result<()> {
+    let split = |s: &str| s.split('/').map(str::to_string).collect::<Vec<_>>();
+    let mut param_ids = Vec::new();
+    for p in split(&a.params) {
+        let id = if p.chars().all(|c| c.is_ascii_digit()) {
+            p.clone()
+        } else {
+            params::param_id(&p)?.with_context(|| format!("unknown parameter '{p}'"))?
+        };
+        param_ids.push(id);
+    }
+    let (levels, steps) = (split(&a.levels), split(&a.steps));
+    if levels.is_empty() || steps.is_empty() {
+        bail!("need at least one level and one step");
+    }
+    let mut out = BufWriter::new(
+        std::fs::File::create(&a.out)
+            .with_context(|| format!("cannot create {}", a.out.display()))?,
+    );
+    let mut n = 0u64;
+    // Order: as a retrieve of the same request returns them (datum keys step, number, level, param).
+    let mut emit = |stream: &str, ty: &str, member: Option<u32>| -> Result<()> {
+        for step in &steps {
+            for level in &levels {
+                for p in &param_ids {
+                    let num = member.map(|m| m.to_string());
+                    let mut keys = vec![
+                        ("class", a.class.as_str()),
+                        ("stream", stream),
+                        ("type", ty),
+                        ("expver", a.expver.as_str()),
+                        ("date", a.date.as_str()),
+                        ("time", a.time.as_str()),
+                        ("step", step.as_str()),
+                        ("levtype", "pl"),
+                        ("levelist", level.as_str()),
+                        ("param", p.as_str()),
+                    ];
+                    if let Some(m) = &num {
+                        keys.push(("number", m.as_str()));
+                    }
+                    n += 1;
+                    out.write_all(&make_field(&keys, a.points, n)?)?;
+                }
+            }
+        }
+        Ok(())
+    };
+    emit("oper", "fc", None)?;
+    // Members nest inside steps in a retrieve, so write step by step.
+    if a.members > 0 {
+        let all_steps = steps.clone();
+        for step in &all_steps {
+            for m in 1..=a.members {
+                for level in &levels {
+                    for p in &param_ids {
+                        let ms = m.to_string();
+                        let keys = [
+                            ("class", a.class.as_str()),
+                            ("stream", "enfo"),
+                            ("type", "pf"),
+                            ("expver", a.expver.as_str()),
+                            ("date", a.date.as_str()),
+                            ("time", a.time.as_str()),
+                            ("step", step.as_str()),
+                            ("levtype", "pl"),
+                            ("levelist", level.as_str()),
+                            ("param", p.as_str()),
+                            ("number", ms.as_str()),
+                        ];
+                        n += 1;
+                        out.write_all(&make_field(&keys, a.points, n)?)?;
+                    }
+                }
+            }
+        }
+    }
+    out.flush()?;
+    eprintln!("wrote {n} fields to {}", a.out.display());
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! The store commands: write, read, list, axes, where.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use fieldstore::api::ListOptions;
+use fieldstore::grib::{mars_keys, MessageReader};
+use fieldstore::model::request::Request;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::request::read_requests;
+use crate::context::Session;
+
+#[derive(Args, Debug)]
+pub struct WriteArgs {
+    /// GRIB files to archive (`-` or none: standard input).
+    files: Vec<PathBuf>,
+    /// One line per message: number, offset, key.
+    #[arg(long)]
+    verbose: bool,
+}
+
+pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let mut inputs = args.files;
+    if inputs.is_empty() {
+        inputs.push(PathBuf::from("-"));
+    }
+    let (mut fields, mut bytes) = (0usize, 0u64);
+    let started = std::time::Instant::now();
+    for path in &inputs {
+        let (reader, name, size): (Box<dyn Read>, String, u64) = if path.as_os_str() == "-" {
+            (Box::new(io::stdin().lock()), "<stdin>".into(), 0)
+        } else {
+            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+            (Box::new(f), path.display().to_string(), size)
+        };
+        let bar = if size > 64 << 20 && !args.verbose {
+            let b = ProgressBar::new(size);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b.set_message(name.clone());
+            b
+        } else {
+            ProgressBar::hidden()
+        };
+        for msg in MessageReader::new(reader, name.clone()) {
+            // Any error stops here without a flush: nothing of this run becomes visible.
+            let msg = msg?;
+            let key = mars_keys(&msg.bytes).with_context(|| {
+                format!("{name}: message {} at offset {}", msg.number, msg.offset)
+            })?;
+            if args.verbose {
+                eprintln!(
+                    "{name}: message {} at offset {} ({} bytes): {key}",
+                    msg.number,
+                    msg.offset,
+                    msg.bytes.len()
+                );
+            }
+            fdb.archive(Some(&key), &msg.bytes)
+                .or_else(|e| match e {
+                    // GRIB-derived keys are canonicalised, not refused for their form.
+                    fieldstore::api::ApiError::Model(fieldstore::model::ModelError::Schema(
+                        fieldstore::model::schema::SchemaError::NotCanonical { .. },
+                    )) => fdb.archive(None, &msg.bytes),
+                    e => Err(e),
+                })
+                .with_context(|| {
+                    format!("{name}: message {} at offset {}", msg.number, msg.offset)
+                })?;
+            fields += 1;
+            bytes += msg.bytes.len() as u64;
+            bar.set_position(msg.offset + msg.bytes.len() as u64);
+        }
+        bar.finish_and_clear();
+    }
+    fdb.flush()?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "archived {fields} fields, {:.1} MiB in {secs:.2} s ({:.0} fields/s)",
+        bytes as f64 / 1048576.0,
+        fields as f64 / secs.max(1e-9)
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// A partial MARS request, e.g. `class=od,expver=0001` (or a request file).
+    request: Option<String>,
+    /// Include masked (replaced) entries.
+    #[arg(long)]
+    full: bool,
+    /// Print each field's location too.
+    #[arg(long)]
+    location: bool,
+    /// FDB5's stable form: `{db keys}{index keys}{datum keys}`, one field per line.
+    #[arg(long)]
+    porcelain: bool,
+    /// One JSON object per field per line.
+    #[arg(long)]
+    json: bool,
+    /// 1: databases, 2: indexes, 3: fields.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
+    depth: u8,
+    /// List everything (no request needed).
+    #[arg(long)]
+    all: bool,
+}
+
+fn one_request(arg: Option<&str>, all: bool) -> Result<Request> {
+    match arg {
+        Some(a) => {
+            let mut reqs = read_requests(a)?;
+            if reqs.len() != 1 {
+                bail!("expected one request, found {}", reqs.len());
+            }
+            Ok(reqs.remove(0))
+        }
+        None if all => Ok(Request::default()),
+        None => bail!("give a request (e.g. class=od,expver=0001) or --all"),
+    }
+}
+
+pub fn list(args: ListArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let req = one_request(args.request.as_deref(), args.all)?;
+    let out = io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let mut n = 0usize;
+    for el in fdb.list(
+        &req,
+        ListOptions {
+            include_masked: args.full,
+            depth: args.depth,
+        },
+    )? {
+        let el = el?;
+        n += 1;
+        if args.json {
+            let mut m = serde_json::Map::new();
+            for (k, v) in el.key.combined().iter() {
+                if !v.is_empty() {
+                    m.insert(k.to_string(), v.into());
+                }
+            }
+            if let Some(l) = &el.location {
+                m.insert("_uri".into(), l.uri.clone().into());
+                m.insert("_offset".into(), l.offset.into());
+                m.insert("_length".into(), l.length.into());
+            }
+            writeln!(out, "{}", serde_json::Value::Object(m))?;
+            continue;
+        }
+        let mut line = el.key.porcelain();
+        if args.depth < 3 {
+            line = line.trim_end_matches("{}").to_string();
+        }
+        if args.location && !args.porcelain {
+            if let Some(l) = &el.location {
+                line.push_str(&format!(", {l}"));
+            }
+        } else if args.location {
+            if let Some(l) = &el.location {
+                line.push_str(&format!(" {} {} {}", l.uri, l.offset, l.length));
+            }
+        }
+        if args.full && el.masked && !args.porcelain {
+            line.push_str(" (masked)");
+        }
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    if n == 0 && !args.porcelain && !args.json {
+        eprintln!("nothing matches {req}");
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ReadArgs {
+    /// A MARS request, inline or a request file (several requests are read in order).
+    request: String,
+    /// Output file (`-`: standard output).
+    output: PathBuf,
+}
+
+pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let reqs = read_requests(&args.request)?;
+    let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
+        Box::new(BufWriter::new(io::stdout().lock()))
+    } else {
+        Box::new(BufWriter::new(File::create(&args.output).with_context(
+            || format!("cannot create {}", args.output.display()),
+        )?))
+    };
+    let mut total = 0u64;
+    for req in &reqs {
+        let mut stream = fdb.retrieve(req)?;
+        let n = io::copy(&mut stream, &mut out).with_context(|| format!("reading {req}"))?;
+        if n == 0 {
+            let why = session.local_fdb()?.explain_nothing(req);
+            bail!("nothing matches {req}\n{why}");
+        }
+        total += n;
+    }
+    out.flush()?;
+    eprintln!("read {total} bytes");
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct AxesArgs {
+    request: Option<String>,
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value_t = 3)]
+    level: u8,
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let req = one_request(args.request.as_deref(), args.all)?;
+    let axes = fdb.axes(&req, args.level)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&axes)?);
+    } else {
+        for (k, v) in &axes {
+            println!("{k}: {}", v.iter().cloned().collect::<Vec<_>>().join("/"));
+        }
+    }
+    Ok(())
+}
+
+pub fn where_(request: String, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let req = one_request(Some(&request), false)?;
+    let dirs = fdb.where_(&req)?;
+    if dirs.is_empty() {
+        bail!("no database matches {req}");
+    }
+    for d in dirs {
+        println!("{d}");
+    }
+    Ok(())
+}
