@@ -31,7 +31,7 @@ pub const VERBS: &[&str] = &[
 ];
 
 /// Ranges longer than this are refused: they are typing mistakes, and would exhaust memory.
-const MAX_RANGE: usize = 1_000_000;
+const MAX_RANGE: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("request line {line}, column {column}: {message}\n  {text}\n  {caret}^")]

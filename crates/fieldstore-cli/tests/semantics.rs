@@ -1,0 +1,305 @@
+//! DESIGN.md §2 semantics with real processes: many writers, readers during writes, kill -9,
+//! masking, and bad input that must change nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+struct Store {
+    dir: tempfile::TempDir,
+}
+
+impl Store {
+    fn new() -> Store {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.yaml"),
+            format!(
+                "type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+                dir.path().join("root").display()
+            ),
+        )
+        .unwrap();
+        Store { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+        c.args(args)
+            .env("FDB_CONFIG_FILE", self.path("config.yaml"));
+        for v in [
+            "FDB_CONFIG",
+            "FDB5_CONFIG",
+            "FDB5_CONFIG_FILE",
+            "FDB_HOME",
+            "FDB5_HOME",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Sample GRIB: `steps` and params t/u on two levels (4 fields per step).
+    fn sample(&self, name: &str, steps: &str, seed_date: &str) -> PathBuf {
+        let p = self.path(name);
+        self.ok(&[
+            "sample",
+            "--out",
+            p.to_str().unwrap(),
+            "--steps",
+            steps,
+            "--params",
+            "t/u",
+            "--levels",
+            "1000/500",
+            "--date",
+            seed_date,
+            "--points",
+            "200",
+        ]);
+        p
+    }
+
+    fn list(&self, extra: &[&str]) -> Vec<String> {
+        let mut args = vec!["list", "class=od,expver=0001", "--porcelain"];
+        args.extend_from_slice(extra);
+        self.ok(&args).lines().map(str::to_string).collect()
+    }
+}
+
+fn spawn(c: &mut Command) -> Child {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn sixteen_writer_processes_into_one_database() {
+    let s = Store::new();
+    let files: Vec<PathBuf> = (0..16)
+        .map(|i| s.sample(&format!("w{i}.grib"), &i.to_string(), "20261122"))
+        .collect();
+    let mut children: Vec<Child> = files
+        .iter()
+        .map(|f| spawn(&mut s.cmd(&["write", f.to_str().unwrap()])))
+        .collect();
+    for c in &mut children {
+        assert!(c.wait().unwrap().success());
+    }
+    let listed = s.list(&[]);
+    assert_eq!(listed.len(), 16 * 4, "{listed:?}");
+    assert_eq!(
+        s.ok(&["where", "class=od,expver=0001"]).lines().count(),
+        1,
+        "one database"
+    );
+    // Every field reads back byte-identical, in request order (step, level, param).
+    let all: Vec<u8> = files
+        .iter()
+        .flat_map(|f| std::fs::read(f).unwrap())
+        .collect();
+    let out = s.path("out.grib");
+    s.ok(&["read", "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,step=0/to/15/by/1,levelist=1000/500,param=t/u", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), all);
+}
+
+#[test]
+fn readers_see_only_whole_flushes() {
+    let s = Store::new();
+    let files: Vec<PathBuf> = (0..6)
+        .map(|i| {
+            s.sample(
+                &format!("w{i}.grib"),
+                &format!("{}/{}", 2 * i, 2 * i + 1),
+                "20261122",
+            )
+        })
+        .collect();
+    let mut writers: Vec<Child> = files
+        .iter()
+        .map(|f| spawn(&mut s.cmd(&["write", f.to_str().unwrap()])))
+        .collect();
+    let mut observations = Vec::new();
+    loop {
+        let done = writers.iter_mut().all(|w| w.try_wait().unwrap().is_some());
+        let n = s.list(&[]).len();
+        observations.push(n);
+        if done {
+            break;
+        }
+    }
+    for w in &mut writers {
+        assert!(w.wait().unwrap().success());
+    }
+    // Each writer flushes its 8 fields at once: a reader sees multiples of 8, never a part.
+    assert!(observations.iter().all(|n| n % 8 == 0), "{observations:?}");
+    assert_eq!(*observations.last().unwrap(), 48);
+}
+
+#[test]
+fn kill_nine_never_leaves_half_visible_data() {
+    let rounds: usize = std::env::var("FIELDSTORE_KILL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let s = Store::new();
+    let mut outcomes = Vec::new();
+    for round in 0..rounds {
+        // Each round's fields are distinct (own step), 4 fields x 5 steps = 20 per writer.
+        let steps = (0..5)
+            .map(|k| (round * 5 + k).to_string())
+            .collect::<Vec<_>>()
+            .join("/");
+        let f = s.sample(&format!("r{round}.grib"), &steps, "20261122");
+        let mut child = spawn(&mut s.cmd(&["write", f.to_str().unwrap()]));
+        // Kill at a pseudo-random moment: before, during or after the flush.
+        let delay = (round * 7919 % 160) as u64;
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().unwrap();
+        outcomes.push((round, steps, status.success()));
+    }
+    // The store opens, and each round is all there (byte-identical) or not at all.
+    let listed = s.list(&[]);
+    let (mut whole, mut none) = (0, 0);
+    for (round, steps, finished) in &outcomes {
+        let first_step = steps.split('/').next().unwrap();
+        let last_step = steps.split('/').last().unwrap();
+        let n = listed
+            .iter()
+            .filter(|l| {
+                let step: usize = l
+                    .split("step=")
+                    .nth(1)
+                    .and_then(|r| r.split(',').next())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap();
+                step >= first_step.parse().unwrap() && step <= last_step.parse().unwrap()
+            })
+            .count();
+        assert!(n == 0 || n == 20, "round {round}: {n} of 20 fields visible");
+        if *finished {
+            assert_eq!(
+                n, 20,
+                "round {round} exited 0 but its fields are not all visible"
+            );
+        }
+        if n == 20 {
+            whole += 1;
+            let out = s.path("check.grib");
+            let req = format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,step={steps},levelist=1000/500,param=t/u");
+            s.ok(&["read", &req, out.to_str().unwrap()]);
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(s.path(&format!("r{round}.grib"))).unwrap(),
+                "round {round}"
+            );
+        } else {
+            none += 1;
+        }
+    }
+    eprintln!("{rounds} rounds: {whole} complete, {none} killed before their flush");
+}
+
+#[test]
+fn replace_masks_and_full_lists_both() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    s.ok(&["write", f.to_str().unwrap()]);
+    s.ok(&["write", f.to_str().unwrap()]);
+    assert_eq!(s.list(&[]).len(), 4);
+    assert_eq!(s.list(&["--full"]).len(), 8);
+}
+
+fn assert_changes_nothing(s: &Store, input: &Path, needle: &str) {
+    let before = s.list(&[]);
+    let o = s.run(&["write", input.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "accepted {}", input.display());
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(s.list(&[]), before, "a failed write changed the store");
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let s = Store::new();
+    let good = s.sample("good.grib", "0/6", "20261122");
+    s.ok(&["write", good.to_str().unwrap()]);
+    let bytes = std::fs::read(&good).unwrap();
+    let one = bytes.len() / 8;
+
+    let truncated = s.path("truncated.grib");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 100]).unwrap();
+    assert_changes_nothing(&s, &truncated, "message 8 at offset");
+
+    let junk = s.path("junk.grib");
+    let mut j = bytes[..one].to_vec();
+    j.extend_from_slice(b"this is not grib");
+    j.extend_from_slice(&bytes[one..]);
+    std::fs::write(&junk, &j).unwrap();
+    assert_changes_nothing(&s, &junk, "16 bytes of non-GRIB data at offset");
+
+    let text = s.path("notes.txt");
+    std::fs::write(&text, "hello, this is plain text\n").unwrap();
+    assert_changes_nothing(&s, &text, "no GRIB message found");
+
+    // Good fields first, then a refusal: none of the good ones may become visible either.
+    let fresh = Store::new();
+    let o = fresh.run(&["write", junk.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        fresh.list(&[]).is_empty(),
+        "fields before the bad message became visible"
+    );
+
+    let o = s.run(&["list", "class=od,expver=0001,foo=bar"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown keyword in request: foo"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = s.run(&["read", "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,step=0,levelist=1000,param=2t", s.path("x").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("param=2t matched nothing; present: 130/131"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unwritable_root_is_a_clear_error() {
+    let s = Store::new();
+    std::fs::write(
+        s.path("config.yaml"),
+        format!(
+            "spaces: [{{roots: [{{path: {}, writable: false}}]}}]\n",
+            s.path("root").display()
+        ),
+    )
+    .unwrap();
+    let f = s.sample("a.grib", "0", "20261122");
+    let o = s.run(&["write", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no writable roots available"), "{err}");
+    assert!(!s.path("root").exists());
+}
