@@ -182,7 +182,7 @@ fn kill_nine_never_leaves_half_visible_data() {
     let (mut whole, mut none) = (0, 0);
     for (round, steps, finished) in &outcomes {
         let first_step = steps.split('/').next().unwrap();
-        let last_step = steps.split('/').last().unwrap();
+        let last_step = steps.split('/').next_back().unwrap();
         let n = listed
             .iter()
             .filter(|l| {
