@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use commands::request::RequestCmd;
 use commands::schema::SchemaCmd;
-use commands::store::{AxesArgs, ListArgs, ReadArgs, WriteArgs};
+use commands::store::{AxesArgs, ControlArgs, DoitArgs, ListArgs, ReadArgs, WriteArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -46,6 +46,16 @@ enum Command {
     Axes(AxesArgs),
     /// Database directories matching a request.
     Where { request: String },
+    /// Delete whole databases (dry run unless --doit).
+    Wipe(DoitArgs),
+    /// Delete masked (replaced) fields (dry run unless --doit).
+    Purge(DoitArgs),
+    /// Statistics of databases.
+    Stats { request: String },
+    /// The journal of databases, record by record.
+    Dump { request: String },
+    /// Lock, unlock or show the status of actions on databases.
+    Control(ControlArgs),
     /// Make realistic sample GRIB fields with ecCodes.
     Sample(commands::sample::SampleArgs),
     /// MARS requests: parse and expand.
@@ -78,6 +88,11 @@ fn main() -> ExitCode {
         Command::Axes(a) => commands::store::axes(a, &session),
         Command::Where { request } => commands::store::where_(request, &session),
         Command::Sample(a) => commands::sample::run(a),
+        Command::Wipe(a) => commands::store::wipe(a, &session),
+        Command::Purge(a) => commands::store::purge(a, &session),
+        Command::Stats { request } => commands::store::stats(request, &session),
+        Command::Dump { request } => commands::store::dump(request, &session),
+        Command::Control(a) => commands::store::control(a, &session),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -303,3 +303,120 @@ fn unwritable_root_is_a_clear_error() {
     assert!(err.contains("no writable roots available"), "{err}");
     assert!(!s.path("root").exists());
 }
+
+const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+
+#[test]
+fn purge_removes_masked_and_keeps_the_newest() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    s.ok(&["write", f.to_str().unwrap()]);
+    s.ok(&["write", f.to_str().unwrap()]);
+    assert_eq!(s.list(&["--full"]).len(), 8);
+    let dry = s.ok(&["purge", DB]);
+    assert!(
+        dry.contains("4 masked fields; would remove 1 index files and 1 data files"),
+        "{dry}"
+    );
+    assert_eq!(s.list(&["--full"]).len(), 8, "dry run changed something");
+    s.ok(&["purge", DB, "--doit"]);
+    assert_eq!(s.list(&["--full"]).len(), 4);
+    let out = s.path("out.grib");
+    s.ok(&[
+        "read",
+        &format!("{DB},type=fc,levtype=pl,step=0,levelist=1000/500,param=t/u"),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&f).unwrap());
+    let stats = s.ok(&["stats", DB]);
+    assert!(stats.contains("fields 4, masked 0"), "{stats}");
+    let dump = s.ok(&["dump", DB]);
+    assert!(dump.contains("INIT") && dump.contains("CLEAR"), "{dump}");
+}
+
+#[test]
+fn wipe_is_a_dry_run_unless_told() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    s.ok(&["write", f.to_str().unwrap()]);
+    let dry = s.ok(&["wipe", DB]);
+    assert!(
+        dry.contains("would wipe database") && dry.contains("toc"),
+        "{dry}"
+    );
+    assert_eq!(s.list(&[]).len(), 4);
+    let o = s.run(&["wipe", &format!("{DB},type=fc"), "--doit"]);
+    assert!(!o.status.success(), "over-specified wipe accepted");
+    assert_eq!(s.list(&[]).len(), 4);
+    s.ok(&["wipe", DB, "--doit"]);
+    assert!(s.list(&[]).is_empty());
+    assert!(
+        std::fs::read_dir(s.path("root")).unwrap().next().is_none(),
+        "database directory left behind"
+    );
+}
+
+#[test]
+fn locks_disable_actions() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    s.ok(&["write", f.to_str().unwrap()]);
+    s.ok(&["control", "lock", DB, "--list", "--archive"]);
+    assert!(s.list(&[]).is_empty());
+    let st = s.ok(&["control", "status", DB]);
+    assert!(
+        st.contains("list: LOCKED")
+            && st.contains("archive: LOCKED")
+            && st.contains("retrieve: enabled"),
+        "{st}"
+    );
+    let o = s.run(&["write", f.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("archive is locked"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    s.ok(&["control", "unlock", DB, "--list", "--archive"]);
+    assert_eq!(s.list(&[]).len(), 4);
+}
+
+#[test]
+fn corrupted_index_is_named_and_the_rest_stays_readable() {
+    let s = Store::new();
+    s.ok(&[
+        "write",
+        s.sample("a.grib", "0", "20261122").to_str().unwrap(),
+    ]);
+    s.ok(&[
+        "write",
+        s.sample("b.grib", "0", "20261123").to_str().unwrap(),
+    ]);
+    let root = s.path("root");
+    let db = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("20261122"))
+        .unwrap();
+    let idx = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "idx"))
+        .unwrap();
+    let mut bytes = std::fs::read(&idx).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    std::fs::write(&idx, bytes).unwrap();
+    let o = s.run(&["list", "class=od,expver=0001,date=20261122"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&idx.display().to_string()) && err.contains("checksum"),
+        "{err}"
+    );
+    assert_eq!(
+        s.ok(&["list", "class=od,expver=0001,date=20261123", "--porcelain"])
+            .lines()
+            .count(),
+        4
+    );
+}

@@ -256,3 +256,96 @@ pub fn where_(request: String, session: &Session) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args, Debug)]
+pub struct DoitArgs {
+    /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200.
+    request: String,
+    /// Really delete; without it, only show what would go.
+    #[arg(long)]
+    doit: bool,
+}
+
+pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
+    let req = one_request(Some(&a.request), false)?;
+    for line in session.fdb()?.wipe(&req, a.doit)? {
+        println!("{line}");
+    }
+    if !a.doit {
+        eprintln!("dry run: nothing was deleted (add --doit)");
+    }
+    Ok(())
+}
+
+pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
+    let req = one_request(Some(&a.request), false)?;
+    for line in session.fdb()?.purge(&req, a.doit)? {
+        println!("{line}");
+    }
+    if !a.doit {
+        eprintln!("dry run: nothing was deleted (add --doit)");
+    }
+    Ok(())
+}
+
+pub fn stats(request: String, session: &Session) -> Result<()> {
+    let req = one_request(Some(&request), false)?;
+    for line in session.fdb()?.stats(&req)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+pub fn dump(request: String, session: &Session) -> Result<()> {
+    let req = one_request(Some(&request), false)?;
+    for line in session.fdb()?.dump(&req)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ControlArgs {
+    /// lock, unlock or status.
+    #[arg(value_parser = ["lock", "unlock", "status"])]
+    action: String,
+    request: String,
+    #[arg(long)]
+    list: bool,
+    #[arg(long)]
+    retrieve: bool,
+    #[arg(long)]
+    archive: bool,
+    #[arg(long)]
+    wipe: bool,
+}
+
+pub fn control(a: ControlArgs, session: &Session) -> Result<()> {
+    use fieldstore::api::{ControlAction, ControlIdentifier};
+    let req = one_request(Some(&a.request), false)?;
+    let action = match a.action.as_str() {
+        "lock" => ControlAction::Lock,
+        "unlock" => ControlAction::Unlock,
+        _ => ControlAction::Status,
+    };
+    let ids: Vec<ControlIdentifier> = [
+        (a.list, ControlIdentifier::List),
+        (a.retrieve, ControlIdentifier::Retrieve),
+        (a.archive, ControlIdentifier::Archive),
+        (a.wipe, ControlIdentifier::Wipe),
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, id)| id)
+    .collect();
+    if action != ControlAction::Status && ids.is_empty() {
+        bail!(
+            "say which actions to {}: --list, --retrieve, --archive, --wipe",
+            a.action
+        );
+    }
+    for line in session.fdb()?.control(&req, action, &ids)? {
+        println!("{line}");
+    }
+    Ok(())
+}

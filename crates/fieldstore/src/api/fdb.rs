@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use super::element::{AxesMap, ListElement, ListOptions};
+use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use super::error::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -33,4 +33,24 @@ pub trait Fdb: Send + Sync {
 
     /// Locations (database directories) matching a partial request.
     fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+
+    /// Deletes whole databases; with `doit == false` only reports what would go.
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError>;
+
+    /// Deletes masked duplicates; with `doit == false` only reports what would go.
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError>;
+
+    /// Statistics of matching databases, as printable lines.
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+
+    /// The journal of matching databases, as printable lines.
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+
+    /// Locks or unlocks actions on matching databases, or reports their status.
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError>;
 }

@@ -5,7 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::element::{AxesMap, ListElement, ListOptions, Location};
+use super::element::{
+    AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
+};
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use crate::grib;
@@ -14,6 +16,7 @@ use crate::model::request::Request;
 use crate::model::schema::{ExpandMode, Expansion, Schema, SplitKey};
 use crate::model::types::Context;
 use crate::model::{Key, ModelError};
+use crate::storage::toc::maintenance;
 use crate::storage::toc::{datum_key_of, DbReader, DbWriter};
 
 pub struct LocalFdb {
@@ -149,6 +152,9 @@ impl LocalFdb {
         expansions: &[Expansion],
         options: ListOptions,
     ) -> Result<Vec<ListElement>, ApiError> {
+        if maintenance::is_locked(dir, "list") {
+            return Ok(Vec::new());
+        }
         let reader = DbReader::open(dir)?;
         let db = reader.db_key().clone();
         let ex: Vec<&Expansion> = expansions
@@ -236,6 +242,22 @@ impl LocalFdb {
                     timestamp: ix.timestamp,
                     masked,
                 });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Database directories whose key matches a partial request.
+    fn matching_dbs(&self, request: &Request) -> Result<Vec<PathBuf>, ApiError> {
+        if request.is_empty() {
+            return Err(ApiError::Invalid("this needs a request naming the databases (e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200)".into()));
+        }
+        let expansions = self.expand(request, ExpandMode::List)?;
+        let mut out = Vec::new();
+        for dir in self.databases() {
+            let r = DbReader::open(&dir)?;
+            if expansions.iter().any(|e| e.levels[0].matches(r.db_key())) {
+                out.push(dir);
             }
         }
         Ok(out)
@@ -347,6 +369,12 @@ impl Fdb for LocalFdb {
             .split(&key, &self.cx, strict)
             .map_err(ModelError::from)?;
         let dir = self.dir_for_archive(&split.db)?;
+        if maintenance::is_locked(&dir, "archive") {
+            return Err(ApiError::Locked {
+                db: dir.display().to_string(),
+                action: "archive".into(),
+            });
+        }
         let mut writers = self
             .writers
             .lock()
@@ -395,6 +423,12 @@ impl Fdb for LocalFdb {
                     .entry(db.clone())
                     .or_insert_with(|| self.find_db(db).and_then(|d| DbReader::open(&d).ok()));
                 let Some(reader) = reader else { continue };
+                if maintenance::is_locked(reader.dir(), "retrieve") {
+                    return Err(ApiError::Locked {
+                        db: reader.dir().display().to_string(),
+                        action: "retrieve".into(),
+                    });
+                }
                 for dt in &dts {
                     for ix in &ixs {
                         if let Some(loc) = reader.lookup(ix, dt)? {
@@ -459,6 +493,140 @@ impl Fdb for LocalFdb {
             if expansions.iter().any(|e| e.levels[0].matches(r.db_key())) {
                 out.push(dir.display().to_string());
             }
+        }
+        Ok(out)
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        if !self.config.actions.wipe {
+            return Err(ApiError::Invalid("wipe is disabled by this config".into()));
+        }
+        // Only whole databases: a request naming index or datum keywords would wipe more than asked.
+        let db_keywords: HashSet<&str> = self
+            .schema
+            .paths()
+            .iter()
+            .flat_map(|p| p.levels[0].iter().map(|x| x.stored_keyword()))
+            .collect();
+        let extra: Vec<&str> = request
+            .keywords()
+            .filter(|k| !db_keywords.contains(k))
+            .collect();
+        if !extra.is_empty() {
+            return Err(ApiError::Invalid(format!("wipe removes whole databases; the request also names {} (remove them, or use purge for replaced fields)", extra.join(", "))));
+        }
+        let mut out = Vec::new();
+        for dir in self.matching_dbs(request)? {
+            if maintenance::is_locked(&dir, "wipe") {
+                return Err(ApiError::Locked {
+                    db: dir.display().to_string(),
+                    action: "wipe".into(),
+                });
+            }
+            out.push(format!(
+                "{} database {}",
+                if doit { "wiped" } else { "would wipe" },
+                dir.display()
+            ));
+            for f in maintenance::wipe(&dir, doit)? {
+                out.push(format!("  {}", f.display()));
+            }
+        }
+        if out.is_empty() {
+            return Err(ApiError::NothingMatched(format!(
+                "no database matches {request}"
+            )));
+        }
+        Ok(out)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for dir in self.matching_dbs(request)? {
+            let r = maintenance::purge(&dir, doit)?;
+            let verb = if doit { "removed" } else { "would remove" };
+            out.push(format!(
+                "{}: {} masked fields; {verb} {} index files and {} data files",
+                dir.display(),
+                r.masked_fields,
+                r.indexes.len(),
+                r.data_files.len()
+            ));
+            for f in r.indexes.iter().chain(&r.data_files) {
+                out.push(format!("  {}", f.display()));
+            }
+        }
+        Ok(out)
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        let mut total = maintenance::DbStats::default();
+        for dir in self.matching_dbs(request)? {
+            let s = maintenance::stats(&dir)?;
+            out.push(format!(
+                "{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
+                dir.display(), s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
+            ));
+            total.fields += s.fields;
+            total.masked += s.masked;
+            total.field_bytes += s.field_bytes;
+        }
+        out.push(format!(
+            "total: {} databases, {} fields ({} bytes), {} masked",
+            out.len(),
+            total.fields,
+            total.field_bytes,
+            total.masked
+        ));
+        Ok(out)
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for dir in self.matching_dbs(request)? {
+            out.extend(maintenance::dump(&dir)?);
+        }
+        Ok(out)
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for dir in self.matching_dbs(request)? {
+            for id in identifiers {
+                let p = maintenance::lock_path(&dir, id.name());
+                match action {
+                    ControlAction::Lock => std::fs::write(&p, b"").map_err(|e| {
+                        ApiError::Invalid(format!("cannot create {}: {e}", p.display()))
+                    })?,
+                    ControlAction::Unlock if p.exists() => {
+                        std::fs::remove_file(&p).map_err(|e| {
+                            ApiError::Invalid(format!("cannot remove {}: {e}", p.display()))
+                        })?
+                    }
+                    _ => {}
+                }
+            }
+            let state: Vec<String> = ControlIdentifier::ALL
+                .iter()
+                .map(|id| {
+                    format!(
+                        "{}: {}",
+                        id.name(),
+                        if maintenance::is_locked(&dir, id.name()) {
+                            "LOCKED"
+                        } else {
+                            "enabled"
+                        }
+                    )
+                })
+                .collect();
+            out.push(format!("{} {}", dir.display(), state.join(", ")));
         }
         Ok(out)
     }

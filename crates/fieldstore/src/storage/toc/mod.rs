@@ -3,6 +3,7 @@
 
 mod index;
 mod journal;
+pub mod maintenance;
 mod reader;
 mod writer;
 
