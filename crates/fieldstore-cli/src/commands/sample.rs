@@ -33,6 +33,9 @@ pub struct SampleArgs {
     class: String,
     #[arg(long, default_value = "0001")]
     expver: String,
+    /// `pl` (pressure levels, from --levels) or `sfc` (surface: no level).
+    #[arg(long, default_value = "pl", value_parser = ["pl", "sfc"])]
+    levtype: String,
 }
 
 pub fn run(a: SampleArgs) -> Result<()> {
@@ -46,7 +49,11 @@ pub fn run(a: SampleArgs) -> Result<()> {
         };
         param_ids.push(id);
     }
-    let (levels, steps) = (split(&a.levels), split(&a.steps));
+    let (mut levels, steps) = (split(&a.levels), split(&a.steps));
+    let sfc = a.levtype == "sfc";
+    if sfc {
+        levels = vec![String::new()];
+    }
     if levels.is_empty() || steps.is_empty() {
         bail!("need at least one level and one step");
     }
@@ -55,59 +62,49 @@ pub fn run(a: SampleArgs) -> Result<()> {
             .with_context(|| format!("cannot create {}", a.out.display()))?,
     );
     let mut n = 0u64;
-    // Order: as a retrieve of the same request returns them (datum keys step, number, level, param).
-    let mut emit = |stream: &str, ty: &str, member: Option<u32>| -> Result<()> {
-        for step in &steps {
-            for level in &levels {
-                for p in &param_ids {
-                    let num = member.map(|m| m.to_string());
-                    let mut keys = vec![
-                        ("class", a.class.as_str()),
-                        ("stream", stream),
-                        ("type", ty),
-                        ("expver", a.expver.as_str()),
-                        ("date", a.date.as_str()),
-                        ("time", a.time.as_str()),
-                        ("step", step.as_str()),
-                        ("levtype", "pl"),
-                        ("levelist", level.as_str()),
-                        ("param", p.as_str()),
-                    ];
-                    if let Some(m) = &num {
-                        keys.push(("number", m.as_str()));
-                    }
-                    n += 1;
-                    out.write_all(&make_field(&keys, a.points, n)?)?;
-                }
-            }
+    let mut write = |stream: &str,
+                     ty: &str,
+                     step: &str,
+                     level: &str,
+                     param: &str,
+                     member: Option<&str>|
+     -> Result<()> {
+        let mut keys = vec![
+            ("class", a.class.as_str()),
+            ("stream", stream),
+            ("type", ty),
+            ("expver", a.expver.as_str()),
+            ("date", a.date.as_str()),
+            ("time", a.time.as_str()),
+            ("step", step),
+            ("levtype", a.levtype.as_str()),
+            ("param", param),
+        ];
+        if !sfc {
+            keys.push(("levelist", level));
         }
+        if let Some(m) = member {
+            keys.push(("number", m));
+        }
+        n += 1;
+        out.write_all(&make_field(&keys, a.points, n)?)?;
         Ok(())
     };
-    emit("oper", "fc", None)?;
-    // Members nest inside steps in a retrieve, so write step by step.
-    if a.members > 0 {
-        let all_steps = steps.clone();
-        for step in &all_steps {
-            for m in 1..=a.members {
-                for level in &levels {
-                    for p in &param_ids {
-                        let ms = m.to_string();
-                        let keys = [
-                            ("class", a.class.as_str()),
-                            ("stream", "enfo"),
-                            ("type", "pf"),
-                            ("expver", a.expver.as_str()),
-                            ("date", a.date.as_str()),
-                            ("time", a.time.as_str()),
-                            ("step", step.as_str()),
-                            ("levtype", "pl"),
-                            ("levelist", level.as_str()),
-                            ("param", p.as_str()),
-                            ("number", ms.as_str()),
-                        ];
-                        n += 1;
-                        out.write_all(&make_field(&keys, a.points, n)?)?;
-                    }
+    // Order: as a retrieve of the same request returns them (datum keys step, number, level,
+    // param): the deterministic forecast, then the members.
+    for step in &steps {
+        for level in &levels {
+            for p in &param_ids {
+                write("oper", "fc", step, level, p, None)?;
+            }
+        }
+    }
+    for step in &steps {
+        for m in 1..=a.members {
+            let ms = m.to_string();
+            for level in &levels {
+                for p in &param_ids {
+                    write("enfo", "pf", step, level, p, Some(&ms))?;
                 }
             }
         }

@@ -1,0 +1,150 @@
+//! Side by side with the real FDB5 (Debian `fdb5`, installed by scripts/install-deps): the same GRIB
+//! corpus and the same YAML config give the same listing and byte-identical fields.
+
+use std::path::Path;
+use std::process::Command;
+
+fn have_fdb5() -> bool {
+    Command::new("fdb-write").arg("--help").output().is_ok()
+}
+
+fn run(c: &mut Command) -> String {
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{c:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// GRIB messages of a file, sorted: retrieval order is not part of the comparison.
+fn messages(path: &Path) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> =
+        fieldstore::grib::MessageReader::new(std::fs::File::open(path).unwrap(), "t")
+            .map(|m| m.unwrap().bytes)
+            .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn same_corpus_same_config_same_answers() {
+    if !have_fdb5() {
+        // scripts/install-deps installs fdb5; without it this comparison cannot run.
+        eprintln!("fdb-write not found: skipping the FDB5 comparison");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    let fs = env!("CARGO_BIN_EXE_fieldstore");
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fieldstore/tests/fixtures/ecmwf-fdb5-schema");
+    // Corpus: oper fc pl + sfc, and enfo pf members: several streams, types and levtypes.
+    let pl = p("pl.grib");
+    run(Command::new(fs).args([
+        "sample",
+        "--out",
+        pl.to_str().unwrap(),
+        "--params",
+        "t/u/v",
+        "--levels",
+        "1000/850/500/250",
+        "--steps",
+        "0/6/12",
+        "--members",
+        "4",
+        "--points",
+        "300",
+    ]));
+    let sfc = p("sfc.grib");
+    run(Command::new(fs).args([
+        "sample",
+        "--out",
+        sfc.to_str().unwrap(),
+        "--levtype",
+        "sfc",
+        "--params",
+        "2t/msl/10u",
+        "--steps",
+        "0/6/12/24",
+        "--members",
+        "3",
+        "--points",
+        "300",
+    ]));
+    let root = p("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let config = p("config.yaml");
+    std::fs::write(&config, format!("type: local\nengine: toc\nschema: {}\nspaces:\n- handler: Default\n  roots:\n  - path: {}\n", schema.display(), root.display())).unwrap();
+    std::fs::create_dir_all(p("home")).unwrap();
+    let env = |c: &mut Command| {
+        c.env("FDB5_CONFIG_FILE", &config)
+            .env("FDB_HOME", p("home"))
+            .env_remove("FDB_CONFIG")
+            .env_remove("FDB5_CONFIG")
+            .env_remove("FDB_CONFIG_FILE");
+    };
+    // FDB5 5.10.8 (metkit 1.9) takes one stream per request and needs parameter ids.
+    let base = "class=od,expver=0001,date=20261122,time=1200,domain=g";
+    let requests = [
+        format!("retrieve,{base},stream=oper,type=fc,levtype=pl,step=0/6/12,levelist=1000/850/500/250,param=130/131/132"),
+        format!("retrieve,{base},stream=enfo,type=pf,levtype=pl,step=0/6/12,number=1/2/3/4,levelist=1000/850/500/250,param=130/131/132"),
+        format!("retrieve,{base},stream=oper,type=fc,levtype=sfc,step=0/6/12/24,param=167/151/165"),
+        format!("retrieve,{base},stream=enfo,type=pf,levtype=sfc,step=0/6/12/24,number=1/2/3,param=167/151/165"),
+    ];
+
+    // FDB5 first, into the root; then move its databases aside and let fieldstore use the same file.
+    let mut c = Command::new("fdb-write");
+    env(&mut c);
+    run(c.args([pl.to_str().unwrap(), sfc.to_str().unwrap()]));
+    let mut c = Command::new("fdb-list");
+    env(&mut c);
+    let mut theirs: Vec<String> = run(c.args(["--porcelain", "--all", "--minimum-keys="]))
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(str::to_string)
+        .collect();
+    theirs.sort();
+    let mut c = Command::new("fdb-read");
+    env(&mut c);
+    let req_file = p("req");
+    std::fs::write(&req_file, requests.join("\n") + "\n").unwrap();
+    run(c.args([
+        req_file.to_str().unwrap(),
+        p("theirs.grib").to_str().unwrap(),
+    ]));
+    std::fs::rename(&root, p("fdb5-root")).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+
+    let mut c = Command::new(fs);
+    env(&mut c);
+    run(c.args(["write", pl.to_str().unwrap(), sfc.to_str().unwrap()]));
+    let mut c = Command::new(fs);
+    env(&mut c);
+    let mut ours: Vec<String> = run(c.args(["list", "--all", "--porcelain"]))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    ours.sort();
+    assert_eq!(ours.len(), 4 * 3 * 3 * 5 + 3 * 4 * 4, "corpus size");
+    assert_eq!(ours, theirs, "listings differ");
+    let mut c = Command::new(fs);
+    env(&mut c);
+    run(c.args([
+        "read",
+        req_file.to_str().unwrap(),
+        p("ours.grib").to_str().unwrap(),
+    ]));
+    let (a, b) = (messages(&p("ours.grib")), messages(&p("theirs.grib")));
+    assert_eq!(a.len(), ours.len());
+    assert!(a == b, "retrieved fields differ from FDB5's");
+    let mut corpus = messages(&pl);
+    corpus.extend(messages(&sfc));
+    corpus.sort();
+    assert!(
+        a == corpus,
+        "retrieved fields differ from what was archived"
+    );
+}
