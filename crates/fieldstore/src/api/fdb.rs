@@ -19,6 +19,10 @@ pub trait Fdb: Send + Sync {
     /// schema); without, the key is read from the GRIB message. Not visible until `flush`.
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError>;
 
+    /// Stores one GRIB field whose MARS keys the caller already read with ecCodes (so decoding can
+    /// run on many threads): values are canonicalised as FDB5 does, not refused for their form.
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError>;
+
     /// Makes everything archived through this handle durable and visible to every reader.
     fn flush(&self) -> Result<(), ApiError>;
 

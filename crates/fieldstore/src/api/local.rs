@@ -247,6 +247,39 @@ impl LocalFdb {
         Ok(out)
     }
 
+    /// Splits the key by the schema and appends the field to its database's writer.
+    fn store(&self, key: &Key, strict: bool, data: &[u8]) -> Result<(), ApiError> {
+        if !self.config.actions.archive {
+            return Err(ApiError::Invalid(
+                "archive is disabled by this config (archive: false / writable: false)".into(),
+            ));
+        }
+        let split = self
+            .schema
+            .split(key, &self.cx, strict)
+            .map_err(ModelError::from)?;
+        let dir = self.dir_for_archive(&split.db)?;
+        if maintenance::is_locked(&dir, "archive") {
+            return Err(ApiError::Locked {
+                db: dir.display().to_string(),
+                action: "archive".into(),
+            });
+        }
+        let mut writers = self
+            .writers
+            .lock()
+            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
+        let w = match writers.get_mut(&dir) {
+            Some(w) => w,
+            None => {
+                let w = DbWriter::open(&dir, &split.db, self.schema.text())?;
+                writers.entry(dir.clone()).or_insert(w)
+            }
+        };
+        w.archive(&split.index, &split.datum, data)?;
+        Ok(())
+    }
+
     /// Database directories whose key matches a partial request.
     fn matching_dbs(&self, request: &Request) -> Result<Vec<PathBuf>, ApiError> {
         if request.is_empty() {
@@ -355,39 +388,14 @@ impl Fdb for LocalFdb {
     }
 
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
-        if !self.config.actions.archive {
-            return Err(ApiError::Invalid(
-                "archive is disabled by this config (archive: false / writable: false)".into(),
-            ));
+        match key {
+            Some(k) => self.store(k, true, data),
+            None => self.store(&grib::mars_keys(data)?, false, data),
         }
-        let (key, strict) = match key {
-            Some(k) => (k.clone(), true),
-            None => (grib::mars_keys(data)?, false),
-        };
-        let split = self
-            .schema
-            .split(&key, &self.cx, strict)
-            .map_err(ModelError::from)?;
-        let dir = self.dir_for_archive(&split.db)?;
-        if maintenance::is_locked(&dir, "archive") {
-            return Err(ApiError::Locked {
-                db: dir.display().to_string(),
-                action: "archive".into(),
-            });
-        }
-        let mut writers = self
-            .writers
-            .lock()
-            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        let w = match writers.get_mut(&dir) {
-            Some(w) => w,
-            None => {
-                let w = DbWriter::open(&dir, &split.db, self.schema.text())?;
-                writers.entry(dir.clone()).or_insert(w)
-            }
-        };
-        w.archive(&split.index, &split.datum, data)?;
-        Ok(())
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.store(mars_key, false, data)
     }
 
     fn flush(&self) -> Result<(), ApiError> {
