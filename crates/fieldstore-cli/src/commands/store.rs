@@ -309,24 +309,23 @@ pub struct DoitArgs {
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    for line in session.fdb()?.wipe(&req, a.doit)? {
-        println!("{line}");
-    }
-    if !a.doit {
-        eprintln!("dry run: nothing was deleted (add --doit)");
-    }
+    print_dry_run(session.fdb()?.wipe(&req, a.doit)?, a.doit);
     Ok(())
 }
 
 pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    for line in session.fdb()?.purge(&req, a.doit)? {
+    print_dry_run(session.fdb()?.purge(&req, a.doit)?, a.doit);
+    Ok(())
+}
+
+fn print_dry_run(lines: Vec<String>, doit: bool) {
+    for line in lines {
         println!("{line}");
     }
-    if !a.doit {
+    if !doit {
         eprintln!("dry run: nothing was deleted (add --doit)");
     }
-    Ok(())
 }
 
 pub fn stats(request: String, session: &Session) -> Result<()> {
