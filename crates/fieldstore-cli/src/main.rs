@@ -54,6 +54,8 @@ enum Command {
     Stats { request: String },
     /// The journal of databases, record by record.
     Dump { request: String },
+    /// Merge the indexes of databases (also done automatically past 32 per database).
+    Compact { request: String },
     /// Lock, unlock or show the status of actions on databases.
     Control(ControlArgs),
     /// Make realistic sample GRIB fields with ecCodes.
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Purge(a) => commands::store::purge(a, &session),
         Command::Stats { request } => commands::store::stats(request, &session),
         Command::Dump { request } => commands::store::dump(request, &session),
+        Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),
     };
     match result {

@@ -420,3 +420,52 @@ fn corrupted_index_is_named_and_the_rest_stays_readable() {
         4
     );
 }
+
+#[test]
+fn compaction_keeps_answers_and_bounds_indexes() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    let g = s.sample("g.grib", "6", "20261122");
+    // 10 flushes of the same 4 fields, 1 of 4 others: 11 indexes under one index key.
+    for _ in 0..10 {
+        s.ok(&["write", f.to_str().unwrap()]);
+    }
+    s.ok(&["write", g.to_str().unwrap()]);
+    let before_full = s.list(&["--full"]).len();
+    assert_eq!(before_full, 44);
+    let out = s.ok(&["compact", DB]);
+    assert!(
+        out.contains("merged 11 indexes into 1 (44 entries)"),
+        "{out}"
+    );
+    assert_eq!(s.list(&[]).len(), 8);
+    assert_eq!(s.list(&["--full"]).len(), before_full);
+    // A flush after compaction is newer than the merged index.
+    s.ok(&["write", f.to_str().unwrap()]);
+    assert_eq!(s.list(&["--full"]).len(), 48);
+    let o = s.path("o.grib");
+    s.ok(&[
+        "read",
+        &format!("{DB},type=fc,levtype=pl,step=0/6,levelist=1000/500,param=t/u"),
+        o.to_str().unwrap(),
+    ]);
+    let mut want = std::fs::read(&f).unwrap();
+    want.extend(std::fs::read(&g).unwrap());
+    assert_eq!(std::fs::read(&o).unwrap(), want);
+    // Purge after compaction: masked copies are counted, and the newest still reads back.
+    let p = s.ok(&["purge", DB]);
+    assert!(p.contains("40 masked fields"), "{p}");
+    // Automatic compaction: past 32 indexes a flush merges them.
+    for _ in 0..40 {
+        s.ok(&["write", g.to_str().unwrap()]);
+    }
+    let stats = s.ok(&["stats", DB]);
+    let n: usize = stats
+        .split("index files ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(n <= 33, "{n} live indexes after 52 flushes: {stats}");
+    assert_eq!(s.list(&[]).len(), 8);
+}

@@ -336,6 +336,14 @@ pub fn stats(request: String, session: &Session) -> Result<()> {
     Ok(())
 }
 
+pub fn compact(request: String, session: &Session) -> Result<()> {
+    let req = one_request(Some(&request), false)?;
+    for line in session.fdb()?.compact(&req)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
 pub fn dump(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
     for line in session.fdb()?.dump(&req)? {

@@ -57,4 +57,8 @@ pub trait Fdb: Send + Sync {
         action: ControlAction,
         identifiers: &[ControlIdentifier],
     ) -> Result<Vec<String>, ApiError>;
+
+    /// Merges the indexes of matching databases, so lookups stay fast however many flushes
+    /// accumulated; returns what was done.
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError>;
 }

@@ -19,6 +19,9 @@ use crate::model::{Key, ModelError};
 use crate::storage::toc::maintenance;
 use crate::storage::toc::{datum_key_of, DbReader, DbWriter};
 
+/// Live indexes in a database past which a flush merges them.
+const AUTO_COMPACT_INDEXES: usize = 32;
+
 pub struct LocalFdb {
     config: LocalConfig,
     schema: Schema,
@@ -219,7 +222,7 @@ impl LocalFdb {
                 if !ex_ix.iter().any(|x| x.levels[2].matches(&datum)) {
                     continue;
                 }
-                let masked = !seen.insert((ix.index_key.clone(), e.values.clone()));
+                let masked = e.masked || !seen.insert((ix.index_key.clone(), e.values.clone()));
                 if masked && !options.include_masked {
                     continue;
                 }
@@ -404,7 +407,17 @@ impl Fdb for LocalFdb {
             .lock()
             .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
         for w in writers.values_mut() {
+            let dirty = w.is_dirty();
             w.flush()?;
+            if !dirty {
+                continue;
+            }
+            // Merge once a database has accumulated many indexes, so listing and one-field
+            // retrieves do not slow down as flushes pile up.
+            let live = DbReader::open(w.dir())?.indexes().len();
+            if live > AUTO_COMPACT_INDEXES {
+                maintenance::compact(w.dir())?;
+            }
         }
         Ok(())
     }
@@ -635,6 +648,21 @@ impl Fdb for LocalFdb {
                 })
                 .collect();
             out.push(format!("{} {}", dir.display(), state.join(", ")));
+        }
+        Ok(out)
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for dir in self.matching_dbs(request)? {
+            let r = maintenance::compact(&dir)?;
+            out.push(format!(
+                "{}: merged {} indexes into {} ({} entries)",
+                dir.display(),
+                r.merged_indexes,
+                r.new_indexes,
+                r.entries
+            ));
         }
         Ok(out)
     }

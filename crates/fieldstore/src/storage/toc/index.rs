@@ -20,6 +20,8 @@ pub struct IndexEntry {
     pub file: u32,
     pub offset: u64,
     pub length: u64,
+    /// Replaced by a newer copy (kept by compaction so `--full` still lists it).
+    pub masked: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -47,12 +49,13 @@ impl IndexFile {
         data_files: &[String],
         mut entries: Vec<IndexEntry>,
     ) -> Result<(), StorageError> {
-        // Stable sort keeps archive order among equal keys; keep the last of each.
-        entries.sort_by(|a, b| a.values.cmp(&b.values));
+        // Stable sort keeps archive order among equal keys; of live copies keep the last,
+        // then masked copies (from compaction) after it.
+        entries.sort_by(|a, b| a.values.cmp(&b.values).then(a.masked.cmp(&b.masked)));
         let mut dedup: Vec<IndexEntry> = Vec::with_capacity(entries.len());
         for e in entries {
             match dedup.last_mut() {
-                Some(last) if last.values == e.values => *last = e,
+                Some(last) if last.values == e.values && !last.masked && !e.masked => *last = e,
                 _ => dedup.push(e),
             }
         }
@@ -74,6 +77,7 @@ impl IndexFile {
             buf.extend_from_slice(&e.file.to_le_bytes());
             buf.extend_from_slice(&e.offset.to_le_bytes());
             buf.extend_from_slice(&e.length.to_le_bytes());
+            buf.push(u8::from(e.masked));
         }
         let crc = crc32c::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());
@@ -125,7 +129,7 @@ impl IndexFile {
                 .ok_or_else(|| corrupt(at, "truncated entry"))?;
             pos += 2;
             let rec = body
-                .get(pos..pos + len + 20)
+                .get(pos..pos + len + 21)
                 .ok_or_else(|| corrupt(at, "truncated entry"))?;
             let values = std::str::from_utf8(&rec[..len])
                 .map_err(|_| corrupt(at, "entry key is not UTF-8"))?
@@ -148,8 +152,9 @@ impl IndexFile {
                 file,
                 offset: n(4, 8),
                 length: n(12, 8),
+                masked: rec[len + 20] != 0,
             });
-            pos += len + 20;
+            pos += len + 21;
         }
         Ok(IndexFile {
             index_key: header.index_key,
@@ -159,11 +164,12 @@ impl IndexFile {
         })
     }
 
+    /// The live entry for these values (live copies sort before masked ones).
     pub fn lookup(&self, values: &str) -> Option<&IndexEntry> {
+        let i = self.entries.partition_point(|e| e.values.as_str() < values);
         self.entries
-            .binary_search_by(|e| e.values.as_str().cmp(values))
-            .ok()
-            .and_then(|i| self.entries.get(i))
+            .get(i)
+            .filter(|e| e.values == values && !e.masked)
     }
 }
 
@@ -180,6 +186,7 @@ mod tests {
             file: 0,
             offset: o,
             length: 10,
+            masked: false,
         };
         IndexFile::write(
             &p,

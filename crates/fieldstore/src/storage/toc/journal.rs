@@ -30,6 +30,10 @@ pub enum Record {
         timestamp: u64,
         /// keyword → values present in the index, so readers can skip it without opening it.
         axes: Vec<(String, Vec<String>)>,
+        /// For a merged index: the file whose place in the journal it takes, so that indexes
+        /// flushed while it was being merged stay newer than it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slot: Option<String>,
     },
     /// Index files no longer live (purged or replaced).
     Clear { files: Vec<String> },
@@ -168,6 +172,7 @@ mod tests {
             entries: n,
             timestamp: 0,
             axes: vec![],
+            slot: None,
         }
     }
 

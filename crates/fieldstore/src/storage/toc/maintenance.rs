@@ -81,7 +81,7 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
         let ik = ix.index_key.to_string();
         let mut any_live = false;
         for e in &file.entries {
-            if seen.insert((ik.clone(), e.values.clone())) {
+            if !e.masked && seen.insert((ik.clone(), e.values.clone())) {
                 any_live = true;
             } else {
                 report.masked_fields += 1;
@@ -134,7 +134,7 @@ pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
         let file = reader.load(ix)?;
         data.extend(file.data_files.iter().cloned());
         for e in &file.entries {
-            if seen.insert((ix.index_key.to_string(), e.values.clone())) {
+            if !e.masked && seen.insert((ix.index_key.to_string(), e.values.clone())) {
                 s.fields += 1;
                 s.field_bytes += e.length;
             } else {
@@ -178,4 +178,117 @@ pub fn dump(dir: &Path) -> Result<Vec<String>, StorageError> {
         });
     }
     Ok(out)
+}
+
+/// What compaction did.
+#[derive(Debug, Default)]
+pub struct CompactReport {
+    pub merged_indexes: usize,
+    pub new_indexes: usize,
+    pub entries: usize,
+}
+
+/// Merges the live indexes of each index key into one, keeping replaced copies as masked entries
+/// (so `--full` and purge see the same as before). Committed by one journal append: the merged
+/// index takes the journal position of the newest index it replaces, so indexes that writers
+/// flush meanwhile stay newer. Replaced index files are not deleted here: a reader that read the
+/// journal just before may still open them.
+pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
+    let reader = DbReader::open(dir)?;
+    check_owner(&reader, "compact")?;
+    let mut groups: Vec<(crate::model::Key, Vec<&super::reader::IndexRef>)> = Vec::new();
+    for ix in reader.indexes() {
+        match groups.iter_mut().find(|(k, _)| *k == ix.index_key) {
+            Some((_, v)) => v.push(ix),
+            None => groups.push((ix.index_key.clone(), vec![ix])),
+        }
+    }
+    let mut report = CompactReport::default();
+    let mut records = Vec::new();
+    let unique = unique_name();
+    for (index_key, group) in groups.into_iter().filter(|(_, g)| g.len() > 1) {
+        let mut data_files: Vec<String> = Vec::new();
+        let mut entries = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut datum_keywords: Option<Vec<String>> = None;
+        let mut axes: std::collections::BTreeMap<String, BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        // Newest first: the first copy of a key is live, later ones are masked.
+        for ix in &group {
+            let file = reader.load(ix)?;
+            if datum_keywords
+                .as_ref()
+                .is_some_and(|d| *d != file.datum_keywords)
+            {
+                // Different datum layouts under one index key cannot share an index.
+                return Err(StorageError::Corrupt {
+                    path: dir.join(&ix.file),
+                    offset: 0,
+                    detail: "datum keywords differ between indexes of one index key".into(),
+                });
+            }
+            datum_keywords.get_or_insert_with(|| file.datum_keywords.clone());
+            for (k, v) in &ix.axes {
+                axes.entry(k.clone()).or_default().extend(v.iter().cloned());
+            }
+            for e in &file.entries {
+                let name = file
+                    .data_files
+                    .get(e.file as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                let id = match data_files.iter().position(|f| *f == name) {
+                    Some(i) => i,
+                    None => {
+                        data_files.push(name);
+                        data_files.len() - 1
+                    }
+                };
+                let masked = e.masked || !seen.insert(e.values.clone());
+                entries.push(super::index::IndexEntry {
+                    values: e.values.clone(),
+                    file: id as u32,
+                    offset: e.offset,
+                    length: e.length,
+                    masked,
+                });
+            }
+        }
+        let name = format!(
+            "{}.{unique}.{}.idx",
+            index_key.fingerprint().replace('/', "_"),
+            report.new_indexes
+        );
+        report.entries += entries.len();
+        let count = entries.len() as u64;
+        super::index::IndexFile::write(
+            &dir.join(&name),
+            &index_key.to_string(),
+            datum_keywords.as_deref().unwrap_or(&[]),
+            &data_files,
+            entries,
+        )?;
+        let timestamp = group.iter().map(|g| g.timestamp).max().unwrap_or(0);
+        records.push(Record::Index {
+            file: name,
+            index_key: index_key.to_string(),
+            entries: count,
+            timestamp,
+            axes: axes
+                .into_iter()
+                .map(|(k, v)| (k, v.into_iter().collect()))
+                .collect(),
+            slot: group.first().map(|g| g.file.clone()),
+        });
+        records.push(Record::Clear {
+            files: group.iter().map(|g| g.file.clone()).collect(),
+        });
+        report.merged_indexes += group.len();
+        report.new_indexes += 1;
+    }
+    if !records.is_empty() {
+        super::writer::sync_dir(dir)?;
+        journal::append(&dir.join("toc"), &records)?;
+    }
+    Ok(report)
 }

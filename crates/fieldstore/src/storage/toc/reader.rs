@@ -69,14 +69,28 @@ impl DbReader {
                 _ => Vec::new(),
             })
             .collect();
-        let mut indexes = Vec::new();
-        for r in records.iter().rev() {
+        // Recency is journal position; a merged index takes the position of the newest index it
+        // replaced (its slot).
+        // One pass suffices: a slot always names an earlier record, already resolved.
+        let mut position: HashMap<&str, usize> = HashMap::new();
+        for (i, r) in records.iter().enumerate() {
+            if let Record::Index { file, slot, .. } = r {
+                let pos = slot
+                    .as_deref()
+                    .and_then(|s| position.get(s).copied())
+                    .unwrap_or(i);
+                position.insert(file.as_str(), pos);
+            }
+        }
+        let mut ordered: Vec<(usize, usize, IndexRef)> = Vec::new();
+        for (i, r) in records.iter().enumerate() {
             if let Record::Index {
                 file,
                 index_key,
                 entries,
                 timestamp,
                 axes,
+                ..
             } = r
             {
                 if cleared.contains(file.as_str()) {
@@ -87,18 +101,25 @@ impl DbReader {
                     offset: 0,
                     detail: e.to_string(),
                 })?;
-                indexes.push(IndexRef {
-                    file: file.clone(),
-                    index_key,
-                    timestamp: *timestamp,
-                    entries: *entries,
-                    axes: axes
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
-                        .collect(),
-                });
+                let pos = position.get(file.as_str()).copied().unwrap_or(i);
+                ordered.push((
+                    pos,
+                    i,
+                    IndexRef {
+                        file: file.clone(),
+                        index_key,
+                        timestamp: *timestamp,
+                        entries: *entries,
+                        axes: axes
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                            .collect(),
+                    },
+                ));
             }
         }
+        ordered.sort_by_key(|o| std::cmp::Reverse((o.0, o.1)));
+        let indexes: Vec<IndexRef> = ordered.into_iter().map(|(_, _, ix)| ix).collect();
         Ok(DbReader {
             dir: dir.to_path_buf(),
             db_key,

@@ -169,6 +169,7 @@ impl DbWriter {
             file: 0,
             offset,
             length: data.len() as u64,
+            masked: false,
         });
         Ok(())
     }
@@ -214,6 +215,7 @@ impl DbWriter {
                 entries: count,
                 timestamp,
                 axes,
+                slot: None,
             });
         }
         sync_dir(&self.dir)?;
