@@ -27,6 +27,8 @@ pub struct LocalFdb {
     schema: Schema,
     cx: Context<'static>,
     writers: Mutex<HashMap<PathBuf, DbWriter>>,
+    /// Each space's `regex`, compiled once (the config check already validated them).
+    space_regex: Vec<regex::Regex>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
@@ -37,6 +39,14 @@ impl LocalFdb {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
+        let space_regex = config
+            .spaces
+            .iter()
+            .map(|s| {
+                regex::Regex::new(&s.regex)
+                    .map_err(|e| ApiError::Config(format!("space regex '{}': {e}", s.regex)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(LocalFdb {
             config,
             schema,
@@ -45,6 +55,7 @@ impl LocalFdb {
                 ..Context::default()
             },
             writers: Mutex::new(HashMap::new()),
+            space_regex,
         })
     }
 
@@ -59,8 +70,8 @@ impl LocalFdb {
     /// The roots of the first space whose regex matches the database fingerprint.
     fn space_roots(&self, db: &Key) -> Vec<&Root> {
         let fp = db.fingerprint();
-        for s in &self.config.spaces {
-            if regex::Regex::new(&s.regex).is_ok_and(|r| r.is_match(&fp)) {
+        for (s, re) in self.config.spaces.iter().zip(&self.space_regex) {
+            if re.is_match(&fp) {
                 return s.roots.iter().collect();
             }
         }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Side-by-side with FDB5 5.10.8 on this machine, in one run: archive+flush of small fields, list of
+# the whole store, retrieve of everything, one-field retrieve in a new process. Each measurement is
+# repeated (fresh store each time) and the median, min and max are reported, because the machine is
+# shared and noisy. Usage: bench/compare.sh [FIELDS≈10000] [REPEATS=3]   (CI runs it with 500 1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-10000}
+R=${2:-3}
+scripts/install-deps >/dev/null
+cargo build --release -q
+fs=$PWD/target/release/fieldstore
+schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export FDB_HOME="$work/home"
+mkdir -p "$FDB_HOME"
+unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE
+
+# Corpus: oper fc on 10 pressure levels x 4 params, steps to reach about N fields of ~2 KiB.
+steps=$(( (N + 39) / 40 ))
+steplist=$(seq -s/ 0 $((steps - 1)))
+$fs sample --out "$work/small.grib" --params t/u/v/q --levels 1000/925/850/700/500/400/300/250/200/100 \
+  --steps "$steplist" --points 1000 2>/dev/null
+fields=$((steps * 40))
+size=$(stat -c %s "$work/small.grib")
+req="retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,levelist=1000/925/850/700/500/400/300/250/200/100,param=130/131/132/133,step=0/to/$((steps - 1))/by/1"
+one="retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,levelist=500,param=130,step=$((steps / 2))"
+echo "$req" > "$work/all.req"
+echo "$one" > "$work/one.req"
+
+now() { date +%s.%N; }
+# run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
+run() { local name=$1 sys=$2; shift 2; local t0; t0=$(now); "$@" >/dev/null 2>&1; echo "$(now) - $t0" | bc >> "$work/$name.$sys"; }
+
+for r in $(seq 1 "$R"); do
+  for sys in fdb5 fieldstore; do
+    root="$work/root-$sys-$r"; mkdir -p "$root"
+    printf 'type: local\nengine: toc\nschema: %s\nspaces: [{handler: Default, roots: [{path: %s}]}]\n' "$schema" "$root" > "$work/$sys.yaml"
+    export FDB5_CONFIG_FILE="$work/$sys.yaml"
+    if [ $sys = fdb5 ]; then
+      run write $sys fdb-write "$work/small.grib"
+      run list $sys bash -c "fdb-list --all --minimum-keys= --porcelain | wc -l"
+      run readall $sys fdb-read "$work/all.req" "$work/out-$sys"
+      run readone $sys fdb-read "$work/one.req" "$work/one-$sys"
+    else
+      run write $sys "$fs" write "$work/small.grib"
+      run list $sys bash -c "$fs list --all --porcelain | wc -l"
+      run readall $sys "$fs" read "$work/all.req" "$work/out-$sys"
+      run readone $sys "$fs" read "$work/one.req" "$work/one-$sys"
+    fi
+  done
+  cmp -s "$work/one-fdb5" "$work/one-fieldstore" || { echo "one-field retrieves differ" >&2; exit 1; }
+  [ "$(stat -c %s "$work/out-fdb5")" = "$(stat -c %s "$work/out-fieldstore")" ] || { echo "retrieve sizes differ" >&2; exit 1; }
+  rm -rf "$work"/root-*
+done
+
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
+echo "| workload ($fields fields, $((size / fields)) B each) | FDB5 median s (min-max) | fieldstore median s (min-max) | FDB5 / fieldstore |"
+echo "| --- | --- | --- | --- |"
+for w in write list readall readone; do
+  read -r fm fmin fmax <<<"$(stats "$work/$w.fdb5")"
+  read -r om omin omax <<<"$(stats "$work/$w.fieldstore")"
+  ratio=$(echo "scale=2; $fm / $om" | bc)
+  case $w in write) label="archive+flush";; list) label="list whole store";; readall) label="retrieve all";; readone) label="retrieve one field (new process)";; esac
+  echo "| $label | $fm ($fmin-$fmax) | $om ($omin-$omax) | ${ratio}x |"
+done
+echo
+echo "fields/s archive: FDB5 $(echo "$fields / $(stats "$work/write.fdb5" | cut -d' ' -f1)" | bc), fieldstore $(echo "$fields / $(stats "$work/write.fieldstore" | cut -d' ' -f1)" | bc)"
