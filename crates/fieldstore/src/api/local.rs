@@ -403,7 +403,37 @@ impl Fdb for LocalFdb {
 
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
         match key {
-            Some(k) => self.store(k, true, data),
+            Some(k) => {
+                // A GRIB message carries its own keys: a given key must agree with them.
+                if data.starts_with(b"GRIB") {
+                    let found = grib::mars_keys(data)?;
+                    for (kw, given) in k.iter() {
+                        let Some(theirs) = found.get(kw) else {
+                            continue;
+                        };
+                        let ty = self
+                            .schema
+                            .paths()
+                            .iter()
+                            .flat_map(|p| p.levels.iter().flatten())
+                            .find(|p| p.keyword == kw)
+                            .map(|p| p.ty);
+                        let canon = |v: &str| {
+                            ty.and_then(|t| t.canonical(kw, v, &self.cx).ok())
+                                .unwrap_or_else(|| v.to_ascii_lowercase())
+                        };
+                        if canon(given) != canon(theirs) {
+                            return Err(ApiError::KeyMismatch {
+                                message: 1,
+                                keyword: kw.to_string(),
+                                given: given.to_string(),
+                                found: theirs.to_string(),
+                            });
+                        }
+                    }
+                }
+                self.store(k, true, data)
+            }
             None => self.store(&grib::mars_keys(data)?, false, data),
         }
     }
@@ -676,5 +706,68 @@ impl Fdb for LocalFdb {
             ));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::{Actions, Space};
+
+    fn fdb(dir: &Path) -> LocalFdb {
+        LocalFdb::new(LocalConfig {
+            engine: "toc".into(),
+            store: "file".into(),
+            schema: None,
+            spaces: vec![Space {
+                name: None,
+                regex: ".*".into(),
+                handler: "Default".into(),
+                roots: vec![Root {
+                    path: dir.to_path_buf(),
+                    name: None,
+                    list: true,
+                    retrieve: true,
+                    archive: true,
+                    wipe: true,
+                }],
+            }],
+            actions: Actions::default(),
+            permissions: None,
+            statistics: false,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn explicit_keys_must_agree_with_the_grib_and_be_canonical() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20261122"),
+            ("time", "1200"),
+            ("step", "6"),
+            ("levtype", "pl"),
+            ("levelist", "500"),
+            ("param", "130"),
+        ];
+        let msg = grib::sample::make_field(&keys, 100, 1).unwrap();
+        let good = Key::parse("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step=6,levelist=500,param=130").unwrap();
+        f.archive(Some(&good), &msg).unwrap();
+        let wrong = good.with("step", "12");
+        let e = f.archive(Some(&wrong), &msg).unwrap_err().to_string();
+        assert!(e.contains("step=12 given, the message has step=6"), "{e}");
+        let e = f
+            .archive(Some(&good.with("expver", "1")), &msg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expecting expver=0001"), "{e}");
+        f.flush().unwrap();
+        let req = crate::model::request::parse_request("class=od,expver=0001").unwrap();
+        assert_eq!(f.list(&req, ListOptions::default()).unwrap().count(), 1);
     }
 }
