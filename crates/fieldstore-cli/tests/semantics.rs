@@ -469,3 +469,71 @@ fn compaction_keeps_answers_and_bounds_indexes() {
     assert!(n <= 33, "{n} live indexes after 52 flushes: {stats}");
     assert_eq!(s.list(&[]).len(), 8);
 }
+
+/// A full disk: a 1 MiB tmpfs root (needs root to mount; skipped with a message otherwise).
+#[test]
+fn full_disk_is_a_clear_error_and_changes_nothing() {
+    let s = Store::new();
+    let root = s.path("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m",
+            "tmpfs",
+            root.to_str().unwrap(),
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("cannot mount a tmpfs here (not root?): skipping the full-disk test");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(root.clone());
+    let small = s.sample("small.grib", "0", "20261122");
+    s.ok(&["write", small.to_str().unwrap()]);
+    // About 2 MiB of fields into what is left of 1 MiB.
+    let big = s.path("big.grib");
+    s.ok(&[
+        "sample",
+        "--out",
+        big.to_str().unwrap(),
+        "--steps",
+        "6/12",
+        "--params",
+        "t/u",
+        "--levels",
+        "1000/500",
+        "--points",
+        "150000",
+    ]);
+    let o = s.run(&["write", big.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains(root.to_str().unwrap()),
+        "the error should name the file: {err}"
+    );
+    assert_eq!(
+        s.list(&[]).len(),
+        4,
+        "a failed write changed what is visible"
+    );
+    let out = s.path("o.grib");
+    s.ok(&[
+        "read",
+        &format!("{DB},type=fc,levtype=pl,step=0,levelist=1000/500,param=t/u"),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&small).unwrap());
+}
