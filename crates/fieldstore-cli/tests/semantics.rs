@@ -537,3 +537,57 @@ fn full_disk_is_a_clear_error_and_changes_nothing() {
     ]);
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&small).unwrap());
 }
+
+/// Semantic 8: only the owner replaces or wipes data (runs as two unprivileged uids via setpriv;
+/// skipped with a message when not root).
+#[test]
+fn only_the_owner_writes_or_wipes() {
+    let as_uid = |uid: &str, c: &mut Command| -> Output {
+        let prog = c.get_program().to_owned();
+        let args: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+        let mut s = Command::new("setpriv");
+        s.args(["--reuid", uid, "--regid", uid, "--clear-groups", "--"])
+            .arg(prog)
+            .args(args);
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+        }
+        s.output().unwrap()
+    };
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc_geteuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
+        eprintln!("not root or no setpriv: skipping the ownership test");
+        return;
+    }
+    let s = Store::new();
+    let root = s.path("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let open = |p: &Path| {
+        let _ = Command::new("chmod")
+            .args(["-R", "a+rwX", p.to_str().unwrap()])
+            .status();
+    };
+    open(s.dir.path());
+    let f = s.sample("a.grib", "0", "20261122");
+    open(s.dir.path());
+    let o = as_uid("65534", &mut s.cmd(&["write", f.to_str().unwrap()]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = as_uid("65533", &mut s.cmd(&["write", f.to_str().unwrap()]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("belongs to uid 65534; uid 65533 may not write to it"),
+        "{err}"
+    );
+    let o = as_uid("65533", &mut s.cmd(&["wipe", DB, "--doit"]));
+    assert!(!o.status.success());
+    assert_eq!(s.list(&[]).len(), 4);
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
