@@ -111,7 +111,12 @@ pub fn discover(explicit: Option<&Path>, env: Env) -> Result<LoadedConfig, Confi
     // Lower-priority variables that are set, so the explanation shows what was passed over.
     let shadowed = |why: &mut Vec<String>, after: usize, winner: &str| {
         for var in ENV_STEPS.iter().skip(after) {
-            if let Some(val) = get(var) {
+            let Some(val) = get(var) else { continue };
+            if var.ends_with("_HOME") {
+                why.push(format!(
+                    "{var}={val}: its etc/fdb/config.yaml is not looked for, {winner} wins (~fdb still means it)"
+                ));
+            } else {
                 why.push(format!(
                     "{var}={}: set but not used, {winner} wins",
                     short(&val)
@@ -159,7 +164,7 @@ pub fn discover(explicit: Option<&Path>, env: Env) -> Result<LoadedConfig, Confi
                 origin: format!("${var}"),
                 path: String::new(),
                 message: format!(
-                    "{var}={p}: no such file (FDB5 would silently use an empty config; fieldstore refuses)"
+                    "no such file: {p} (FDB5 would silently use an empty config; fieldstore refuses)"
                 ),
             });
         }
@@ -365,7 +370,7 @@ mod tests {
                 "FDB5_CONFIG: not set".into(),
                 format!("FDB_CONFIG_FILE={f}: used"),
                 format!("FDB5_CONFIG_FILE={f5}: not used, FDB_CONFIG_FILE is set too and wins over FDB5_CONFIG_FILE"),
-                "FDB_HOME=/h: set but not used, FDB_CONFIG_FILE wins".into(),
+                "FDB_HOME=/h: its etc/fdb/config.yaml is not looked for, FDB_CONFIG_FILE wins (~fdb still means it)".into(),
             ]
         );
         let d = discover(
@@ -420,7 +425,7 @@ mod tests {
         let e = discover(None, &env_of(&[("FDB5_CONFIG_FILE", "/no/such.yaml")])).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "config $FDB5_CONFIG_FILE: FDB5_CONFIG_FILE=/no/such.yaml: no such file (FDB5 would silently use an empty config; fieldstore refuses)"
+            "config $FDB5_CONFIG_FILE: no such file: /no/such.yaml (FDB5 would silently use an empty config; fieldstore refuses)"
         );
         let e = discover(None, &env_of(&[("FDB_CONFIG", "{spaces: []}")])).unwrap_err();
         assert_eq!(
