@@ -1,0 +1,194 @@
+//! A readable outline of the frontend tree, for `fieldstore info`.
+
+use std::fmt::{self, Write};
+
+use super::{Actions, FdbConfig};
+
+impl FdbConfig {
+    /// The outline, one line per frontend, space and root, children indented.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = self.describe_into(&mut s, 0);
+        s
+    }
+
+    /// The frontend's `type:` name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            FdbConfig::Local(_) => "local",
+            FdbConfig::Select { .. } => "select",
+            FdbConfig::Dist { .. } => "dist",
+            FdbConfig::Remote { .. } => "remote",
+            FdbConfig::Mirror { .. } => "mirror",
+            FdbConfig::Filter { .. } => "filter",
+        }
+    }
+
+    fn describe_into(&self, s: &mut String, depth: usize) -> fmt::Result {
+        let pad = "  ".repeat(depth);
+        match self {
+            FdbConfig::Local(l) => {
+                let schema = l
+                    .schema
+                    .as_ref()
+                    .map_or("built-in default".to_string(), |p| p.display().to_string());
+                write!(
+                    s,
+                    "{pad}local (engine {}, store {}), schema: {schema}",
+                    l.engine, l.store
+                )?;
+                if l.actions != Actions::default() {
+                    write!(s, ", actions: {}", flags(&l.actions))?;
+                }
+                writeln!(s)?;
+                for sp in &l.spaces {
+                    writeln!(
+                        s,
+                        "{pad}  space {} (regex {}, handler {})",
+                        sp.name.as_deref().unwrap_or("-"),
+                        sp.regex,
+                        sp.handler
+                    )?;
+                    for r in &sp.roots {
+                        let a = Actions {
+                            list: r.list,
+                            retrieve: r.retrieve,
+                            archive: r.archive,
+                            wipe: r.wipe,
+                        };
+                        let name = r.name.as_deref().map_or(String::new(), |n| format!(" {n}"));
+                        writeln!(
+                            s,
+                            "{pad}    root{name} {} [{}]",
+                            r.path.display(),
+                            flags(&a)
+                        )?;
+                    }
+                }
+            }
+            FdbConfig::Select { lanes, .. } => {
+                writeln!(s, "{pad}select ({} lanes)", lanes.len())?;
+                for l in lanes {
+                    write!(s, "{pad}  when {}", l.select)?;
+                    if !l.excludes.is_empty() {
+                        write!(s, " except {}", l.excludes.join(" or "))?;
+                    }
+                    writeln!(s, ":")?;
+                    l.config.describe_into(s, depth + 2)?;
+                }
+            }
+            FdbConfig::Dist { lanes, hash } => {
+                writeln!(
+                    s,
+                    "{pad}dist ({} lanes, hash by {})",
+                    lanes.len(),
+                    match hash {
+                        super::DistHash::Field => "field",
+                        super::DistHash::Database => "database",
+                    }
+                )?;
+                for l in lanes {
+                    writeln!(s, "{pad}  lane {}:", l.id)?;
+                    l.config.describe_into(s, depth + 2)?;
+                }
+            }
+            FdbConfig::Remote { host, port, token } => {
+                let t = if token.is_some() { " (with token)" } else { "" };
+                writeln!(s, "{pad}remote {host}:{port}{t}")?;
+            }
+            FdbConfig::Mirror { children, quorum } => {
+                let q = quorum.map_or("all".into(), |q| q.to_string());
+                writeln!(s, "{pad}mirror ({} children, quorum {q})", children.len())?;
+                for c in children {
+                    c.describe_into(s, depth + 1)?;
+                }
+            }
+            FdbConfig::Filter {
+                select,
+                excludes,
+                children,
+            } => {
+                write!(s, "{pad}filter select {}", select.as_deref().unwrap_or("*"))?;
+                if !excludes.is_empty() {
+                    write!(s, " except {}", excludes.join(" or "))?;
+                }
+                writeln!(s)?;
+                for c in children {
+                    c.describe_into(s, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn flags(a: &Actions) -> String {
+    let on: Vec<&str> = [
+        ("list", a.list),
+        ("retrieve", a.retrieve),
+        ("archive", a.archive),
+        ("wipe", a.wipe),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(n, _)| *n)
+    .collect();
+    if on.is_empty() {
+        "none".into()
+    } else {
+        on.join(",")
+    }
+}
+
+impl fmt::Display for FdbConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::from_yaml_str_with;
+    use std::path::Path;
+
+    #[test]
+    fn outline_of_a_nested_tree() {
+        let text = "type: select\nschema: /s\nfdbs:\n\
+            - select: class=od\n  excludes: [expver=0099]\n  spaces: [{name: od, roots: [{path: /a, name: r1}, {path: /b, writable: false}]}]\n\
+            - select: class=rd\n  type: dist\n  lanes: [{type: remote, host: h, token: t}, {type: mirror, fdbs: [{type: remote, host: m}]}]\n\
+            - select: class=ea\n  type: filter\n  excludes: stream=enfo\n  fdbs: [{type: remote, host: f, port: 1}]\n";
+        let c = from_yaml_str_with(text, "t", Some(Path::new("/")), &|_| None).unwrap();
+        let want = "\
+select (3 lanes)
+  when class=od except expver=0099:
+    local (engine toc, store file), schema: /s
+      space od (regex .*, handler Default)
+        root r1 /a [list,retrieve,archive,wipe]
+        root /b [list,retrieve]
+  when class=rd:
+    dist (2 lanes, hash by field)
+      lane 0:
+        remote h:7654 (with token)
+      lane 1:
+        mirror (1 children, quorum all)
+          remote m:7654
+  when class=ea except stream=enfo:
+    filter select *
+      remote f:1
+";
+        assert_eq!(c.describe(), want);
+        assert_eq!(c.to_string(), want);
+        assert_eq!(c.type_name(), "select");
+        let l = from_yaml_str_with(
+            "visitable: false\nspaces: [{roots: [{path: /a}]}]",
+            "t",
+            None,
+            &|_| None,
+        )
+        .unwrap();
+        assert!(l.describe().starts_with(
+            "local (engine toc, store file), schema: built-in default, actions: archive,wipe\n"
+        ));
+    }
+}

@@ -1,0 +1,166 @@
+//! FDB5-compatible YAML configuration: the typed tree frontends are built from, and how it is found.
+//!
+//! Every error names the YAML path (`spaces[0].roots[1].path`) and where the text came from,
+//! because FDB5 users lose hours to configs that are silently ignored or half read.
+
+mod describe;
+mod discover;
+mod parse;
+
+use std::path::PathBuf;
+
+pub use discover::{
+    discover, discover_from_process, embedded_default, process_env, ConfigSource, Env, LoadedConfig,
+};
+pub use parse::{from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config {origin}: {path}{sep}{message}", sep = if path.is_empty() { "" } else { ": " })]
+pub struct ConfigError {
+    /// Where the YAML came from: a file, an environment variable.
+    pub origin: String,
+    /// The YAML path of the offending item, empty for the whole document.
+    pub path: String,
+    pub message: String,
+}
+
+/// One root directory of a space. `list`..`wipe` are resolved: an explicit per-action flag, else
+/// `visit` (list, retrieve) or `writable` (archive, wipe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    pub path: PathBuf,
+    pub name: Option<String>,
+    pub writable: bool,
+    pub visit: bool,
+    pub list: bool,
+    pub retrieve: bool,
+    pub archive: bool,
+    pub wipe: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Space {
+    pub name: Option<String>,
+    /// Matched (unanchored) against the database fingerprint `v1:v2:...`.
+    pub regex: String,
+    /// FDB5 root-choice policy for new databases (`Default`, `RoundRobin`, ...).
+    pub handler: String,
+    pub roots: Vec<Root>,
+}
+
+/// Frontend-level switches after resolving `writable`/`visitable` against per-action flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actions {
+    pub list: bool,
+    pub retrieve: bool,
+    pub archive: bool,
+    pub wipe: bool,
+}
+
+impl Default for Actions {
+    fn default() -> Self {
+        Actions {
+            list: true,
+            retrieve: true,
+            archive: true,
+            wipe: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    pub engine: String,
+    pub store: String,
+    /// `None`: fieldstore's built-in default schema.
+    pub schema: Option<PathBuf>,
+    pub spaces: Vec<Space>,
+    pub writable: bool,
+    pub visitable: bool,
+    pub actions: Actions,
+    /// Mode for created files (`permissions: "0644"`), read as octal like FDB5.
+    pub permissions: Option<u32>,
+    pub statistics: bool,
+    /// What `~fdb` meant for this config, when the config set it.
+    pub fdb_home: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectLane {
+    /// `class=od,stream=oper/enfo`: values are unanchored regular expressions.
+    pub select: String,
+    pub excludes: Vec<String>,
+    pub config: FdbConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistLane {
+    /// From `id:` or `name:`, else the lane's index; what the rendezvous hash is seeded with.
+    pub id: String,
+    pub config: FdbConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistHash {
+    /// FDB5's DistFDB: the full field key.
+    Field,
+    /// Keep each database on one lane.
+    Database,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FdbConfig {
+    Local(LocalConfig),
+    /// `type: select` (children under `fdbs:`) and `type: routing` (under `fdb:`).
+    Select {
+        schema: Option<PathBuf>,
+        lanes: Vec<SelectLane>,
+    },
+    Dist {
+        lanes: Vec<DistLane>,
+        hash: DistHash,
+    },
+    Remote {
+        host: String,
+        port: u16,
+        token: Option<String>,
+    },
+    /// Writes go to every child; `quorum` children must succeed (`None`: all).
+    Mirror {
+        children: Vec<FdbConfig>,
+        quorum: Option<usize>,
+    },
+    /// Only keys matching `select` and no `excludes` expression reach the children.
+    Filter {
+        select: Option<String>,
+        excludes: Vec<String>,
+        children: Vec<FdbConfig>,
+    },
+}
+
+/// `type:` values understood, in the order error messages list them.
+pub const TYPES: &[&str] = &[
+    "local",
+    "catalogue",
+    "select",
+    "routing",
+    "dist",
+    "remote",
+    "mirror",
+    "filter",
+];
+
+/// FDB5's root-choice handlers, so a typo is caught when the config is read.
+pub const HANDLERS: &[&str] = &[
+    "Default",
+    "First",
+    "LeastUsed",
+    "LeastUsedPercent",
+    "RoundRobin",
+    "Random",
+    "PureRandom",
+    "WeightedRandom",
+    "WeightedRandomPercent",
+    "expver",
+    "envvar",
+];

@@ -1,0 +1,1169 @@
+//! YAML text → [`FdbConfig`]. The YAML is read into a generic value first and walked by hand so
+//! every error can name its path; serde derive with flatten/untagged would lose it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::discover::{process_env, Env};
+use super::{
+    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, Root, SelectLane, Space,
+    HANDLERS, TYPES,
+};
+
+/// Parses config text using the process environment; relative paths are taken as they are.
+pub fn from_yaml_str(text: &str, origin: &str) -> Result<FdbConfig, ConfigError> {
+    from_yaml_str_with(text, origin, None, &process_env)
+}
+
+/// Reads a config file using the process environment.
+pub fn from_file(path: &Path) -> Result<FdbConfig, ConfigError> {
+    from_file_with(path, &process_env)
+}
+
+/// Parses config text. `base` resolves relative paths (the config file's directory); `env` is
+/// consulted for `FDB_HOME`, `FDB5_HOME`, `HOME` and `FDB_SCHEMA_FILE`.
+pub fn from_yaml_str_with(
+    text: &str,
+    origin: &str,
+    base: Option<&Path>,
+    env: Env,
+) -> Result<FdbConfig, ConfigError> {
+    let mut options = serde_saphyr::Options::default();
+    // `permissions: 0644` must stay octal text, not become the decimal 644.
+    options.leading_zero_numbers_as_strings = true;
+    options.with_snippet = false;
+    // `name: n` or `id: no` must stay text; [`Walk::boolean`] still reads yes/no/on/off.
+    options.strict_booleans = true;
+    let value: Value = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        ConfigError {
+            origin: origin.to_string(),
+            path: String::new(),
+            // The library's advice is for programmers, not for whoever edits the config.
+            message: format!("invalid YAML: {e}")
+                .replace(", set DuplicateKeyPolicy in Options if acceptable", ""),
+        }
+    })?;
+    let walk = Walk { origin, base, env };
+    let mut config = walk.fdb(&value, "", &[])?;
+    walk.default_schemas(&mut config);
+    Ok(config)
+}
+
+/// Reads a config file; relative paths inside it are relative to its directory.
+pub fn from_file_with(path: &Path, env: Env) -> Result<FdbConfig, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        origin: origin.clone(),
+        path: String::new(),
+        message: format!("cannot read: {e}"),
+    })?;
+    from_yaml_str_with(&text, &origin, path.parent(), env)
+}
+
+/// Splits a `select`/`excludes` expression (`class=od,stream=oper/enfo`) into keyword and value
+/// regexes, checking each regex compiles.
+pub fn parse_selection(text: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!(
+                "empty item in '{text}' (expected keyword=regex,keyword=regex)"
+            ));
+        }
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("'{item}' is not keyword=regex"))?;
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("'{k}' in '{item}' is not a MARS keyword"));
+        }
+        let values: Vec<String> = v.split('/').map(|s| s.trim().to_string()).collect();
+        for r in &values {
+            regex::Regex::new(r)
+                .map_err(|e| format!("invalid regular expression '{r}' for {k}: {e}"))?;
+        }
+        out.push((k.to_ascii_lowercase(), values));
+    }
+    Ok(out)
+}
+
+struct Walk<'a> {
+    origin: &'a str,
+    base: Option<&'a Path>,
+    env: Env<'a>,
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = i;
+        let mut left = i + 1;
+        let mut next = Vec::with_capacity(row.len());
+        next.push(left);
+        for (j, cb) in b.iter().enumerate() {
+            let up = row.get(j + 1).copied().unwrap_or(usize::MAX - 1);
+            let cur = (diag + usize::from(ca != *cb)).min(left + 1).min(up + 1);
+            next.push(cur);
+            diag = up;
+            left = cur;
+        }
+        row = next;
+    }
+    row.last().copied().unwrap_or(0)
+}
+
+/// The closest known word when it is close enough to be a plausible typo.
+fn nearest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    let lower = word.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (distance(&lower, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn hint(word: &str, known: &[&str]) -> String {
+    nearest(word, known).map_or(String::new(), |n| format!(" (did you mean '{n}'?)"))
+}
+
+/// FDB5 keys fieldstore knowingly does not implement: refused with the reason rather than a
+/// plain "unknown key", so users see it is a missing feature and not a typo.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "catalogueRoots",
+        "separate catalogue and store roots are not supported; use roots",
+    ),
+    (
+        "storeRoots",
+        "separate catalogue and store roots are not supported; use roots",
+    ),
+    (
+        "marsDisks",
+        "roots read from a marsDisks file are not supported; list them under roots",
+    ),
+    (
+        "stores",
+        "remote stores behind a local catalogue are not supported",
+    ),
+    (
+        "fieldLocationEndpoints",
+        "remote stores behind a local catalogue are not supported",
+    ),
+    ("daos", "the DAOS backend is not supported"),
+    ("fam_roots", "the FAM backend is not supported"),
+];
+
+/// Frontend flags fieldstore honours on `type: local` only.
+const FLAGS: &[&str] = &[
+    "writable",
+    "visitable",
+    "list",
+    "retrieve",
+    "archive",
+    "wipe",
+];
+
+impl Walk<'_> {
+    fn err(&self, path: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            origin: self.origin.to_string(),
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn map<'v>(
+        &self,
+        v: &'v Value,
+        path: &str,
+        known: &[&str],
+    ) -> Result<&'v Map<String, Value>, ConfigError> {
+        let m = v
+            .as_object()
+            .ok_or_else(|| self.err(path, format!("expected a mapping, found {}", kind(v))))?;
+        for k in m.keys() {
+            if known.contains(&k.as_str()) {
+                continue;
+            }
+            if let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
+                return Err(self.err(
+                    path,
+                    format!("'{k}' is an FDB5 setting fieldstore does not support: {why}"),
+                ));
+            }
+            if FLAGS.contains(&k.as_str()) {
+                return Err(self.err(
+                    path,
+                    format!(
+                        "'{k}' is only supported on type local (put it on the local child configs)"
+                    ),
+                ));
+            }
+            return Err(self.err(path, format!("unknown key '{k}'{}", hint(k, known))));
+        }
+        Ok(m)
+    }
+
+    fn string(
+        &self,
+        m: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<Option<String>, ConfigError> {
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(Value::Bool(b)) => Ok(Some(b.to_string())),
+            Some(v) => Err(self.err(
+                &join(path, key),
+                format!("expected a string, found {}", kind(v)),
+            )),
+        }
+    }
+
+    fn boolean(
+        &self,
+        m: &Map<String, Value>,
+        key: &str,
+        path: &str,
+        default: bool,
+    ) -> Result<bool, ConfigError> {
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            // YAML 1.1 spellings, which FDB5's parser accepts.
+            Some(Value::String(s))
+                if matches!(s.to_ascii_lowercase().as_str(), "yes" | "y" | "true" | "on") =>
+            {
+                Ok(true)
+            }
+            Some(Value::String(s))
+                if matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "no" | "n" | "false" | "off"
+                ) =>
+            {
+                Ok(false)
+            }
+            Some(v) => Err(self.err(
+                &join(path, key),
+                format!("expected true or false, found {}", kind(v)),
+            )),
+        }
+    }
+
+    fn unsigned(
+        &self,
+        m: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<Option<u64>, ConfigError> {
+        let p = join(path, key);
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| self.err(&p, format!("expected a whole number >= 0, found {n}"))),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| self.err(&p, format!("expected a whole number >= 0, found '{s}'"))),
+            Some(v) => Err(self.err(&p, format!("expected a number, found {}", kind(v)))),
+        }
+    }
+
+    fn list<'v>(
+        &self,
+        m: &'v Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<Option<&'v Vec<Value>>, ConfigError> {
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => Ok(Some(a)),
+            Some(v) => Err(self.err(
+                &join(path, key),
+                format!("expected a list, found {}", kind(v)),
+            )),
+        }
+    }
+
+    /// A non-empty list of child configs.
+    fn children<'v>(
+        &self,
+        m: &'v Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<&'v Vec<Value>, ConfigError> {
+        match self.list(m, key, path)? {
+            Some(l) if !l.is_empty() => Ok(l),
+            Some(_) => Err(self.err(
+                &join(path, key),
+                "empty list: at least one child config is needed",
+            )),
+            None => Err(self.err(path, format!("missing required key '{key}'"))),
+        }
+    }
+
+    /// A string or list of strings.
+    fn strings(
+        &self,
+        m: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<Vec<String>, ConfigError> {
+        let p = join(path, key);
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_str().map(str::to_string).ok_or_else(|| {
+                        self.err(
+                            &format!("{p}[{i}]"),
+                            format!("expected a string, found {}", kind(v)),
+                        )
+                    })
+                })
+                .collect(),
+            Some(v) => Err(self.err(&p, format!("expected a list of strings, found {}", kind(v)))),
+        }
+    }
+
+    fn selection(&self, text: &str, path: &str) -> Result<(), ConfigError> {
+        parse_selection(text)
+            .map(|_| ())
+            .map_err(|e| self.err(path, e))
+    }
+
+    fn selections(
+        &self,
+        m: &Map<String, Value>,
+        path: &str,
+    ) -> Result<(Option<String>, Vec<String>), ConfigError> {
+        let select = self.string(m, "select", path)?;
+        if let Some(s) = &select {
+            self.selection(s, &join(path, "select"))?;
+        }
+        let excludes = self.strings(m, "excludes", path)?;
+        for (i, e) in excludes.iter().enumerate() {
+            self.selection(e, &format!("{}[{i}]", join(path, "excludes")))?;
+        }
+        Ok((select, excludes))
+    }
+
+    /// `~fdb` (config `fdb_home`, `$FDB_HOME`, `$FDB5_HOME`, else `/` like FDB5 installed under
+    /// `/usr`), `~/` (`$HOME`), and relative paths against the config file's directory.
+    fn path_value(
+        &self,
+        raw: &str,
+        fdb_home: Option<&Path>,
+        path: &str,
+    ) -> Result<PathBuf, ConfigError> {
+        if raw.is_empty() {
+            return Err(self.err(path, "empty path"));
+        }
+        if raw == "~fdb" || raw.starts_with("~fdb/") {
+            let rest = raw.trim_start_matches("~fdb").trim_start_matches('/');
+            let home = fdb_home
+                .map(Path::to_path_buf)
+                .or_else(|| self.fdb_home_env())
+                .unwrap_or_else(|| PathBuf::from("/"));
+            return Ok(home.join(rest));
+        }
+        if raw == "~" || raw.starts_with("~/") {
+            let rest = raw.trim_start_matches('~').trim_start_matches('/');
+            let home = (self.env)("HOME")
+                .filter(|h| !h.is_empty())
+                .ok_or_else(|| self.err(path, format!("cannot expand '{raw}': HOME is not set")))?;
+            return Ok(Path::new(&home).join(rest));
+        }
+        if raw.starts_with('~') {
+            return Err(self.err(
+                path,
+                format!("cannot expand '{raw}': only ~fdb/ and ~/ are understood"),
+            ));
+        }
+        let p = PathBuf::from(raw);
+        Ok(match self.base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p,
+        })
+    }
+
+    fn fdb_home_env(&self) -> Option<PathBuf> {
+        (self.env)("FDB_HOME")
+            .filter(|h| !h.is_empty())
+            .or_else(|| (self.env)("FDB5_HOME").filter(|h| !h.is_empty()))
+            .map(PathBuf::from)
+    }
+
+    /// One frontend. `lane_keys` are the keys the parent reads from this mapping (`select` for a
+    /// select lane, `id`/`name` for a dist lane) and so are allowed here too.
+    fn fdb(&self, v: &Value, path: &str, lane_keys: &[&str]) -> Result<FdbConfig, ConfigError> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| self.err(path, format!("expected a mapping, found {}", kind(v))))?;
+        let ty = self
+            .string(obj, "type", path)?
+            .unwrap_or_else(|| "local".into());
+        let with = |extra: &[&'static str]| -> Vec<&str> {
+            ["type"]
+                .iter()
+                .chain(lane_keys)
+                .chain(extra)
+                .copied()
+                .collect()
+        };
+        match ty.as_str() {
+            "local" | "catalogue" => {
+                let m = self.map(
+                    v,
+                    path,
+                    &with(&[
+                        "engine",
+                        "store",
+                        "schema",
+                        "spaces",
+                        "writable",
+                        "visitable",
+                        "list",
+                        "retrieve",
+                        "archive",
+                        "wipe",
+                        "permissions",
+                        "statistics",
+                        "fdb_home",
+                        // Accepted and ignored: they tune FDB5 internals with no equivalent here.
+                        "tocSerialisationVersion",
+                        "useSubToc",
+                        "serverPort",
+                    ]),
+                )?;
+                self.local(m, path).map(FdbConfig::Local)
+            }
+            "select" | "routing" => {
+                let key = if ty == "routing" { "fdb" } else { "fdbs" };
+                let m = self.map(v, path, &with(&["schema", key]))?;
+                let schema = match self.string(m, "schema", path)? {
+                    Some(s) => Some(self.path_value(&s, None, &join(path, "schema"))?),
+                    None => None,
+                };
+                let mut lanes = Vec::new();
+                for (i, lane) in self.children(m, key, path)?.iter().enumerate() {
+                    let lp = format!("{}[{i}]", join(path, key));
+                    let lm = lane.as_object().ok_or_else(|| {
+                        self.err(&lp, format!("expected a mapping, found {}", kind(lane)))
+                    })?;
+                    let (select, excludes) = self.selections(lm, &lp)?;
+                    let select = select.ok_or_else(|| {
+                        self.err(
+                            &lp,
+                            "missing required key 'select' (e.g. select: class=od,stream=oper)",
+                        )
+                    })?;
+                    let mut config = self.fdb(lane, &lp, &["select", "excludes"])?;
+                    if let Some(s) = &schema {
+                        inject_schema(&mut config, s);
+                    }
+                    lanes.push(SelectLane {
+                        select,
+                        excludes,
+                        config,
+                    });
+                }
+                Ok(FdbConfig::Select { schema, lanes })
+            }
+            "dist" => {
+                let m = self.map(v, path, &with(&["lanes", "hash"]))?;
+                let hash = match self.string(m, "hash", path)?.as_deref() {
+                    None | Some("field") => DistHash::Field,
+                    Some("database") => DistHash::Database,
+                    Some(h) => {
+                        return Err(self.err(
+                            &join(path, "hash"),
+                            format!(
+                                "unknown hash '{h}' (known: field, database){}",
+                                hint(h, &["field", "database"])
+                            ),
+                        ))
+                    }
+                };
+                let mut lanes: Vec<DistLane> = Vec::new();
+                for (i, lane) in self.children(m, "lanes", path)?.iter().enumerate() {
+                    let lp = format!("{}[{i}]", join(path, "lanes"));
+                    let lm = lane.as_object().ok_or_else(|| {
+                        self.err(&lp, format!("expected a mapping, found {}", kind(lane)))
+                    })?;
+                    let id = match self.string(lm, "id", &lp)? {
+                        Some(id) => id,
+                        None => self
+                            .string(lm, "name", &lp)?
+                            .unwrap_or_else(|| i.to_string()),
+                    };
+                    if let Some(j) = lanes.iter().position(|l| l.id == id) {
+                        return Err(
+                            self.err(&lp, format!("lane id '{id}' is already used by lanes[{j}]"))
+                        );
+                    }
+                    lanes.push(DistLane {
+                        config: self.fdb(lane, &lp, &["id", "name"])?,
+                        id,
+                    });
+                }
+                Ok(FdbConfig::Dist { lanes, hash })
+            }
+            "remote" => {
+                let m = self.map(
+                    v,
+                    path,
+                    &with(&["host", "port", "token", "engine", "store"]),
+                )?;
+                let host = self
+                    .string(m, "host", path)?
+                    .filter(|h| !h.trim().is_empty())
+                    .ok_or_else(|| self.err(path, "missing required key 'host'"))?;
+                let port = match self.unsigned(m, "port", path)? {
+                    None => 7654,
+                    Some(p) => u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                        self.err(&join(path, "port"), format!("port {p} is not in 1-65535"))
+                    })?,
+                };
+                Ok(FdbConfig::Remote {
+                    host,
+                    port,
+                    token: self.string(m, "token", path)?,
+                })
+            }
+            "mirror" => {
+                let m = self.map(v, path, &with(&["fdbs", "quorum"]))?;
+                let children = self.fdb_list(m, path)?;
+                let quorum = match self.unsigned(m, "quorum", path)? {
+                    None => None,
+                    Some(q) if q >= 1 && usize::try_from(q).is_ok_and(|q| q <= children.len()) => {
+                        usize::try_from(q).ok()
+                    }
+                    Some(q) => {
+                        return Err(self.err(
+                            &join(path, "quorum"),
+                            format!(
+                                "quorum {q} is not between 1 and the {} children",
+                                children.len()
+                            ),
+                        ))
+                    }
+                };
+                Ok(FdbConfig::Mirror { children, quorum })
+            }
+            "filter" => {
+                let m = self.map(v, path, &with(&["select", "excludes", "fdbs"]))?;
+                // As a select lane, `select`/`excludes` are the lane's; the filter then passes all.
+                let (select, excludes) = if lane_keys.contains(&"select") {
+                    (None, Vec::new())
+                } else {
+                    self.selections(m, path)?
+                };
+                Ok(FdbConfig::Filter {
+                    select,
+                    excludes,
+                    children: self.fdb_list(m, path)?,
+                })
+            }
+            "random" | "store" => Err(self.err(
+                &join(path, "type"),
+                format!(
+                    "type '{ty}' is an FDB5 frontend fieldstore does not implement (known: {})",
+                    TYPES.join(", ")
+                ),
+            )),
+            other => Err(self.err(
+                &join(path, "type"),
+                format!(
+                    "unknown type '{other}' (known: {}){}",
+                    TYPES.join(", "),
+                    hint(other, TYPES)
+                ),
+            )),
+        }
+    }
+
+    fn fdb_list(&self, m: &Map<String, Value>, path: &str) -> Result<Vec<FdbConfig>, ConfigError> {
+        self.children(m, "fdbs", path)?
+            .iter()
+            .enumerate()
+            .map(|(i, c)| self.fdb(c, &format!("{}[{i}]", join(path, "fdbs")), &[]))
+            .collect()
+    }
+
+    fn local(&self, m: &Map<String, Value>, path: &str) -> Result<LocalConfig, ConfigError> {
+        let fdb_home = match self.string(m, "fdb_home", path)? {
+            Some(h) => Some(self.path_value(&h, None, &join(path, "fdb_home"))?),
+            None => None,
+        };
+        let writable = self.boolean(m, "writable", path, true)?;
+        let visitable = self.boolean(m, "visitable", path, true)?;
+        let actions = Actions {
+            list: self.boolean(m, "list", path, visitable)?,
+            retrieve: self.boolean(m, "retrieve", path, visitable)?,
+            archive: self.boolean(m, "archive", path, writable)?,
+            wipe: self.boolean(m, "wipe", path, writable)?,
+        };
+        let engine = self
+            .string(m, "engine", path)?
+            .unwrap_or_else(|| "toc".into());
+        if engine != "toc" {
+            return Err(self.err(
+                &join(path, "engine"),
+                format!("unsupported engine '{engine}' (supported: toc)"),
+            ));
+        }
+        let store = self
+            .string(m, "store", path)?
+            .unwrap_or_else(|| "file".into());
+        if store != "file" {
+            return Err(self.err(
+                &join(path, "store"),
+                format!("unsupported store '{store}' (supported: file)"),
+            ));
+        }
+        let schema = match self.string(m, "schema", path)? {
+            Some(s) => Some(self.path_value(&s, fdb_home.as_deref(), &join(path, "schema"))?),
+            None => None,
+        };
+        let permissions = match self.string(m, "permissions", path)? {
+            None => None,
+            Some(p) => Some(
+                u32::from_str_radix(p.trim(), 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| {
+                        self.err(
+                            &join(path, "permissions"),
+                            format!("'{p}' is not an octal file mode like \"0644\""),
+                        )
+                    })?,
+            ),
+        };
+        let spaces_path = join(path, "spaces");
+        let spaces = match self.list(m, "spaces", path)? {
+            None => {
+                return Err(self.err(
+                    path,
+                    "missing required key 'spaces' (where the data goes: spaces: [{roots: [{path: /dir}]}])",
+                ))
+            }
+            Some(list) if list.is_empty() => {
+                return Err(self.err(
+                    &spaces_path,
+                    "no spaces: at least one space with one root is needed",
+                ))
+            }
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, s)| self.space(s, &format!("{spaces_path}[{i}]"), fdb_home.as_deref()))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        Ok(LocalConfig {
+            engine,
+            store,
+            schema,
+            spaces,
+            writable,
+            visitable,
+            actions,
+            permissions,
+            statistics: self.boolean(m, "statistics", path, false)?,
+            fdb_home,
+        })
+    }
+
+    fn space(&self, v: &Value, path: &str, fdb_home: Option<&Path>) -> Result<Space, ConfigError> {
+        let m = self.map(v, path, &["name", "regex", "handler", "roots"])?;
+        let regex = self
+            .string(m, "regex", path)?
+            .unwrap_or_else(|| ".*".into());
+        if let Err(e) = regex::Regex::new(&regex) {
+            return Err(self.err(
+                &join(path, "regex"),
+                format!("invalid regular expression: {e}"),
+            ));
+        }
+        let handler = self
+            .string(m, "handler", path)?
+            .unwrap_or_else(|| "Default".into());
+        if !HANDLERS.contains(&handler.as_str()) {
+            return Err(self.err(
+                &join(path, "handler"),
+                format!(
+                    "unknown handler '{handler}' (known: {}){}",
+                    HANDLERS.join(", "),
+                    hint(&handler, HANDLERS)
+                ),
+            ));
+        }
+        let roots_path = join(path, "roots");
+        let roots = match self.list(m, "roots", path)? {
+            None => return Err(self.err(path, "missing required key 'roots'")),
+            Some(l) if l.is_empty() => {
+                return Err(self.err(
+                    &roots_path,
+                    "no roots: at least one root directory is needed",
+                ))
+            }
+            Some(l) => l
+                .iter()
+                .enumerate()
+                .map(|(i, r)| self.root(r, &format!("{roots_path}[{i}]"), fdb_home))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        Ok(Space {
+            name: self.string(m, "name", path)?,
+            regex,
+            handler,
+            roots,
+        })
+    }
+
+    fn root(&self, v: &Value, path: &str, fdb_home: Option<&Path>) -> Result<Root, ConfigError> {
+        let m = self.map(
+            v,
+            path,
+            &[
+                "path", "name", "writable", "visit", "list", "retrieve", "archive", "wipe",
+            ],
+        )?;
+        let raw = self
+            .string(m, "path", path)?
+            .ok_or_else(|| self.err(path, "missing required key 'path'"))?;
+        let writable = self.boolean(m, "writable", path, true)?;
+        let visit = self.boolean(m, "visit", path, true)?;
+        Ok(Root {
+            path: self.path_value(&raw, fdb_home, &join(path, "path"))?,
+            name: self.string(m, "name", path)?,
+            writable,
+            visit,
+            list: self.boolean(m, "list", path, visit)?,
+            retrieve: self.boolean(m, "retrieve", path, visit)?,
+            archive: self.boolean(m, "archive", path, writable)?,
+            wipe: self.boolean(m, "wipe", path, writable)?,
+        })
+    }
+
+    /// Local configs still without a schema get `$FDB_SCHEMA_FILE`, else `~fdb/etc/fdb/schema`
+    /// when an FDB home is known and the file exists, else stay `None` (the built-in schema).
+    fn default_schemas(&self, config: &mut FdbConfig) {
+        for_each_local(config, &mut |l| {
+            if l.schema.is_some() {
+                return;
+            }
+            if let Some(s) = (self.env)("FDB_SCHEMA_FILE").filter(|s| !s.is_empty()) {
+                l.schema = Some(PathBuf::from(s));
+                return;
+            }
+            let home = l.fdb_home.clone().or_else(|| self.fdb_home_env());
+            if let Some(p) = home.map(|h| h.join("etc/fdb/schema")) {
+                if p.is_file() {
+                    l.schema = Some(p);
+                }
+            }
+        });
+    }
+}
+
+fn for_each_local(config: &mut FdbConfig, f: &mut dyn FnMut(&mut LocalConfig)) {
+    match config {
+        FdbConfig::Local(l) => f(l),
+        FdbConfig::Select { lanes, .. } => lanes
+            .iter_mut()
+            .for_each(|l| for_each_local(&mut l.config, f)),
+        FdbConfig::Dist { lanes, .. } => lanes
+            .iter_mut()
+            .for_each(|l| for_each_local(&mut l.config, f)),
+        FdbConfig::Mirror { children, .. } | FdbConfig::Filter { children, .. } => {
+            children.iter_mut().for_each(|c| for_each_local(c, f))
+        }
+        FdbConfig::Remote { .. } => {}
+    }
+}
+
+/// A select's `schema` goes to every local config below it that names none (newest FDB5).
+fn inject_schema(config: &mut FdbConfig, schema: &Path) {
+    for_each_local(config, &mut |l| {
+        if l.schema.is_none() {
+            l.schema = Some(schema.to_path_buf());
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    pub(crate) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    fn parse_env(text: &str, pairs: &[(&str, &str)]) -> Result<FdbConfig, ConfigError> {
+        from_yaml_str_with(text, "t.yaml", Some(Path::new("/base")), &env_of(pairs))
+    }
+
+    fn parse(text: &str) -> Result<FdbConfig, ConfigError> {
+        parse_env(text, &[("FDB_HOME", "/home/fdb"), ("HOME", "/u")])
+    }
+
+    fn local(c: FdbConfig) -> LocalConfig {
+        match c {
+            FdbConfig::Local(l) => l,
+            other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_local_and_defaults() {
+        let l = local(parse("spaces:\n- roots:\n  - path: /data/fdb1\n").unwrap());
+        assert_eq!((l.engine.as_str(), l.store.as_str()), ("toc", "file"));
+        assert_eq!(l.spaces.len(), 1);
+        let s = &l.spaces[0];
+        assert_eq!((s.regex.as_str(), s.handler.as_str()), (".*", "Default"));
+        let r = &s.roots[0];
+        assert_eq!(r.path, PathBuf::from("/data/fdb1"));
+        assert!(r.writable && r.visit && r.list && r.retrieve && r.archive && r.wipe);
+        assert_eq!(l.actions, Actions::default());
+        assert!(
+            l.schema.is_none(),
+            "/home/fdb/etc/fdb/schema does not exist"
+        );
+    }
+
+    #[test]
+    fn full_local_from_the_reference() {
+        let text = "type: local\nengine: toc\nstore: file\nschema: ~fdb/etc/fdb/schema\n\
+            spaces:\n- name: od\n  regex: \"od:.*\"\n  handler: RoundRobin\n  roots:\n\
+            \x20 - path: /data/fdb1\n    name: r1\n    writable: true\n    visit: true\n\
+            \x20 - path: rel\n    writable: false\n    wipe: true\n\
+            writable: no\nstatistics: true\npermissions: 0644\ntocSerialisationVersion: 3\n";
+        let l = local(parse(text).unwrap());
+        assert_eq!(l.schema, Some(PathBuf::from("/home/fdb/etc/fdb/schema")));
+        assert_eq!(l.spaces[0].name.as_deref(), Some("od"));
+        assert_eq!(l.spaces[0].handler, "RoundRobin");
+        let r1 = &l.spaces[0].roots[1];
+        assert_eq!(r1.path, PathBuf::from("/base/rel"));
+        assert!(!r1.writable && !r1.archive && r1.wipe && r1.list);
+        assert!(!l.writable && !l.actions.archive && !l.actions.wipe && l.actions.list);
+        assert!(l.statistics);
+        assert_eq!(l.permissions, Some(0o644));
+        assert_eq!(
+            local(parse("permissions: \"0640\"\nspaces: [{roots: [{path: /a}]}]").unwrap())
+                .permissions,
+            Some(0o640)
+        );
+    }
+
+    #[test]
+    fn flow_style_inline_and_json() {
+        let l =
+            local(parse("{type: local, schema: /s, spaces: [{roots: [{path: ~/r}]}]}").unwrap());
+        assert_eq!(l.spaces[0].roots[0].path, PathBuf::from("/u/r"));
+        assert_eq!(l.schema, Some(PathBuf::from("/s")));
+        let j = r#"{"type": "local", "spaces": [{"roots": [{"path": "/j", "visit": false}]}]}"#;
+        let l = local(parse(j).unwrap());
+        assert!(!l.spaces[0].roots[0].list && l.spaces[0].roots[0].archive);
+    }
+
+    #[test]
+    fn select_with_two_lanes_and_schema_injection() {
+        let text = "type: select\nschema: /s\nfdbs:\n- select: class=od\n  excludes: [\"expver=0099\"]\n\
+            \x20 spaces: [{roots: [{path: /a}]}]\n- select: class=rd,expver=xx.?.?\n  type: remote\n\
+            \x20 host: fdb-minus\n  port: 7655\n- select: class=ea\n  schema: /own\n  spaces: [{roots: [{path: /b}]}]\n";
+        let FdbConfig::Select { schema, lanes } = parse(text).unwrap() else {
+            panic!()
+        };
+        assert_eq!(schema, Some(PathBuf::from("/s")));
+        assert_eq!(lanes.len(), 3);
+        assert_eq!(lanes[0].excludes, vec!["expver=0099".to_string()]);
+        assert!(
+            matches!(&lanes[0].config, FdbConfig::Local(l) if l.schema == Some(PathBuf::from("/s")))
+        );
+        assert!(
+            matches!(&lanes[1].config, FdbConfig::Remote { host, port: 7655, .. } if host == "fdb-minus")
+        );
+        assert!(
+            matches!(&lanes[2].config, FdbConfig::Local(l) if l.schema == Some(PathBuf::from("/own")))
+        );
+    }
+
+    #[test]
+    fn schema_injection_reaches_nested_locals_and_beats_the_env_default() {
+        let text = "type: routing\nschema: /s\nfdb:\n- select: class=od\n  type: dist\n  lanes:\n  - spaces: [{roots: [{path: /a}]}]\n";
+        let env = [("FDB_SCHEMA_FILE", "/env-schema")];
+        let FdbConfig::Select { lanes, .. } = parse_env(text, &env).unwrap() else {
+            panic!()
+        };
+        let FdbConfig::Dist { lanes, .. } = &lanes[0].config else {
+            panic!()
+        };
+        assert!(
+            matches!(&lanes[0].config, FdbConfig::Local(l) if l.schema == Some(PathBuf::from("/s")))
+        );
+        let l = local(parse_env("spaces: [{roots: [{path: /a}]}]", &env).unwrap());
+        assert_eq!(l.schema, Some(PathBuf::from("/env-schema")));
+    }
+
+    #[test]
+    fn schema_default_from_fdb_home_when_present() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc/fdb")).unwrap();
+        std::fs::write(dir.path().join("etc/fdb/schema"), "").unwrap();
+        let h = dir.path().to_str().unwrap();
+        let l = local(parse_env("spaces: [{roots: [{path: /a}]}]", &[("FDB5_HOME", h)]).unwrap());
+        assert_eq!(l.schema, Some(dir.path().join("etc/fdb/schema")));
+        let text = format!("fdb_home: {h}\nspaces: [{{roots: [{{path: ~fdb/data}}]}}]");
+        let l = local(parse_env(&text, &[("FDB_HOME", "/elsewhere")]).unwrap());
+        assert_eq!(l.schema, Some(dir.path().join("etc/fdb/schema")));
+        assert_eq!(l.spaces[0].roots[0].path, dir.path().join("data"));
+    }
+
+    #[test]
+    fn dist_mirror_filter_remote() {
+        let c = parse("type: dist\nhash: database\nlanes:\n- {type: remote, host: a}\n- {type: remote, host: b, id: x}\n- {name: n, spaces: [{roots: [{path: /c}]}]}\n").unwrap();
+        let FdbConfig::Dist { lanes, hash } = c else {
+            panic!()
+        };
+        let ids: Vec<&str> = lanes.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!((ids, hash), (vec!["0", "x", "n"], DistHash::Database));
+        assert!(matches!(
+            &lanes[0].config,
+            FdbConfig::Remote {
+                port: 7654,
+                token: None,
+                ..
+            }
+        ));
+        let c = parse("type: remote\nhost: h\nport: \"7000\"\ntoken: s3cret").unwrap();
+        assert_eq!(
+            c,
+            FdbConfig::Remote {
+                host: "h".into(),
+                port: 7000,
+                token: Some("s3cret".into())
+            }
+        );
+        let c = parse("type: mirror\nquorum: 1\nfdbs:\n- {type: remote, host: a}\n- {type: remote, host: b}\n").unwrap();
+        assert!(
+            matches!(c, FdbConfig::Mirror { quorum: Some(1), ref children } if children.len() == 2)
+        );
+        let c = parse("type: filter\nselect: class=od\nexcludes: expver=0001\nfdbs: [{type: remote, host: a}]").unwrap();
+        assert!(
+            matches!(c, FdbConfig::Filter { select: Some(ref s), ref excludes, ref children }
+            if s == "class=od" && excludes == &["expver=0001"] && children.len() == 1)
+        );
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        let cases = [
+            ("spaces: [{roots: [{path: /a}, {path: /b, wrtable: true}]}]", "config t.yaml: spaces[0].roots[1]: unknown key 'wrtable' (did you mean 'writable'?)"),
+            ("spaces: [{roots: [{path: /a}, {name: x}]}]", "config t.yaml: spaces[0].roots[1]: missing required key 'path'"),
+            ("type: lcal\nspaces: []", "config t.yaml: type: unknown type 'lcal' (known: local, catalogue, select, routing, dist, remote, mirror, filter) (did you mean 'local'?)"),
+            ("type: random\nfdbs: []", "config t.yaml: type: type 'random' is an FDB5 frontend fieldstore does not implement (known: local, catalogue, select, routing, dist, remote, mirror, filter)"),
+            ("spaces: []", "config t.yaml: spaces: no spaces: at least one space with one root is needed"),
+            ("spaces: [{roots: []}]", "config t.yaml: spaces[0].roots: no roots: at least one root directory is needed"),
+            ("type: local", "config t.yaml: missing required key 'spaces' (where the data goes: spaces: [{roots: [{path: /dir}]}])"),
+            ("spaces: [{roots: [{path: /a, writable: maybe}]}]", "config t.yaml: spaces[0].roots[0].writable: expected true or false, found a string"),
+            ("spaces: [{roots: [{path: [a]}]}]", "config t.yaml: spaces[0].roots[0].path: expected a string, found a list"),
+            ("spaces: [{roots: {path: /a}}]", "config t.yaml: spaces[0].roots: expected a list, found a mapping"),
+            ("spaces: [{regex: '(', roots: [{path: /a}]}]", "config t.yaml: spaces[0].regex: invalid regular expression: regex parse error:\n    (\n    ^\nerror: unclosed group"),
+            ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
+            ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
+            ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
+            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc)"),
+            ("permissions: rw\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: permissions: 'rw' is not an octal file mode like \"0644\""),
+            ("type: remote\nhost: h\nport: 99999", "config t.yaml: port: port 99999 is not in 1-65535"),
+            ("type: remote\nport: 1", "config t.yaml: missing required key 'host'"),
+            ("type: select\nfdbs: [{spaces: [{roots: [{path: /a}]}]}]", "config t.yaml: fdbs[0]: missing required key 'select' (e.g. select: class=od,stream=oper)"),
+            ("type: select\nfdbs: [{select: class, type: remote, host: h}]", "config t.yaml: fdbs[0].select: 'class' is not keyword=regex"),
+            ("type: select\nfdbs: [{select: class=od, excludes: [1], type: remote, host: h}]", "config t.yaml: fdbs[0].excludes[0]: expected a string, found a number"),
+            ("type: select\nwritable: false\nfdbs: [{select: class=od, type: remote, host: h}]", "config t.yaml: 'writable' is only supported on type local (put it on the local child configs)"),
+            ("type: select\nfdbs: [{select: class=od, type: remote, host: h, id: 3}]", "config t.yaml: fdbs[0]: unknown key 'id'"),
+            ("type: select\nfdbs: []", "config t.yaml: fdbs: empty list: at least one child config is needed"),
+            ("type: dist\nlanes: [{type: remote, host: a, id: x}, {type: remote, host: b, name: x}]", "config t.yaml: lanes[1]: lane id 'x' is already used by lanes[0]"),
+            ("type: dist\nhash: feild\nlanes: [{type: remote, host: a}]", "config t.yaml: hash: unknown hash 'feild' (known: field, database) (did you mean 'field'?)"),
+            ("type: dist\nlanes: [{type: remote, host: a, port: x}]", "config t.yaml: lanes[0].port: expected a whole number >= 0, found 'x'"),
+            ("type: mirror\nquorum: 3\nfdbs: [{type: remote, host: a}]", "config t.yaml: quorum: quorum 3 is not between 1 and the 1 children"),
+            ("type: filter\nselect: class=(\nfdbs: [{type: remote, host: a}]", "config t.yaml: select: invalid regular expression '(' for class: regex parse error:\n    (\n    ^\nerror: unclosed group"),
+            ("select: class=od\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: unknown key 'select'"),
+            ("- a\n- b", "config t.yaml: expected a mapping, found a list"),
+            ("", "config t.yaml: expected a mapping, found nothing"),
+            ("a: [1, 2\nb: 3", "config t.yaml: invalid YAML: illegal placement of ':' indicator at line 2, column 2"),
+            ("spaces: []\nspaces: []", "config t.yaml: invalid YAML: duplicate mapping key: spaces at line 2, column 1"),
+        ];
+        for (text, msg) in cases {
+            assert_eq!(parse(text).unwrap_err().to_string(), msg, "{text}");
+        }
+    }
+
+    #[test]
+    fn tilde_and_relative_paths() {
+        let text = "spaces: [{roots: [{path: ~fdb/a}, {path: ~/b}, {path: c/d}, {path: /e}, {path: ~fdb}]}]";
+        let paths = |pairs: &[(&str, &str)]| -> Vec<PathBuf> {
+            local(parse_env(text, pairs).unwrap()).spaces[0]
+                .roots
+                .iter()
+                .map(|r| r.path.clone())
+                .collect()
+        };
+        let p = paths(&[("FDB_HOME", "/h1"), ("FDB5_HOME", "/h5"), ("HOME", "/u")]);
+        let expect = ["/h1/a", "/u/b", "/base/c/d", "/e", "/h1"];
+        assert_eq!(p, expect.map(PathBuf::from));
+        assert_eq!(
+            paths(&[("FDB5_HOME", "/h5"), ("HOME", "/u")])[0],
+            PathBuf::from("/h5/a")
+        );
+        // Like FDB5 installed under /usr.
+        assert_eq!(paths(&[("HOME", "/u")])[0], PathBuf::from("/a"));
+        let e = parse_env(text, &[]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "config t.yaml: spaces[0].roots[1].path: cannot expand '~/b': HOME is not set"
+        );
+        let l = local(
+            from_yaml_str_with("spaces: [{roots: [{path: rel}]}]", "x", None, &env_of(&[]))
+                .unwrap(),
+        );
+        assert_eq!(l.spaces[0].roots[0].path, PathBuf::from("rel"));
+    }
+
+    #[test]
+    fn from_file_resolves_against_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("config.yaml");
+        std::fs::write(&f, "spaces: [{roots: [{path: data}]}]").unwrap();
+        let l = local(from_file_with(&f, &env_of(&[])).unwrap());
+        assert_eq!(l.spaces[0].roots[0].path, dir.path().join("data"));
+        let e = from_file_with(&dir.path().join("nope.yaml"), &env_of(&[])).unwrap_err();
+        assert!(e.to_string().contains("nope.yaml: cannot read:"), "{e}");
+    }
+
+    #[test]
+    fn nasty_inputs_are_errors_not_panics() {
+        let deep_flow = "[".repeat(100_000);
+        let deep_map = "{a: ".repeat(5_000);
+        let deep_block: String = (0..300).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        let laughs = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c]\n";
+        let nasty = [
+            "{",
+            ": : :",
+            "[[[[",
+            "!!binary x",
+            "a: *b",
+            "\t- x",
+            "spaces: {roots: 1}",
+            "spaces: [1]",
+            "spaces: [[]]",
+            "spaces: [{roots: [1]}]",
+            "spaces: [{roots: [[]]}]",
+            "type: [local]",
+            "type: 1",
+            "type: ~",
+            "? [a]\n: b",
+            "1: 2",
+            "a: 1\na: 2",
+            "spaces: [{roots: [{path: ''}]}]",
+            "type: select\nfdbs: [1]",
+            "type: dist\nlanes: [~]",
+            "type: remote\nhost: h\nport: -1",
+            "type: remote\nhost: h\nport: 1.5",
+            "type: mirror\nquorum: -2\nfdbs: [{type: remote, host: a}]",
+            "\u{feff}\u{0}",
+            "permissions: 99999999999999999999\nspaces: [{roots: [{path: /a}]}]",
+            "---\na: 1\n---\nb: 2",
+            "%YAML 9.9\n---\n{}",
+            ".nan",
+            "!!str",
+            "&a [*a]",
+            deep_flow.as_str(),
+            deep_map.as_str(),
+            deep_block.as_str(),
+            laughs,
+        ];
+        for text in nasty {
+            assert!(parse(text).is_err(), "{text:.80}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_on_any_text(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn never_panics_on_yaml_token_soup(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "type: ", "local", "select", "dist", "remote", "mirror", "filter", "routing", "spaces:", "roots:",
+            "fdbs:", "lanes:", "fdb:", "path: ", "/a", "~fdb/x", "~/y", "rel", "select: ", "class=od",
+            "excludes: ", "host: h", "port: ", "7654", "quorum: ", "1", "[", "]", "{", "}", ", ", ": ",
+            "- ", "\n", "  ", "&a ", "*a", "writable: ", "false", "id: ", "schema: ", "'", "\"", "#",
+        ]), 0..60)) {
+            let _ = parse(&parts.concat());
+        }
+    }
+
+    #[test]
+    fn nearest_suggests_only_close_words() {
+        assert_eq!(nearest("wrtable", &["writable", "visit"]), Some("writable"));
+        assert_eq!(nearest("ROOTS", &["roots"]), Some("roots"));
+        assert_eq!(nearest("zzzzzz", &["roots", "path"]), None);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn selection_syntax() {
+        assert_eq!(
+            parse_selection("class=od, stream=oper/enfo").unwrap(),
+            vec![
+                ("class".to_string(), vec!["od".to_string()]),
+                (
+                    "stream".to_string(),
+                    vec!["oper".to_string(), "enfo".to_string()]
+                )
+            ]
+        );
+        assert!(parse_selection("class=od,").is_err());
+        assert!(parse_selection("=od").is_err());
+    }
+}
