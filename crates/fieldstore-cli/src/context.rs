@@ -51,7 +51,7 @@ impl Session {
             other => anyhow::bail!(
                 "config {}: frontend type '{}' is not supported yet by this version (only 'local')",
                 loaded.source,
-                other.describe().split_whitespace().next().unwrap_or("?")
+                other.type_name()
             ),
         };
         Ok(self.fdb.get_or_init(|| fdb))

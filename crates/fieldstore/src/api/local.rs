@@ -712,31 +712,13 @@ impl Fdb for LocalFdb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::{Actions, Space};
 
     fn fdb(dir: &Path) -> LocalFdb {
-        LocalFdb::new(LocalConfig {
-            engine: "toc".into(),
-            store: "file".into(),
-            schema: None,
-            spaces: vec![Space {
-                name: None,
-                regex: ".*".into(),
-                handler: "Default".into(),
-                roots: vec![Root {
-                    path: dir.to_path_buf(),
-                    name: None,
-                    list: true,
-                    retrieve: true,
-                    archive: true,
-                    wipe: true,
-                }],
-            }],
-            actions: Actions::default(),
-            permissions: None,
-            statistics: false,
-        })
-        .unwrap()
+        let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
+        match crate::model::config::from_yaml_str(&yaml, "test").unwrap() {
+            crate::model::config::FdbConfig::Local(l) => LocalFdb::new(l).unwrap(),
+            other => panic!("expected a local config, got {other:?}"),
+        }
     }
 
     #[test]
