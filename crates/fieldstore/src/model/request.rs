@@ -501,12 +501,16 @@ impl<'a> Parser<'a> {
             }
             if let Some((name, rest)) = kw.split_once(char::is_whitespace) {
                 let found = rest.trim_start();
-                let message = if req.params.is_empty() && req.verb.is_none() && is_verb(name) {
-                    format!("expected ',' after the verb '{name}'")
-                } else {
-                    format!("expected '=' after keyword '{name}', found '{found}'")
-                };
-                return Err(self.err(kw_pos, message));
+                if req.params.is_empty() && req.verb.is_none() && is_verb(name) {
+                    return Err(self.err(
+                        kw_pos + name.len(),
+                        format!("expected ',' after the verb '{name}'"),
+                    ));
+                }
+                return Err(self.err(
+                    kw_pos,
+                    format!("expected '=' after keyword '{name}', found '{found}'"),
+                ));
             }
             self.skip_ws();
             if self.peek() != Some('=') {
@@ -970,49 +974,15 @@ mod tests {
     /// Each error: the text, where it must point, and part of the message.
     #[test]
     fn errors_point_at_the_problem() {
+        #[rustfmt::skip]
         let cases: &[(&str, usize, usize, &str)] = &[
-            (
-                "class=od,\nparam 130",
-                2,
-                1,
-                "expected '=' after keyword 'param', found '130'",
-            ),
-            (
-                "param 130",
-                1,
-                1,
-                "expected '=' after keyword 'param', found '130'",
-            ),
-            (
-                "class",
-                1,
-                1,
-                "expected '=' after keyword 'class', found end of input",
-            ),
-            (
-                "class=od,step,x=1",
-                1,
-                14,
-                "expected '=' after keyword 'step', found ','",
-            ),
-            (
-                "class=",
-                1,
-                7,
-                "expected a value for 'class', found end of input",
-            ),
-            (
-                "class=od,\n  expver=,x=1",
-                2,
-                10,
-                "expected a value for 'expver', found ','",
-            ),
-            (
-                "class=od,\n  expver=\n",
-                3,
-                1,
-                "expected a value for 'expver', found end of input",
-            ),
+            ("class=od,\nparam 130", 2, 1, "expected '=' after keyword 'param', found '130'"),
+            ("param 130", 1, 1, "expected '=' after keyword 'param', found '130'"),
+            ("class", 1, 1, "expected '=' after keyword 'class', found end of input"),
+            ("class=od,step,x=1", 1, 14, "expected '=' after keyword 'step', found ','"),
+            ("class=", 1, 7, "expected a value for 'class', found end of input"),
+            ("class=od,\n  expver=,x=1", 2, 10, "expected a value for 'expver', found ','"),
+            ("class=od,\n  expver=\n", 3, 1, "expected a value for 'expver', found end of input"),
             ("class=a/", 1, 9, "expected a value for 'class'"),
             ("class=od,,", 1, 10, "expected a keyword, found ','"),
             ("class=od,", 1, 10, "expected a keyword, found end of input"),
@@ -1020,57 +990,23 @@ mod tests {
             (" ,x=1", 1, 2, "expected a verb or keyword, found ','"),
             ("class=\"od", 1, 7, "unterminated quoted value"),
             ("class=od=x", 1, 9, "unexpected '='"),
-            (
-                "class=od \"x\"",
-                1,
-                10,
-                "expected ',' between keywords, found '\"'",
-            ),
-            (
-                "retrieve class=od",
-                1,
-                1,
-                "expected ',' after the verb 'retrieve'",
-            ),
+            ("class=od \"x\"", 1, 10, "expected ',' between keywords, found '\"'"),
+            ("retrieve class=od", 1, 9, "expected ',' after the verb 'retrieve'"),
             ("retrieve/x", 1, 9, "expected ',' after the verb, found '/'"),
             ("retreive,class=od", 1, 1, "unknown verb 'retreive'"),
-            (
-                "list,a=1 .\nlist,b=2",
-                2,
-                1,
-                "expected one request, found a second one here",
-            ),
+            ("list,a=1 .\nlist,b=2", 2, 1, "expected one request, found a second one here"),
         ];
         for &(text, line, column, msg) in cases {
             let e = parse_request(text).unwrap_err();
             assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
             assert!(e.message.contains(msg), "{text:?}: {e}");
         }
+        #[rustfmt::skip]
         let file_cases: &[(&str, usize, usize, &str)] = &[
-            (
-                "class=od",
-                1,
-                1,
-                "expected a verb (such as retrieve or list) before 'class='",
-            ),
-            (
-                "list,class=od\nexpver=1",
-                2,
-                1,
-                "missing at the end of the previous line",
-            ),
-            (
-                "list\n\tclass=od",
-                2,
-                2,
-                "missing at the end of the previous line",
-            ),
-            (
-                "  retrieve class=od",
-                1,
-                3,
-                "is a ',' missing after 'retrieve'",
-            ),
+            ("class=od", 1, 1, "expected a verb (such as retrieve or list) before 'class='"),
+            ("list,class=od\nexpver=1", 2, 1, "missing at the end of the previous line"),
+            ("list\n\tclass=od", 2, 2, "missing at the end of the previous line"),
+            ("  retrieve class=od", 1, 3, "is a ',' missing after 'retrieve'"),
             ("foo,class=od", 1, 1, "unknown verb 'foo'"),
         ];
         for &(text, line, column, msg) in file_cases {
