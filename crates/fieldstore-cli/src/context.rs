@@ -4,7 +4,7 @@ use std::cell::OnceCell;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
-use fieldstore::api::LocalFdb;
+use fieldstore::api::Fdb;
 use fieldstore::grib::params;
 use fieldstore::model::config::{self, FdbConfig, LoadedConfig};
 use fieldstore::model::schema::Schema;
@@ -13,7 +13,7 @@ use fieldstore::model::types::Context;
 pub struct Session {
     explicit: Option<PathBuf>,
     loaded: OnceCell<LoadedConfig>,
-    fdb: OnceCell<LocalFdb>,
+    fdb: OnceCell<Box<dyn Fdb>>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = params::resolver;
@@ -36,25 +36,14 @@ impl Session {
     }
 
     /// The store the config describes.
-    pub fn fdb(&self) -> Result<&dyn fieldstore::api::Fdb> {
-        Ok(self.local_fdb()?)
-    }
-
-    pub fn local_fdb(&self) -> Result<&LocalFdb> {
+    pub fn fdb(&self) -> Result<&dyn Fdb> {
         if let Some(f) = self.fdb.get() {
-            return Ok(f);
+            return Ok(f.as_ref());
         }
         let loaded = self.config()?;
-        let fdb = match &loaded.config {
-            FdbConfig::Local(l) => LocalFdb::new(l.clone())
-                .with_context(|| format!("building the store from {}", loaded.source))?,
-            other => anyhow::bail!(
-                "config {}: frontend type '{}' is not supported yet by this version (only 'local')",
-                loaded.source,
-                other.type_name()
-            ),
-        };
-        Ok(self.fdb.get_or_init(|| fdb))
+        let fdb = fieldstore::open(&loaded.config)
+            .with_context(|| format!("building the store from {}", loaded.source))?;
+        Ok(self.fdb.get_or_init(|| fdb).as_ref())
     }
 
     /// The schema of the config in use: its `schema` file, or the built-in default.

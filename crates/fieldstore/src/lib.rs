@@ -8,4 +8,7 @@
 pub mod api;
 pub mod grib;
 pub mod model;
+pub mod open;
 pub mod storage;
+
+pub use open::open;

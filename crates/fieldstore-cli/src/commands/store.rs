@@ -250,7 +250,7 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
         let mut stream = fdb.retrieve(req)?;
         let n = io::copy(&mut stream, &mut out).with_context(|| format!("reading {req}"))?;
         if n == 0 {
-            let why = session.local_fdb()?.explain_nothing(req);
+            let why = fdb.explain_nothing(req);
             bail!("nothing matches {req}\n{why}");
         }
         total += n;

@@ -61,4 +61,11 @@ pub trait Fdb: Send + Sync {
     /// Merges the indexes of matching databases, so lookups stay fast however many flushes
     /// accumulated; returns what was done.
     fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+
+    /// Why a request matched nothing, in words a user can act on (which keyword or value
+    /// matched nothing, and what exists instead). Frontends that cannot tell say so.
+    fn explain_nothing(&self, request: &Request) -> String {
+        let _ = request;
+        format!("({} cannot say which keyword matched nothing)", self.name())
+    }
 }

@@ -311,7 +311,7 @@ impl LocalFdb {
     }
 
     /// Why a request found nothing: for each keyword, the values asked for that do not exist.
-    pub fn explain_nothing(&self, request: &Request) -> String {
+    fn explain_nothing_impl(&self, request: &Request) -> String {
         let mut partial = Request::new(Some("list"));
         for kw in ["class", "expver", "stream"] {
             if let Some(v) = request.get(kw) {
@@ -399,6 +399,10 @@ impl Read for FieldStream {
 impl Fdb for LocalFdb {
     fn name(&self) -> String {
         "local".into()
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        self.explain_nothing_impl(request)
     }
 
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {

@@ -1,0 +1,18 @@
+//! The composition root: builds the frontend tree a config describes.
+//!
+//! It sits above every layer (local, frontends, remote client) because a frontend's children may be
+//! of any type; frontends themselves only ever see `Box<dyn Fdb>`.
+
+use crate::api::{ApiError, Fdb, LocalFdb};
+use crate::model::config::FdbConfig;
+
+/// Builds the store a config describes, recursively for frontends with children.
+pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
+    match config {
+        FdbConfig::Local(l) => Ok(Box::new(LocalFdb::new(l.clone())?)),
+        other => Err(ApiError::Config(format!(
+            "frontend type '{}' is not supported yet by this version",
+            other.type_name()
+        ))),
+    }
+}
