@@ -1,8 +1,7 @@
-//! The `local` frontend: a schema, a set of roots and the toc backend on this machine.
+//! The `local` frontend: a schema, a catalogue and a store on this machine (toc + POSIX files).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::element::{
@@ -11,24 +10,35 @@ use super::element::{
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use crate::grib;
-use crate::model::config::{LocalConfig, Root};
+use crate::model::config::LocalConfig;
 use crate::model::request::Request;
 use crate::model::schema::{ExpandMode, Expansion, Schema, SplitKey};
 use crate::model::types::Context;
 use crate::model::{Key, ModelError};
-use crate::storage::toc::maintenance;
-use crate::storage::toc::{datum_key_of, DbReader, DbWriter};
+use crate::storage::catalogue::EntryIter;
+use crate::storage::{
+    Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, PosixStore, StorageError, Store,
+    StoreWriter, TocCatalogue,
+};
 
 /// Live indexes in a database past which a flush merges them.
 const AUTO_COMPACT_INDEXES: usize = 32;
+
+/// This handle's writers for one database: bytes go to the store, entries to the catalogue.
+struct DbWriters {
+    db: DbRef,
+    store: Box<dyn StoreWriter>,
+    catalogue: Box<dyn CatalogueWriter>,
+}
 
 pub struct LocalFdb {
     config: LocalConfig,
     schema: Schema,
     cx: Context<'static>,
-    writers: Mutex<HashMap<PathBuf, DbWriter>>,
-    /// Each space's `regex`, compiled once (the config check already validated them).
-    space_regex: Vec<regex::Regex>,
+    catalogue: Box<dyn Catalogue>,
+    store: Box<dyn Store>,
+    /// By database key, so the root is chosen once per database, not per field.
+    writers: Mutex<HashMap<Key, DbWriters>>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
@@ -39,14 +49,22 @@ impl LocalFdb {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
-        let space_regex = config
-            .spaces
-            .iter()
-            .map(|s| {
-                regex::Regex::new(&s.regex)
-                    .map_err(|e| ApiError::Config(format!("space regex '{}': {e}", s.regex)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let catalogue: Box<dyn Catalogue> = match config.engine.as_str() {
+            "toc" | "" => Box::new(TocCatalogue::new(config.spaces.clone())?),
+            other => {
+                return Err(ApiError::Config(format!(
+                    "engine '{other}' is not known (this version has: toc)"
+                )))
+            }
+        };
+        let store: Box<dyn Store> = match config.store.as_str() {
+            "file" | "posix" | "" => Box::new(PosixStore),
+            other => {
+                return Err(ApiError::Config(format!(
+                    "store '{other}' is not known (this version has: file)"
+                )))
+            }
+        };
         Ok(LocalFdb {
             config,
             schema,
@@ -54,8 +72,9 @@ impl LocalFdb {
                 params: Some(&RESOLVER),
                 ..Context::default()
             },
+            catalogue,
+            store,
             writers: Mutex::new(HashMap::new()),
-            space_regex,
         })
     }
 
@@ -67,90 +86,6 @@ impl LocalFdb {
         &self.cx
     }
 
-    /// The roots of the first space whose regex matches the database fingerprint.
-    fn space_roots(&self, db: &Key) -> Vec<&Root> {
-        let fp = db.fingerprint();
-        for (s, re) in self.config.spaces.iter().zip(&self.space_regex) {
-            if re.is_match(&fp) {
-                return s.roots.iter().collect();
-            }
-        }
-        Vec::new()
-    }
-
-    fn db_dir_name(db: &Key) -> String {
-        db.fingerprint().replace('/', "_")
-    }
-
-    /// Where a database lives or will be created: an existing copy in a visitable root wins,
-    /// else the first archive-enabled root.
-    fn dir_for_archive(&self, db: &Key) -> Result<PathBuf, ApiError> {
-        let roots = self.space_roots(db);
-        let name = Self::db_dir_name(db);
-        if let Some(r) = roots
-            .iter()
-            .find(|r| r.list && r.path.join(&name).join("toc").exists())
-        {
-            return Ok(r.path.join(&name));
-        }
-        match roots.iter().find(|r| r.archive) {
-            Some(r) => {
-                if !r.path.is_dir() {
-                    std::fs::create_dir_all(&r.path).map_err(|e| {
-                        ApiError::Invalid(format!(
-                            "root {} does not exist and cannot be created: {e}",
-                            r.path.display()
-                        ))
-                    })?;
-                }
-                Ok(r.path.join(&name))
-            }
-            None => Err(ApiError::NoWritableRoot {
-                db: db.to_string(),
-                roots: format!(
-                    "[{}]",
-                    roots
-                        .iter()
-                        .map(|r| r.path.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            }),
-        }
-    }
-
-    fn visit_roots(&self) -> impl Iterator<Item = &Root> {
-        self.config
-            .spaces
-            .iter()
-            .flat_map(|s| s.roots.iter())
-            .filter(|r| r.list)
-    }
-
-    /// Every database directory under the visitable roots.
-    fn databases(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for r in self.visit_roots() {
-            if let Ok(rd) = std::fs::read_dir(&r.path) {
-                let mut dirs: Vec<PathBuf> = rd
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.join("toc").is_file())
-                    .collect();
-                dirs.sort();
-                out.extend(dirs);
-            }
-        }
-        out
-    }
-
-    fn find_db(&self, db: &Key) -> Option<PathBuf> {
-        let name = Self::db_dir_name(db);
-        self.visit_roots()
-            .map(|r| r.path.join(&name))
-            .find(|p| p.join("toc").is_file())
-    }
-
     fn expand(&self, request: &Request, mode: ExpandMode) -> Result<Vec<Expansion>, ApiError> {
         let expanded = request.expand_ranges(&self.cx).map_err(ModelError::from)?;
         Ok(self
@@ -159,109 +94,7 @@ impl LocalFdb {
             .map_err(ModelError::from)?)
     }
 
-    /// Everything matching a partial request, database by database.
-    fn list_db(
-        &self,
-        dir: &Path,
-        expansions: &[Expansion],
-        options: ListOptions,
-    ) -> Result<Vec<ListElement>, ApiError> {
-        if maintenance::is_locked(dir, "list") {
-            return Ok(Vec::new());
-        }
-        let reader = DbReader::open(dir)?;
-        let db = reader.db_key().clone();
-        let ex: Vec<&Expansion> = expansions
-            .iter()
-            .filter(|e| e.levels[0].matches(&db))
-            .collect();
-        if ex.is_empty() {
-            return Ok(Vec::new());
-        }
-        let empty = Key::new();
-        if options.depth <= 1 {
-            return Ok(vec![ListElement {
-                key: SplitKey {
-                    db,
-                    index: empty.clone(),
-                    datum: empty,
-                },
-                location: None,
-                timestamp: 0,
-                masked: false,
-            }]);
-        }
-        let mut out = Vec::new();
-        let mut seen_index = HashSet::new();
-        let mut seen: HashSet<(Key, String)> = HashSet::new();
-        for ix in reader.indexes() {
-            let ex_ix: Vec<&&Expansion> = ex
-                .iter()
-                .filter(|e| e.levels[1].matches(&ix.index_key))
-                .collect();
-            if ex_ix.is_empty() {
-                continue;
-            }
-            if options.depth == 2 {
-                if seen_index.insert(ix.index_key.clone()) {
-                    out.push(ListElement {
-                        key: SplitKey {
-                            db: db.clone(),
-                            index: ix.index_key.clone(),
-                            datum: empty.clone(),
-                        },
-                        location: None,
-                        timestamp: ix.timestamp,
-                        masked: false,
-                    });
-                }
-                continue;
-            }
-            // Skip the index without opening it when its value summary rules it out.
-            let possible = ex_ix.iter().any(|e| {
-                e.levels[2]
-                    .keywords
-                    .iter()
-                    .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)))
-            });
-            if !possible {
-                continue;
-            }
-            let file = reader.load(ix)?;
-            for e in &file.entries {
-                let datum = datum_key_of(&file.datum_keywords, &e.values);
-                if !ex_ix.iter().any(|x| x.levels[2].matches(&datum)) {
-                    continue;
-                }
-                let masked = e.masked || !seen.insert((ix.index_key.clone(), e.values.clone()));
-                if masked && !options.include_masked {
-                    continue;
-                }
-                let data = file
-                    .data_files
-                    .get(e.file as usize)
-                    .map(|f| dir.join(f))
-                    .unwrap_or_default();
-                out.push(ListElement {
-                    key: SplitKey {
-                        db: db.clone(),
-                        index: ix.index_key.clone(),
-                        datum,
-                    },
-                    location: Some(Location {
-                        uri: format!("file://{}", data.display()),
-                        offset: e.offset,
-                        length: e.length,
-                    }),
-                    timestamp: ix.timestamp,
-                    masked,
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    /// Splits the key by the schema and appends the field to its database's writer.
+    /// Splits the key by the schema and hands the field to its database's writers.
     fn store(&self, key: &Key, strict: bool, data: &[u8]) -> Result<(), ApiError> {
         if !self.config.actions.archive {
             return Err(ApiError::Invalid(
@@ -272,42 +105,52 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
-        let dir = self.dir_for_archive(&split.db)?;
-        if maintenance::is_locked(&dir, "archive") {
-            return Err(ApiError::Locked {
-                db: dir.display().to_string(),
-                action: "archive".into(),
-            });
-        }
         let mut writers = self
             .writers
             .lock()
             .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        let w = match writers.get_mut(&dir) {
+        let w = match writers.get_mut(&split.db) {
             Some(w) => w,
             None => {
-                let w = DbWriter::open(&dir, &split.db, self.schema.text())?;
-                writers.entry(dir.clone()).or_insert(w)
+                let db = self.catalogue.create(&split.db, self.schema.text())?;
+                if self.catalogue.is_locked(&db, "archive") {
+                    return Err(locked(&db, "archive"));
+                }
+                let w = DbWriters {
+                    store: self.store.writer(&db)?,
+                    catalogue: self.catalogue.writer(&db)?,
+                    db,
+                };
+                writers.entry(split.db.clone()).or_insert(w)
             }
         };
-        w.archive(&split.index, &split.datum, data)?;
+        let field = w.store.append(data)?;
+        w.catalogue.add(&split.index, &split.datum, field)?;
         Ok(())
     }
 
-    /// Database directories whose key matches a partial request.
-    fn matching_dbs(&self, request: &Request) -> Result<Vec<PathBuf>, ApiError> {
+    /// Databases whose key matches a partial request.
+    fn matching_dbs(&self, request: &Request) -> Result<Vec<DbRef>, ApiError> {
         if request.is_empty() {
             return Err(ApiError::Invalid("this needs a request naming the databases (e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200)".into()));
         }
         let expansions = self.expand(request, ExpandMode::List)?;
         let mut out = Vec::new();
-        for dir in self.databases() {
-            let r = DbReader::open(&dir)?;
-            if expansions.iter().any(|e| e.levels[0].matches(r.db_key())) {
-                out.push(dir);
+        for db in self.catalogue.databases() {
+            let db = db?;
+            if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
+                out.push(db);
             }
         }
         Ok(out)
+    }
+
+    fn location(&self, db: &DbRef, field: &FieldRef) -> Location {
+        Location {
+            uri: self.store.uri(db, &field.object),
+            offset: field.offset,
+            length: field.length,
+        }
     }
 
     /// Why a request found nothing: for each keyword, the values asked for that do not exist.
@@ -374,24 +217,193 @@ impl LocalFdb {
     }
 }
 
+fn locked(db: &DbRef, action: &str) -> ApiError {
+    ApiError::Locked {
+        db: db.path.display().to_string(),
+        action: action.into(),
+    }
+}
+
 /// Streams fields one at a time: memory holds one field, whatever the request's size.
-struct FieldStream {
-    locations: VecDeque<(PathBuf, u64, u64)>,
+struct FieldStream<'a> {
+    store: &'a dyn Store,
+    locations: VecDeque<(DbRef, FieldRef)>,
     current: std::io::Cursor<Vec<u8>>,
 }
 
-impl Read for FieldStream {
+impl Read for FieldStream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         loop {
             let n = self.current.read(buf)?;
             if n > 0 || buf.is_empty() {
                 return Ok(n);
             }
-            let Some((path, offset, length)) = self.locations.pop_front() else {
+            let Some((db, field)) = self.locations.pop_front() else {
                 return Ok(0);
             };
-            let bytes = DbReader::read(&path, offset, length).map_err(std::io::Error::other)?;
+            let bytes = self
+                .store
+                .read(&db, &field)
+                .map_err(std::io::Error::other)?;
             self.current = std::io::Cursor::new(bytes);
+        }
+    }
+}
+
+/// `list` as a lazy walk: database by database, index by index, entry by entry, so memory holds
+/// one database's index summaries and the entry being yielded, never the result.
+struct Listing<'a> {
+    fdb: &'a LocalFdb,
+    expansions: Vec<Expansion>,
+    options: ListOptions,
+    dbs: std::vec::IntoIter<Result<DbRef, StorageError>>,
+    reader: Option<Box<dyn CatalogueReader>>,
+    /// Expansions whose database level matches the current database.
+    db_ex: Vec<usize>,
+    next_index: usize,
+    /// Expansions whose index level matches the current index.
+    index_ex: Vec<usize>,
+    index_key: Key,
+    timestamp: u64,
+    entries: Option<EntryIter<'static>>,
+    /// Depth 2: index keys already listed for this database.
+    seen_index: HashSet<Key>,
+}
+
+impl Listing<'_> {
+    fn split(&self, index: Key, datum: Key) -> SplitKey {
+        SplitKey {
+            db: self
+                .reader
+                .as_ref()
+                .map(|r| r.db().key.clone())
+                .unwrap_or_default(),
+            index,
+            datum,
+        }
+    }
+
+    /// Moves to the next index of the current database that can match; `Some` when depth 2
+    /// yields it as an element.
+    fn next_index(&mut self) -> Option<Result<ListElement, ApiError>> {
+        let reader = self.reader.as_ref()?;
+        while let Some(ix) = reader.indexes().get(self.next_index) {
+            let i = self.next_index;
+            self.next_index += 1;
+            let index_ex: Vec<usize> = self
+                .db_ex
+                .iter()
+                .copied()
+                .filter(|&e| self.expansions[e].levels[1].matches(&ix.index_key))
+                .collect();
+            if index_ex.is_empty() {
+                continue;
+            }
+            if self.options.depth == 2 {
+                if !self.seen_index.insert(ix.index_key.clone()) {
+                    continue;
+                }
+                let (key, ts) = (ix.index_key.clone(), ix.timestamp);
+                return Some(Ok(ListElement {
+                    key: self.split(key, Key::new()),
+                    location: None,
+                    timestamp: ts,
+                    masked: false,
+                }));
+            }
+            // Skip the index without opening it when its value summary rules it out.
+            let possible = index_ex.iter().any(|&e| {
+                self.expansions[e].levels[2]
+                    .keywords
+                    .iter()
+                    .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)))
+            });
+            if !possible {
+                continue;
+            }
+            self.index_key = ix.index_key.clone();
+            self.timestamp = ix.timestamp;
+            match reader.entries(i, self.options.include_masked) {
+                Ok(it) => {
+                    self.entries = Some(it);
+                    self.index_ex = index_ex;
+                    return None;
+                }
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+        self.reader = None;
+        None
+    }
+}
+
+impl Iterator for Listing<'_> {
+    type Item = Result<ListElement, ApiError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entries) = self.entries.as_mut() {
+                for e in entries.by_ref() {
+                    let e = match e {
+                        Ok(e) => e,
+                        Err(err) => return Some(Err(err.into())),
+                    };
+                    if !self
+                        .index_ex
+                        .iter()
+                        .any(|&x| self.expansions[x].levels[2].matches(&e.datum))
+                    {
+                        continue;
+                    }
+                    let db = self.reader.as_ref().map(|r| r.db().clone())?;
+                    return Some(Ok(ListElement {
+                        location: Some(self.fdb.location(&db, &e.field)),
+                        key: self.split(self.index_key.clone(), e.datum),
+                        timestamp: self.timestamp,
+                        masked: e.masked,
+                    }));
+                }
+                self.entries = None;
+            }
+            if self.reader.is_some() {
+                if let Some(el) = self.next_index() {
+                    return Some(el);
+                }
+                continue;
+            }
+            let db = match self.dbs.next()? {
+                Ok(db) => db,
+                Err(e) => return Some(Err(e.into())),
+            };
+            if self.fdb.catalogue.is_locked(&db, "list") {
+                continue;
+            }
+            self.db_ex = (0..self.expansions.len())
+                .filter(|&e| self.expansions[e].levels[0].matches(&db.key))
+                .collect();
+            if self.db_ex.is_empty() {
+                continue;
+            }
+            if self.options.depth <= 1 {
+                return Some(Ok(ListElement {
+                    key: SplitKey {
+                        db: db.key,
+                        index: Key::new(),
+                        datum: Key::new(),
+                    },
+                    location: None,
+                    timestamp: 0,
+                    masked: false,
+                }));
+            }
+            match self.fdb.catalogue.reader(&db) {
+                Ok(r) => {
+                    self.reader = Some(r);
+                    self.next_index = 0;
+                    self.seen_index.clear();
+                }
+                Err(e) => return Some(Err(e.into())),
+            }
         }
     }
 }
@@ -452,16 +464,16 @@ impl Fdb for LocalFdb {
             .lock()
             .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
         for w in writers.values_mut() {
-            let dirty = w.is_dirty();
-            w.flush()?;
-            if !dirty {
+            if !w.catalogue.is_dirty() {
                 continue;
             }
+            // Bytes durable first: the catalogue's commit is what makes them visible.
+            w.store.sync()?;
+            let live = w.catalogue.commit()?;
             // Merge once a database has accumulated many indexes, so listing and one-field
             // retrieves do not slow down as flushes pile up.
-            let live = DbReader::open(w.dir())?.indexes().len();
             if live > AUTO_COMPACT_INDEXES {
-                maintenance::compact(w.dir())?;
+                self.catalogue.compact(&w.db)?;
             }
         }
         Ok(())
@@ -474,7 +486,7 @@ impl Fdb for LocalFdb {
             ));
         }
         let mut locations = VecDeque::new();
-        let mut readers: HashMap<Key, Option<DbReader>> = HashMap::new();
+        let mut readers: HashMap<Key, Option<Box<dyn CatalogueReader>>> = HashMap::new();
         let mut seen = HashSet::new();
         for e in self.expand(request, ExpandMode::Retrieve)? {
             let (Some(dbs), Some(ixs), Some(dts)) = (
@@ -485,22 +497,27 @@ impl Fdb for LocalFdb {
                 continue;
             };
             for db in &dbs {
-                let reader = readers
-                    .entry(db.clone())
-                    .or_insert_with(|| self.find_db(db).and_then(|d| DbReader::open(&d).ok()));
-                let Some(reader) = reader else { continue };
-                if maintenance::is_locked(reader.dir(), "retrieve") {
-                    return Err(ApiError::Locked {
-                        db: reader.dir().display().to_string(),
-                        action: "retrieve".into(),
-                    });
+                if !readers.contains_key(db) {
+                    let r = match self.catalogue.find(db)? {
+                        Some(d) => {
+                            if self.catalogue.is_locked(&d, "retrieve") {
+                                return Err(locked(&d, "retrieve"));
+                            }
+                            Some(self.catalogue.reader(&d)?)
+                        }
+                        None => None,
+                    };
+                    readers.insert(db.clone(), r);
                 }
+                let Some(Some(reader)) = readers.get(db) else {
+                    continue;
+                };
                 for dt in &dts {
                     for ix in &ixs {
-                        if let Some(loc) = reader.lookup(ix, dt)? {
+                        if let Some(field) = reader.lookup(ix, dt)? {
                             // Several rules may name the same field: return it once.
-                            if seen.insert((loc.0.clone(), loc.1)) {
-                                locations.push_back(loc);
+                            if seen.insert((field.object.clone(), field.offset)) {
+                                locations.push_back((reader.db().clone(), field));
                             }
                         }
                     }
@@ -508,6 +525,7 @@ impl Fdb for LocalFdb {
             }
         }
         Ok(Box::new(FieldStream {
+            store: self.store.as_ref(),
             locations,
             current: std::io::Cursor::new(Vec::new()),
         }))
@@ -518,14 +536,20 @@ impl Fdb for LocalFdb {
             return Err(ApiError::Invalid("list is disabled by this config".into()));
         }
         let expansions = self.expand(request, ExpandMode::List)?;
-        let dbs = self.databases();
-        let iter =
-            dbs.into_iter()
-                .flat_map(move |dir| match self.list_db(&dir, &expansions, options) {
-                    Ok(v) => v.into_iter().map(Ok).collect::<Vec<_>>(),
-                    Err(e) => vec![Err(e)],
-                });
-        Ok(Box::new(iter))
+        Ok(Box::new(Listing {
+            fdb: self,
+            expansions,
+            options,
+            dbs: self.catalogue.databases().into_iter(),
+            reader: None,
+            db_ex: Vec::new(),
+            next_index: 0,
+            index_ex: Vec::new(),
+            index_key: Key::new(),
+            timestamp: 0,
+            entries: None,
+            seen_index: HashSet::new(),
+        }))
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
@@ -540,7 +564,7 @@ impl Fdb for LocalFdb {
             let el = el?;
             for k in [&el.key.db, &el.key.index, &el.key.datum] {
                 for (kw, v) in k.iter() {
-                    if !v.is_empty() {
+                    if !v.is_empty() && !axes.get(kw).is_some_and(|s| s.contains(v)) {
                         axes.entry(kw.to_string())
                             .or_default()
                             .insert(v.to_string());
@@ -554,10 +578,10 @@ impl Fdb for LocalFdb {
     fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
         let expansions = self.expand(request, ExpandMode::List)?;
         let mut out = Vec::new();
-        for dir in self.databases() {
-            let r = DbReader::open(&dir)?;
-            if expansions.iter().any(|e| e.levels[0].matches(r.db_key())) {
-                out.push(dir.display().to_string());
+        for db in self.catalogue.databases() {
+            let db = db?;
+            if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
+                out.push(db.path.display().to_string());
             }
         }
         Ok(out)
@@ -582,20 +606,17 @@ impl Fdb for LocalFdb {
             return Err(ApiError::Invalid(format!("wipe removes whole databases; the request also names {} (remove them, or use purge for replaced fields)", extra.join(", "))));
         }
         let mut out = Vec::new();
-        for dir in self.matching_dbs(request)? {
-            if maintenance::is_locked(&dir, "wipe") {
-                return Err(ApiError::Locked {
-                    db: dir.display().to_string(),
-                    action: "wipe".into(),
-                });
+        for db in self.matching_dbs(request)? {
+            if self.catalogue.is_locked(&db, "wipe") {
+                return Err(locked(&db, "wipe"));
             }
             out.push(format!(
                 "{} database {}",
                 if doit { "wiped" } else { "would wipe" },
-                dir.display()
+                db.path.display()
             ));
-            for f in maintenance::wipe(&dir, doit)? {
-                out.push(format!("  {}", f.display()));
+            for f in self.catalogue.wipe(&db, doit)? {
+                out.push(format!("  {f}"));
             }
         }
         if out.is_empty() {
@@ -608,18 +629,24 @@ impl Fdb for LocalFdb {
 
     fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
         let mut out = Vec::new();
-        for dir in self.matching_dbs(request)? {
-            let r = maintenance::purge(&dir, doit)?;
+        for db in self.matching_dbs(request)? {
+            let r = self.catalogue.purge(&db, doit)?;
+            if doit {
+                self.store.remove(&db, &r.objects)?;
+            }
             let verb = if doit { "removed" } else { "would remove" };
             out.push(format!(
                 "{}: {} masked fields; {verb} {} index files and {} data files",
-                dir.display(),
+                db.path.display(),
                 r.masked_fields,
                 r.indexes.len(),
-                r.data_files.len()
+                r.objects.len()
             ));
-            for f in r.indexes.iter().chain(&r.data_files) {
-                out.push(format!("  {}", f.display()));
+            for f in &r.indexes {
+                out.push(format!("  {}", db.path.join(f).display()));
+            }
+            for o in &r.objects {
+                out.push(format!("  {}", self.store.uri(&db, o)));
             }
         }
         Ok(out)
@@ -627,31 +654,33 @@ impl Fdb for LocalFdb {
 
     fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
         let mut out = Vec::new();
-        let mut total = maintenance::DbStats::default();
-        for dir in self.matching_dbs(request)? {
-            let s = maintenance::stats(&dir)?;
+        let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
+        for db in self.matching_dbs(request)? {
+            let s = self.catalogue.stats(&db)?;
+            let objects = self.catalogue.objects(&db)?;
+            let data_bytes: u64 = objects
+                .iter()
+                .filter_map(|o| self.store.object_size(&db, o))
+                .sum();
             out.push(format!(
                 "{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
-                dir.display(), s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
+                db.path.display(), s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, objects.len(), data_bytes, s.journal_records
             ));
-            total.fields += s.fields;
-            total.masked += s.masked;
-            total.field_bytes += s.field_bytes;
+            fields += s.fields;
+            masked += s.masked;
+            bytes += s.field_bytes;
         }
         out.push(format!(
-            "total: {} databases, {} fields ({} bytes), {} masked",
+            "total: {} databases, {fields} fields ({bytes} bytes), {masked} masked",
             out.len(),
-            total.fields,
-            total.field_bytes,
-            total.masked
         ));
         Ok(out)
     }
 
     fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
         let mut out = Vec::new();
-        for dir in self.matching_dbs(request)? {
-            out.extend(maintenance::dump(&dir)?);
+        for db in self.matching_dbs(request)? {
+            out.extend(self.catalogue.dump(&db)?);
         }
         Ok(out)
     }
@@ -663,19 +692,12 @@ impl Fdb for LocalFdb {
         identifiers: &[ControlIdentifier],
     ) -> Result<Vec<String>, ApiError> {
         let mut out = Vec::new();
-        for dir in self.matching_dbs(request)? {
+        for db in self.matching_dbs(request)? {
             for id in identifiers {
-                let p = maintenance::lock_path(&dir, id.name());
                 match action {
-                    ControlAction::Lock => std::fs::write(&p, b"").map_err(|e| {
-                        ApiError::Invalid(format!("cannot create {}: {e}", p.display()))
-                    })?,
-                    ControlAction::Unlock if p.exists() => {
-                        std::fs::remove_file(&p).map_err(|e| {
-                            ApiError::Invalid(format!("cannot remove {}: {e}", p.display()))
-                        })?
-                    }
-                    _ => {}
+                    ControlAction::Lock => self.catalogue.set_locked(&db, id.name(), true)?,
+                    ControlAction::Unlock => self.catalogue.set_locked(&db, id.name(), false)?,
+                    ControlAction::Status => {}
                 }
             }
             let state: Vec<String> = ControlIdentifier::ALL
@@ -684,7 +706,7 @@ impl Fdb for LocalFdb {
                     format!(
                         "{}: {}",
                         id.name(),
-                        if maintenance::is_locked(&dir, id.name()) {
+                        if self.catalogue.is_locked(&db, id.name()) {
                             "LOCKED"
                         } else {
                             "enabled"
@@ -692,18 +714,18 @@ impl Fdb for LocalFdb {
                     )
                 })
                 .collect();
-            out.push(format!("{} {}", dir.display(), state.join(", ")));
+            out.push(format!("{} {}", db.path.display(), state.join(", ")));
         }
         Ok(out)
     }
 
     fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
         let mut out = Vec::new();
-        for dir in self.matching_dbs(request)? {
-            let r = maintenance::compact(&dir)?;
+        for db in self.matching_dbs(request)? {
+            let r = self.catalogue.compact(&db)?;
             out.push(format!(
                 "{}: merged {} indexes into {} ({} entries)",
-                dir.display(),
+                db.path.display(),
                 r.merged_indexes,
                 r.new_indexes,
                 r.entries
@@ -716,6 +738,7 @@ impl Fdb for LocalFdb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn fdb(dir: &Path) -> LocalFdb {
         let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());

@@ -23,6 +23,10 @@ pub enum StorageError {
         found: u32,
         supported: u32,
     },
+    #[error("{detail}")]
+    Config { detail: String },
+    #[error("no writable roots available for database {db}. Configured roots: [{roots}]")]
+    NoWritableRoot { db: String, roots: String },
     #[error("database {db} belongs to uid {owner}; uid {user} may not {action} it")]
     PermissionDenied {
         db: PathBuf,

@@ -1,7 +1,33 @@
-//! Storage: where fields' bytes and their index live. The toc backend keeps one directory per
-//! database on a POSIX filesystem (see `docs/toc-format.md`).
+//! Storage, as two traits (as in newer FDB5): a [`Catalogue`] knows which fields exist and where
+//! their bytes are; a [`Store`] holds the bytes. A frontend holds one of each, so catalogues and
+//! stores can be mixed (a toc catalogue over POSIX files today; object storage later).
+//!
+//! The toc catalogue keeps one directory per database on a POSIX filesystem (see
+//! `docs/toc-format.md`); the POSIX store appends bytes to per-writer files in that directory.
 
+pub mod catalogue;
 pub mod error;
+pub mod posix;
+pub mod store;
 pub mod toc;
 
+use std::path::PathBuf;
+
+pub use catalogue::{
+    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, IndexSummary, ListedEntry,
+    PurgeReport,
+};
 pub use error::StorageError;
+pub use posix::PosixStore;
+pub use store::{FieldRef, Store, StoreWriter};
+pub use toc::TocCatalogue;
+
+use crate::model::Key;
+
+/// One database as the catalogue identifies it: its key, and where the catalogue keeps it (a
+/// directory for toc; stores that keep files beside the catalogue use it too).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DbRef {
+    pub key: Key,
+    pub path: PathBuf,
+}

@@ -32,12 +32,47 @@ struct Header {
     count: u64,
 }
 
-#[derive(Debug)]
+/// A read index: the file is mapped, checked once, and entries are decoded on demand, so opening an
+/// index costs 4 bytes of heap per entry however long its keys.
 pub struct IndexFile {
     pub index_key: String,
     pub datum_keywords: Vec<String>,
     pub data_files: Vec<String>,
-    pub entries: Vec<IndexEntry>,
+    map: memmap2::Mmap,
+    /// Where each entry starts in `map`, in key order.
+    starts: Vec<u32>,
+}
+
+/// One entry, borrowed from the mapped file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub values: &'a str,
+    pub file: u32,
+    pub offset: u64,
+    pub length: u64,
+    pub masked: bool,
+}
+
+impl EntryRef<'_> {
+    pub fn to_owned(self) -> IndexEntry {
+        IndexEntry {
+            values: self.values.to_string(),
+            file: self.file,
+            offset: self.offset,
+            length: self.length,
+            masked: self.masked,
+        }
+    }
+}
+
+/// Fixed part of an entry after its key: file (u32), offset (u64), length (u64), flags (u8).
+const FIXED: usize = 21;
+
+fn le(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .rev()
+        .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
 
 impl IndexFile {
@@ -92,7 +127,11 @@ impl IndexFile {
     }
 
     pub fn read(path: &Path) -> Result<IndexFile, StorageError> {
-        let buf = std::fs::read(path).map_err(StorageError::io("read", path))?;
+        let f = std::fs::File::open(path).map_err(StorageError::io("open", path))?;
+        // SAFETY: index files are immutable once their journal record exists: nobody truncates
+        // or rewrites them (purge and wipe unlink, which leaves this mapping intact).
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(StorageError::io("map", path))?;
+        let buf: &[u8] = &map;
         let corrupt = |offset: usize, detail: &str| StorageError::Corrupt {
             path: path.to_path_buf(),
             offset: offset as u64,
@@ -100,6 +139,9 @@ impl IndexFile {
         };
         if buf.len() < 16 || &buf[..4] != MAGIC {
             return Err(corrupt(0, "not a fieldstore index file"));
+        }
+        if buf.len() > u32::MAX as usize {
+            return Err(corrupt(0, "index file larger than 4 GiB"));
         }
         let (body, tail) = buf.split_at(buf.len() - 4);
         if crc32c::crc32c(body) != u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) {
@@ -120,56 +162,86 @@ impl IndexFile {
         let header: Header =
             serde_json::from_slice(hbytes).map_err(|e| corrupt(12, &format!("bad header: {e}")))?;
         let mut pos = 12 + hlen;
-        let mut entries = Vec::with_capacity(header.count as usize);
-        for _ in 0..header.count {
+        let count = usize::try_from(header.count).unwrap_or(usize::MAX);
+        // Every entry takes at least FIXED + 2 bytes: a count claiming more is corrupt, and
+        // refusing it first keeps a damaged header from reserving gigabytes.
+        if count > body.len() / (FIXED + 2) {
+            return Err(corrupt(12, "entry count larger than the file"));
+        }
+        let mut starts = Vec::with_capacity(count);
+        let mut previous: Option<&[u8]> = None;
+        for _ in 0..count {
             let at = pos;
             let len = body
                 .get(pos..pos + 2)
                 .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
                 .ok_or_else(|| corrupt(at, "truncated entry"))?;
-            pos += 2;
             let rec = body
-                .get(pos..pos + len + 21)
+                .get(pos + 2..pos + 2 + len + FIXED)
                 .ok_or_else(|| corrupt(at, "truncated entry"))?;
-            let values = std::str::from_utf8(&rec[..len])
-                .map_err(|_| corrupt(at, "entry key is not UTF-8"))?
-                .to_string();
-            let n = |i: usize, w: usize| {
-                rec[len + i..len + i + w]
-                    .iter()
-                    .rev()
-                    .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
-            };
-            let file = n(0, 4) as u32;
-            if file as usize >= header.data_files.len() {
+            let values = &rec[..len];
+            std::str::from_utf8(values).map_err(|_| corrupt(at, "entry key is not UTF-8"))?;
+            if le(&rec[len..len + 4]) as usize >= header.data_files.len() {
                 return Err(corrupt(
                     at,
                     "entry names a data file the index does not list",
                 ));
             }
-            entries.push(IndexEntry {
-                values,
-                file,
-                offset: n(4, 8),
-                length: n(12, 8),
-                masked: rec[len + 20] != 0,
-            });
-            pos += len + 21;
+            if previous.is_some_and(|p| p > values) {
+                return Err(corrupt(at, "entries out of order"));
+            }
+            previous = Some(values);
+            starts.push(at as u32);
+            pos += 2 + len + FIXED;
         }
         Ok(IndexFile {
             index_key: header.index_key,
             datum_keywords: header.datum_keywords,
             data_files: header.data_files,
-            entries,
+            map,
+            starts,
         })
     }
 
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Entry `i` (in key order). Bounds and UTF-8 were checked when the file was read.
+    pub fn entry(&self, i: usize) -> Option<EntryRef<'_>> {
+        let at = *self.starts.get(i)? as usize;
+        let b: &[u8] = &self.map;
+        let len = usize::from(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]));
+        let rec = b.get(at + 2..at + 2 + len + FIXED)?;
+        Some(EntryRef {
+            values: std::str::from_utf8(&rec[..len]).ok()?,
+            file: le(&rec[len..len + 4]) as u32,
+            offset: le(&rec[len + 4..len + 12]),
+            length: le(&rec[len + 12..len + 20]),
+            masked: rec[len + 20] != 0,
+        })
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        (0..self.len()).filter_map(move |i| self.entry(i))
+    }
+
     /// The live entry for these values (live copies sort before masked ones).
-    pub fn lookup(&self, values: &str) -> Option<&IndexEntry> {
-        let i = self.entries.partition_point(|e| e.values.as_str() < values);
-        self.entries
-            .get(i)
-            .filter(|e| e.values == values && !e.masked)
+    pub fn lookup(&self, values: &str) -> Option<EntryRef<'_>> {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid)?.values < values {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.entry(lo).filter(|e| e.values == values && !e.masked)
     }
 }
 
@@ -197,13 +269,13 @@ mod tests {
         )
         .unwrap();
         let i = IndexFile::read(&p).unwrap();
-        assert_eq!(i.entries.len(), 2);
+        assert_eq!(i.len(), 2);
         assert_eq!(i.lookup("6").unwrap().offset, 20);
         assert!(i.lookup("12").is_none());
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[20] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        let err = IndexFile::read(&p).unwrap_err().to_string();
+        let err = IndexFile::read(&p).err().unwrap().to_string();
         assert!(
             err.contains("i.idx is corrupt") && err.contains("checksum"),
             "{err}"

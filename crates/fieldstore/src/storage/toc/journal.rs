@@ -146,6 +146,42 @@ pub fn read_from(path: &Path, start: u64) -> Result<(Vec<Record>, u64), StorageE
     Ok((out, pos as u64))
 }
 
+/// The database key from the journal's first record, reading only that record: listing the
+/// databases of a root must not read every journal whole.
+pub fn read_db_key(path: &Path) -> Result<crate::model::Key, StorageError> {
+    let mut f = File::open(path).map_err(StorageError::io("open", path))?;
+    let mut head = [0u8; HEADER];
+    f.read_exact(&mut head)
+        .map_err(StorageError::io("read", path))?;
+    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    let corrupt = |detail: String| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        detail,
+    };
+    if len > 1 << 20 {
+        return Err(corrupt(format!("first record claims {len} bytes")));
+    }
+    let mut buf = head.to_vec();
+    buf.resize(HEADER + len, 0);
+    f.read_exact(&mut buf[HEADER..])
+        .map_err(StorageError::io("read", path))?;
+    match parse_at(&buf) {
+        Parsed::Ok(Record::Init { db_key, .. }, _) => {
+            crate::model::Key::parse(&db_key).map_err(|e| corrupt(e.to_string()))
+        }
+        Parsed::Ok(..) => Err(corrupt(
+            "the journal does not start with an Init record".into(),
+        )),
+        Parsed::Version(v) => Err(StorageError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: v,
+            supported: FORMAT_VERSION,
+        }),
+        Parsed::Bad(detail) => Err(corrupt(detail)),
+    }
+}
+
 /// Appends records in one `write()` on an `O_APPEND` descriptor, then makes them durable.
 pub fn append(path: &Path, records: &[Record]) -> Result<(), StorageError> {
     let buf = encode(records);

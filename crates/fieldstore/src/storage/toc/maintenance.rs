@@ -5,9 +5,10 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, Record};
-use super::reader::DbReader;
+use super::reader::{is_masked, DbReader};
 use super::unique_name;
 use super::writer::current_uid;
+use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::StorageError;
 
 /// Actions a lock file can disable, by file name.
@@ -37,6 +38,7 @@ fn check_owner(reader: &DbReader, action: &'static str) -> Result<(), StorageErr
 /// Removes a whole database. The directory is first renamed away, atomically, so readers see the
 /// database entirely or not at all. Returns the files that go (or would go).
 pub fn wipe(dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
+    // The reader checks this is a database (and reads its owner) before anything goes.
     let reader = DbReader::open(dir)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(StorageError::io("list", dir))?
@@ -58,67 +60,88 @@ pub fn wipe(dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
     Ok(files)
 }
 
-/// What purge found: index files holding only masked entries and data files only they reference.
-#[derive(Debug, Default)]
-pub struct PurgeReport {
-    pub masked_fields: usize,
-    pub indexes: Vec<PathBuf>,
-    pub data_files: Vec<PathBuf>,
-}
-
 /// Removes masked duplicates: indexes whose every entry is replaced by a newer one are cleared in
-/// the journal, then their files and data files no live index references are deleted. Data files
-/// never referenced by any index (a writer still running, or one that crashed) are left alone.
+/// the journal and deleted, with index files that compaction replaced; the report names the data
+/// objects no live index references any more, for the store to delete. Objects never referenced
+/// by any index (a writer still running, or one that crashed) are left alone.
 pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
     let reader = DbReader::open(dir)?;
-    let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut report = PurgeReport::default();
     let mut live_data: BTreeSet<String> = BTreeSet::new();
     let mut dead_data: BTreeSet<String> = BTreeSet::new();
     let mut cleared = Vec::new();
-    for ix in reader.indexes() {
+    for (i, ix) in reader.indexes().iter().enumerate() {
         let file = reader.load(ix)?;
-        let ik = ix.index_key.to_string();
+        let maskers = reader.maskers(i, &file)?;
         let mut any_live = false;
-        for e in &file.entries {
-            if !e.masked && seen.insert((ik.clone(), e.values.clone())) {
-                any_live = true;
-            } else {
+        for e in file.entries() {
+            if is_masked(e.values, e.masked, &maskers) {
                 report.masked_fields += 1;
+            } else {
+                any_live = true;
             }
         }
         if any_live {
             live_data.extend(file.data_files.iter().cloned());
         } else {
-            cleared.push(ix.file.clone());
-            report.indexes.push(dir.join(&ix.file));
+            cleared.push(ix.name.clone());
             dead_data.extend(file.data_files.iter().cloned());
         }
     }
-    report.data_files = dead_data
-        .difference(&live_data)
-        .map(|f| dir.join(f))
-        .collect();
-    if doit && !cleared.is_empty() {
-        check_owner(&reader, "purge")?;
-        journal::append(&dir.join("toc"), &[Record::Clear { files: cleared }])?;
-        for f in report.indexes.iter().chain(&report.data_files) {
-            std::fs::remove_file(f).map_err(StorageError::io("remove", f))?;
+    report.indexes = cleared.clone();
+    // Index files cleared earlier (by compaction) whose grace period has passed.
+    let stale = cleared_files(dir, &reader)?;
+    report.indexes.extend(stale.iter().cloned());
+    report.objects = dead_data.difference(&live_data).cloned().collect();
+    if doit {
+        if !cleared.is_empty() {
+            check_owner(&reader, "purge")?;
+            journal::append(&dir.join("toc"), &[Record::Clear { files: cleared }])?;
+        } else if !stale.is_empty() {
+            check_owner(&reader, "purge")?;
+        }
+        for f in &report.indexes {
+            let p = dir.join(f);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io("remove", &p)(e)),
+            }
         }
     }
     Ok(report)
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DbStats {
-    pub fields: u64,
-    pub masked: u64,
-    pub field_bytes: u64,
-    pub masked_bytes: u64,
-    pub index_files: u64,
-    pub data_files: u64,
-    pub data_bytes: u64,
-    pub journal_records: u64,
+/// How long a cleared index file stays on disk: a reader that read the journal just before the
+/// Clear record may still open it.
+pub const CLEARED_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Index files the journal cleared (and that are not live) older than the grace period.
+fn cleared_files(dir: &Path, reader: &DbReader) -> Result<Vec<String>, StorageError> {
+    let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
+    let live: HashSet<&str> = reader.indexes().iter().map(|i| i.name.as_str()).collect();
+    let now = std::time::SystemTime::now();
+    let mut out = Vec::new();
+    for r in &records {
+        if let Record::Clear { files } = r {
+            for f in files {
+                if live.contains(f.as_str()) {
+                    continue;
+                }
+                let old_enough = std::fs::metadata(dir.join(f))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| now.duration_since(t).ok())
+                    .is_some_and(|age| age >= CLEARED_GRACE);
+                if old_enough {
+                    out.push(f.clone());
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
@@ -128,28 +151,30 @@ pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
         journal_records: reader.journal_records() as u64,
         ..Default::default()
     };
-    let mut seen: HashSet<(String, String)> = HashSet::new();
-    let mut data: BTreeSet<String> = BTreeSet::new();
-    for ix in reader.indexes() {
+    for (i, ix) in reader.indexes().iter().enumerate() {
         let file = reader.load(ix)?;
-        data.extend(file.data_files.iter().cloned());
-        for e in &file.entries {
-            if !e.masked && seen.insert((ix.index_key.to_string(), e.values.clone())) {
-                s.fields += 1;
-                s.field_bytes += e.length;
-            } else {
+        let maskers = reader.maskers(i, &file)?;
+        for e in file.entries() {
+            if is_masked(e.values, e.masked, &maskers) {
                 s.masked += 1;
                 s.masked_bytes += e.length;
+            } else {
+                s.fields += 1;
+                s.field_bytes += e.length;
             }
         }
     }
-    s.data_files = data.len() as u64;
-    s.data_bytes = data
-        .iter()
-        .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
-        .map(|m| m.len())
-        .sum();
     Ok(s)
+}
+
+/// Data objects the live indexes reference.
+pub fn objects(dir: &Path) -> Result<BTreeSet<String>, StorageError> {
+    let reader = DbReader::open(dir)?;
+    let mut data = BTreeSet::new();
+    for ix in reader.indexes() {
+        data.extend(reader.load(ix)?.data_files.iter().cloned());
+    }
+    Ok(data)
 }
 
 /// The journal, one line per record, for `fieldstore dump`.
@@ -180,23 +205,15 @@ pub fn dump(dir: &Path) -> Result<Vec<String>, StorageError> {
     Ok(out)
 }
 
-/// What compaction did.
-#[derive(Debug, Default)]
-pub struct CompactReport {
-    pub merged_indexes: usize,
-    pub new_indexes: usize,
-    pub entries: usize,
-}
-
 /// Merges the live indexes of each index key into one, keeping replaced copies as masked entries
 /// (so `--full` and purge see the same as before). Committed by one journal append: the merged
 /// index takes the journal position of the newest index it replaces, so indexes that writers
 /// flush meanwhile stay newer. Replaced index files are not deleted here: a reader that read the
-/// journal just before may still open them.
+/// journal just before may still open them; purge deletes them after `CLEARED_GRACE`.
 pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
     let reader = DbReader::open(dir)?;
     check_owner(&reader, "compact")?;
-    let mut groups: Vec<(crate::model::Key, Vec<&super::reader::IndexRef>)> = Vec::new();
+    let mut groups: Vec<(crate::model::Key, Vec<&crate::storage::IndexSummary>)> = Vec::new();
     for ix in reader.indexes() {
         match groups.iter_mut().find(|(k, _)| *k == ix.index_key) {
             Some((_, v)) => v.push(ix),
@@ -222,7 +239,7 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
             {
                 // Different datum layouts under one index key cannot share an index.
                 return Err(StorageError::Corrupt {
-                    path: dir.join(&ix.file),
+                    path: dir.join(&ix.name),
                     offset: 0,
                     detail: "datum keywords differ between indexes of one index key".into(),
                 });
@@ -231,7 +248,7 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
             for (k, v) in &ix.axes {
                 axes.entry(k.clone()).or_default().extend(v.iter().cloned());
             }
-            for e in &file.entries {
+            for e in file.entries() {
                 let name = file
                     .data_files
                     .get(e.file as usize)
@@ -244,9 +261,9 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
                         data_files.len() - 1
                     }
                 };
-                let masked = e.masked || !seen.insert(e.values.clone());
+                let masked = e.masked || !seen.insert(e.values.to_string());
                 entries.push(super::index::IndexEntry {
-                    values: e.values.clone(),
+                    values: e.values.to_string(),
                     file: id as u32,
                     offset: e.offset,
                     length: e.length,
@@ -278,10 +295,10 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
                 .into_iter()
                 .map(|(k, v)| (k, v.into_iter().collect()))
                 .collect(),
-            slot: group.first().map(|g| g.file.clone()),
+            slot: group.first().map(|g| g.name.clone()),
         });
         records.push(Record::Clear {
-            files: group.iter().map(|g| g.file.clone()).collect(),
+            files: group.iter().map(|g| g.name.clone()).collect(),
         });
         report.merged_indexes += group.len();
         report.new_indexes += 1;

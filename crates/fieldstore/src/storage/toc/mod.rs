@@ -1,15 +1,17 @@
 //! The toc backend: a directory per database holding an append-only journal (`toc`, the single
 //! commit point), per-writer data files and immutable per-flush index files.
 
+mod catalogue;
 mod index;
 mod journal;
 pub mod maintenance;
 mod reader;
 mod writer;
 
+pub use catalogue::TocCatalogue;
 pub use index::IndexEntry;
 pub use journal::FORMAT_VERSION;
-pub use reader::{datum_key_of, DbReader, IndexRef};
+pub use reader::{datum_key_of, DbReader};
 pub use writer::DbWriter;
 
 /// A unique suffix for files this process creates: host, pid, time, counter.

@@ -1,42 +1,20 @@
 //! A reader's view of one database: the live indexes, newest first, loaded on demand.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::index::{IndexFile, SEP};
 use super::journal::{self, Record};
 use crate::model::Key;
-use crate::storage::StorageError;
-
-/// One live index as the journal describes it.
-#[derive(Debug, Clone)]
-pub struct IndexRef {
-    pub file: String,
-    pub index_key: Key,
-    pub timestamp: u64,
-    pub entries: u64,
-    pub axes: HashMap<String, BTreeSet<String>>,
-}
-
-impl IndexRef {
-    /// Whether the index may hold a field with this keyword value (false means skip it).
-    pub fn may_contain(&self, keyword: &str, values: &[String]) -> bool {
-        match self.axes.get(keyword) {
-            Some(present) => values.iter().any(|v| present.contains(v)),
-            None => true,
-        }
-    }
-}
+use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, ListedEntry};
+use crate::storage::{DbRef, FieldRef, StorageError};
 
 pub struct DbReader {
-    dir: PathBuf,
-    db_key: Key,
+    db: DbRef,
     owner: u32,
     /// Newest first.
-    indexes: Vec<IndexRef>,
+    indexes: Vec<IndexSummary>,
     records: usize,
     cache: Mutex<HashMap<String, Arc<IndexFile>>>,
 }
@@ -82,7 +60,7 @@ impl DbReader {
                 position.insert(file.as_str(), pos);
             }
         }
-        let mut ordered: Vec<(usize, usize, IndexRef)> = Vec::new();
+        let mut ordered: Vec<(usize, usize, IndexSummary)> = Vec::new();
         for (i, r) in records.iter().enumerate() {
             if let Record::Index {
                 file,
@@ -105,8 +83,8 @@ impl DbReader {
                 ordered.push((
                     pos,
                     i,
-                    IndexRef {
-                        file: file.clone(),
+                    IndexSummary {
+                        name: file.clone(),
                         index_key,
                         timestamp: *timestamp,
                         entries: *entries,
@@ -119,10 +97,12 @@ impl DbReader {
             }
         }
         ordered.sort_by_key(|o| std::cmp::Reverse((o.0, o.1)));
-        let indexes: Vec<IndexRef> = ordered.into_iter().map(|(_, _, ix)| ix).collect();
+        let indexes: Vec<IndexSummary> = ordered.into_iter().map(|(_, _, ix)| ix).collect();
         Ok(DbReader {
-            dir: dir.to_path_buf(),
-            db_key,
+            db: DbRef {
+                key: db_key,
+                path: dir.to_path_buf(),
+            },
             owner,
             indexes,
             records: records.len(),
@@ -131,11 +111,11 @@ impl DbReader {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.db.path
     }
 
     pub fn db_key(&self) -> &Key {
-        &self.db_key
+        &self.db.key
     }
 
     pub fn owner(&self) -> u32 {
@@ -146,30 +126,59 @@ impl DbReader {
         self.records
     }
 
-    /// Live indexes, newest first.
-    pub fn indexes(&self) -> &[IndexRef] {
-        &self.indexes
-    }
-
-    pub fn load(&self, index: &IndexRef) -> Result<Arc<IndexFile>, StorageError> {
+    pub fn load(&self, index: &IndexSummary) -> Result<Arc<IndexFile>, StorageError> {
         if let Ok(c) = self.cache.lock() {
-            if let Some(i) = c.get(&index.file) {
+            if let Some(i) = c.get(&index.name) {
                 return Ok(i.clone());
             }
         }
-        let i = Arc::new(IndexFile::read(&self.dir.join(&index.file))?);
+        let i = Arc::new(IndexFile::read(&self.db.path.join(&index.name))?);
         if let Ok(mut c) = self.cache.lock() {
-            c.insert(index.file.clone(), i.clone());
+            c.insert(index.name.clone(), i.clone());
         }
         Ok(i)
     }
 
-    /// The newest copy of a field: (data file, offset, length).
-    pub fn lookup(
+    /// The newer live indexes that can mask entries of index `i`: same index key, same datum
+    /// layout. Checking an entry against them replaces remembering every key seen, so listing
+    /// needs memory for indexes, not for fields.
+    pub(crate) fn maskers(
         &self,
-        index_key: &Key,
-        datum_key: &Key,
-    ) -> Result<Option<(PathBuf, u64, u64)>, StorageError> {
+        i: usize,
+        file: &IndexFile,
+    ) -> Result<Vec<Arc<IndexFile>>, StorageError> {
+        let Some(ix) = self.indexes.get(i) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for newer in &self.indexes[..i] {
+            if newer.index_key != ix.index_key {
+                continue;
+            }
+            let f = self.load(newer)?;
+            if f.datum_keywords == file.datum_keywords {
+                out.push(f);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Whether an entry is replaced: flagged so by compaction, or live in a newer index.
+pub(crate) fn is_masked(values: &str, flagged: bool, maskers: &[Arc<IndexFile>]) -> bool {
+    flagged || maskers.iter().any(|m| m.lookup(values).is_some())
+}
+
+impl CatalogueReader for DbReader {
+    fn db(&self) -> &DbRef {
+        &self.db
+    }
+
+    fn indexes(&self) -> &[IndexSummary] {
+        &self.indexes
+    }
+
+    fn lookup(&self, index_key: &Key, datum_key: &Key) -> Result<Option<FieldRef>, StorageError> {
         for ix in &self.indexes {
             if ix.index_key != *index_key
                 || !datum_key
@@ -187,24 +196,69 @@ impl DbReader {
             }
             let values = entry_values(&file.datum_keywords, datum_key);
             if let Some(e) = file.lookup(&values) {
-                let data = file
-                    .data_files
-                    .get(e.file as usize)
-                    .map(|f| self.dir.join(f))
-                    .unwrap_or_default();
-                return Ok(Some((data, e.offset, e.length)));
+                return Ok(Some(FieldRef {
+                    object: file
+                        .data_files
+                        .get(e.file as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    offset: e.offset,
+                    length: e.length,
+                }));
             }
         }
         Ok(None)
     }
 
-    /// Reads a field's bytes.
-    pub fn read(path: &Path, offset: u64, length: u64) -> Result<Vec<u8>, StorageError> {
-        let f = File::open(path).map_err(StorageError::io("open", path))?;
-        let mut buf = vec![0u8; length as usize];
-        f.read_exact_at(&mut buf, offset)
-            .map_err(StorageError::io("read", path))?;
-        Ok(buf)
+    fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError> {
+        let Some(ix) = self.indexes.get(i) else {
+            return Ok(Box::new(std::iter::empty()));
+        };
+        let file = self.load(ix)?;
+        let maskers = self.maskers(i, &file)?;
+        Ok(Box::new(Entries {
+            file,
+            maskers,
+            pos: 0,
+            include_masked,
+        }))
+    }
+}
+
+/// Streams one index's entries, decoding each on demand.
+struct Entries {
+    file: Arc<IndexFile>,
+    maskers: Vec<Arc<IndexFile>>,
+    pos: usize,
+    include_masked: bool,
+}
+
+impl Iterator for Entries {
+    type Item = Result<ListedEntry, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let e = self.file.entry(self.pos)?;
+            self.pos += 1;
+            let masked = is_masked(e.values, e.masked, &self.maskers);
+            if masked && !self.include_masked {
+                continue;
+            }
+            return Some(Ok(ListedEntry {
+                datum: datum_key_of(&self.file.datum_keywords, e.values),
+                field: FieldRef {
+                    object: self
+                        .file
+                        .data_files
+                        .get(e.file as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    offset: e.offset,
+                    length: e.length,
+                },
+                masked,
+            }));
+        }
     }
 }
 
@@ -226,35 +280,79 @@ pub fn datum_key_of(keywords: &[String], values: &str) -> Key {
 
 #[cfg(test)]
 mod tests {
-    use super::super::DbWriter;
     use super::*;
+    use crate::model::config::{Root, Space};
+    use crate::storage::{Catalogue, PosixStore, Store, TocCatalogue};
+
+    fn catalogue(root: &Path) -> TocCatalogue {
+        let r = Root {
+            path: root.to_path_buf(),
+            name: None,
+            writable: true,
+            visit: true,
+            list: true,
+            retrieve: true,
+            archive: true,
+            wipe: true,
+        };
+        TocCatalogue::new(vec![Space {
+            name: None,
+            regex: ".*".into(),
+            handler: "Default".into(),
+            roots: vec![r],
+        }])
+        .unwrap()
+    }
+
+    /// Archives through a catalogue writer and a store writer, as a frontend does.
+    fn write(c: &TocCatalogue, db: &DbRef, fields: &[(&Key, &Key, &[u8])]) {
+        let mut sw = PosixStore.writer(db).unwrap();
+        let mut cw = c.writer(db).unwrap();
+        for (ik, dk, data) in fields {
+            let f = sw.append(data).unwrap();
+            cw.add(ik, dk, f).unwrap();
+        }
+        sw.sync().unwrap();
+        cw.commit().unwrap();
+    }
 
     #[test]
-    fn visible_only_after_flush_and_newest_wins() {
+    fn visible_only_after_commit_newest_wins_and_masked_listed_on_request() {
         let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("db");
-        let db = Key::parse("{class=od,expver=0001}").unwrap();
+        let c = catalogue(d.path());
+        let db = c
+            .create(&Key::parse("{class=od,expver=0001}").unwrap(), "schema")
+            .unwrap();
+        assert_eq!(c.find(&db.key).unwrap(), Some(db.clone()));
         let ik = Key::parse("{type=fc,levtype=pl}").unwrap();
         let dk = Key::parse("{step=6,levelist=500,param=130}").unwrap();
-        let mut w = DbWriter::open(&dir, &db, "schema").unwrap();
-        w.archive(&ik, &dk, b"first").unwrap();
-        assert!(DbReader::open(&dir)
-            .unwrap()
-            .lookup(&ik, &dk)
-            .unwrap()
-            .is_none());
-        w.flush().unwrap();
-        let r = DbReader::open(&dir).unwrap();
-        let (p, o, l) = r.lookup(&ik, &dk).unwrap().unwrap();
-        assert_eq!(DbReader::read(&p, o, l).unwrap(), b"first");
-        let mut w2 = DbWriter::open(&dir, &db, "schema").unwrap();
-        w2.archive(&ik, &dk, b"second").unwrap();
-        w2.flush().unwrap();
-        let r = DbReader::open(&dir).unwrap();
+        let other = Key::parse("{step=0,levelist=500,param=130}").unwrap();
+        let mut sw = PosixStore.writer(&db).unwrap();
+        let mut cw = c.writer(&db).unwrap();
+        let f = sw.append(b"first").unwrap();
+        cw.add(&ik, &dk, f).unwrap();
+        assert!(c.reader(&db).unwrap().lookup(&ik, &dk).unwrap().is_none());
+        sw.sync().unwrap();
+        assert_eq!(cw.commit().unwrap(), 1);
+        let r = c.reader(&db).unwrap();
+        let f = r.lookup(&ik, &dk).unwrap().unwrap();
+        assert_eq!(PosixStore.read(&db, &f).unwrap(), b"first");
+
+        write(&c, &db, &[(&ik, &dk, b"second"), (&ik, &other, b"zero")]);
+        let r = c.reader(&db).unwrap();
         assert_eq!(r.indexes().len(), 2);
-        let (p, o, l) = r.lookup(&ik, &dk).unwrap().unwrap();
-        assert_eq!(DbReader::read(&p, o, l).unwrap(), b"second");
-        assert_eq!(r.db_key(), &db);
+        let f = r.lookup(&ik, &dk).unwrap().unwrap();
+        assert_eq!(PosixStore.read(&db, &f).unwrap(), b"second");
+        // The older index's only entry is masked by the newer index.
+        let older: Vec<_> = r.entries(1, true).unwrap().map(Result::unwrap).collect();
+        assert_eq!(older.len(), 1);
+        assert!(older[0].masked);
+        assert_eq!(r.entries(1, false).unwrap().count(), 0);
+        let newer: Vec<_> = r.entries(0, false).unwrap().map(Result::unwrap).collect();
+        assert_eq!(newer.len(), 2);
+        assert!(newer.iter().all(|e| !e.masked));
+        let dbs: Vec<DbRef> = c.databases().into_iter().map(Result::unwrap).collect();
+        assert_eq!(dbs, vec![db]);
         assert_eq!(
             datum_key_of(&["a".into(), "b".into()], "1\u{1f}"),
             Key::parse("{a=1,b=}").unwrap()
@@ -264,33 +362,40 @@ mod tests {
     #[test]
     fn many_writer_threads_into_one_database() {
         let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("db");
-        let db = Key::parse("{class=od}").unwrap();
+        let c = catalogue(d.path());
+        let db = c.create(&Key::parse("{class=od}").unwrap(), "s").unwrap();
         std::thread::scope(|s| {
             for t in 0..8 {
-                let (dir, db) = (&dir, &db);
+                let (c, db) = (&c, &db);
                 s.spawn(move || {
-                    let mut w = DbWriter::open(dir, db, "schema").unwrap();
-                    for i in 0..50 {
-                        let ik = Key::from_pairs([("type", "fc")]);
-                        let dk =
-                            Key::from_pairs([("step", t.to_string()), ("param", i.to_string())]);
-                        w.archive(&ik, &dk, format!("{t}-{i}").as_bytes()).unwrap();
-                    }
-                    w.flush().unwrap();
+                    let ik = Key::from_pairs([("type", "fc")]);
+                    let keys: Vec<(Key, Vec<u8>)> = (0..50)
+                        .map(|i| {
+                            (
+                                Key::from_pairs([
+                                    ("step", t.to_string()),
+                                    ("param", i.to_string()),
+                                ]),
+                                format!("{t}-{i}").into_bytes(),
+                            )
+                        })
+                        .collect();
+                    let fields: Vec<(&Key, &Key, &[u8])> =
+                        keys.iter().map(|(k, v)| (&ik, k, v.as_slice())).collect();
+                    write(c, db, &fields);
                 });
             }
         });
-        let r = DbReader::open(&dir).unwrap();
+        let r = c.reader(&db).unwrap();
         for t in 0..8 {
             for i in 0..50 {
                 let dk = Key::from_pairs([("step", t.to_string()), ("param", i.to_string())]);
-                let (p, o, l) = r
+                let f = r
                     .lookup(&Key::from_pairs([("type", "fc")]), &dk)
                     .unwrap()
                     .unwrap();
                 assert_eq!(
-                    DbReader::read(&p, o, l).unwrap(),
+                    PosixStore.read(&db, &f).unwrap(),
                     format!("{t}-{i}").as_bytes()
                 );
             }

@@ -1,31 +1,27 @@
-//! One writer's view of one database: appends field bytes to its own data file and, at flush,
-//! writes one index file per index key and commits them with one journal append.
+//! One writer's catalogue for one database: entries pile up in memory and, at commit, become one
+//! index file per index key, made visible together by one journal append.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{self, Record};
 use super::unique_name;
 use crate::model::Key;
-use crate::storage::StorageError;
-
-/// Fields at least this big are written straight through, not copied into the buffer.
-const BUFFER: usize = 8 << 20;
+use crate::storage::catalogue::CatalogueWriter;
+use crate::storage::{FieldRef, StorageError};
 
 struct Pending {
     datum_keywords: Vec<String>,
     entries: Vec<IndexEntry>,
     axes: BTreeMap<String, BTreeSet<String>>,
+    /// Store objects the entries point into (entry `file` numbers index this).
+    objects: Vec<String>,
 }
 
 pub struct DbWriter {
     dir: PathBuf,
-    data_name: String,
-    data: Option<BufWriter<File>>,
-    data_len: u64,
     pending: BTreeMap<Key, Pending>,
 }
 
@@ -86,6 +82,11 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
 impl DbWriter {
     pub fn open(dir: &Path, db_key: &Key, schema_text: &str) -> Result<DbWriter, StorageError> {
         ensure_database(dir, db_key, schema_text)?;
+        Self::open_existing(dir)
+    }
+
+    /// A writer for a database that exists; only its owner (or root) may write.
+    pub fn open_existing(dir: &Path) -> Result<DbWriter, StorageError> {
         let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
         if let Some(Record::Init { uid, .. }) = records.first() {
             let me = current_uid();
@@ -100,9 +101,6 @@ impl DbWriter {
         }
         Ok(DbWriter {
             dir: dir.to_path_buf(),
-            data_name: format!("{}.data", unique_name()),
-            data: None,
-            data_len: 0,
             pending: BTreeMap::new(),
         })
     }
@@ -110,37 +108,19 @@ impl DbWriter {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
 
-    pub fn is_dirty(&self) -> bool {
+impl CatalogueWriter for DbWriter {
+    fn is_dirty(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    /// Stores the bytes; not visible until `flush`.
-    pub fn archive(
+    fn add(
         &mut self,
         index_key: &Key,
         datum_key: &Key,
-        data: &[u8],
+        field: FieldRef,
     ) -> Result<(), StorageError> {
-        let path = self.dir.join(&self.data_name);
-        if self.data.is_none() {
-            let f = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&path)
-                .map_err(StorageError::io("create", &path))?;
-            self.data = Some(BufWriter::with_capacity(BUFFER, f));
-        }
-        let w = self.data.as_mut().ok_or_else(|| StorageError::Io {
-            op: "write",
-            path: path.clone(),
-            source: std::io::ErrorKind::Other.into(),
-        })?;
-        // BufWriter writes large slices straight through, so big fields are never copied.
-        w.write_all(data)
-            .map_err(StorageError::io("write", &path))?;
-        let offset = self.data_len;
-        self.data_len += data.len() as u64;
         let p = self
             .pending
             .entry(index_key.clone())
@@ -148,7 +128,15 @@ impl DbWriter {
                 datum_keywords: datum_key.keywords().map(str::to_string).collect(),
                 entries: Vec::new(),
                 axes: BTreeMap::new(),
+                objects: Vec::new(),
             });
+        let file = match p.objects.iter().rposition(|o| *o == field.object) {
+            Some(i) => i,
+            None => {
+                p.objects.push(field.object);
+                p.objects.len() - 1
+            }
+        } as u32;
         let mut values = String::new();
         for (i, kw) in p.datum_keywords.iter().enumerate() {
             if i > 0 {
@@ -166,25 +154,18 @@ impl DbWriter {
         }
         p.entries.push(IndexEntry {
             values,
-            file: 0,
-            offset,
-            length: data.len() as u64,
+            file,
+            offset: field.offset,
+            length: field.length,
             masked: false,
         });
         Ok(())
     }
 
-    /// Makes everything archived durable, then visible with one journal append.
-    pub fn flush(&mut self) -> Result<(), StorageError> {
+    /// Writes the index files, then makes them visible with one journal append.
+    fn commit(&mut self) -> Result<usize, StorageError> {
         if self.pending.is_empty() {
-            return Ok(());
-        }
-        let data_path = self.dir.join(&self.data_name);
-        if let Some(w) = self.data.as_mut() {
-            w.flush().map_err(StorageError::io("write", &data_path))?;
-            w.get_ref()
-                .sync_data()
-                .map_err(StorageError::io("sync", &data_path))?;
+            return Ok(0);
         }
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -198,7 +179,7 @@ impl DbWriter {
                 &self.dir.join(&name),
                 &index_key.to_string(),
                 &p.datum_keywords,
-                std::slice::from_ref(&self.data_name),
+                &p.objects,
                 p.entries,
             )?;
             let mut axes: Vec<(String, Vec<String>)> = p
@@ -219,6 +200,23 @@ impl DbWriter {
             });
         }
         sync_dir(&self.dir)?;
-        journal::append(&self.dir.join("toc"), &records)
+        journal::append(&self.dir.join("toc"), &records)?;
+        live_indexes(&self.dir)
     }
+}
+
+/// Live indexes of a database, read back from its journal.
+fn live_indexes(dir: &Path) -> Result<usize, StorageError> {
+    let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
+    let cleared: BTreeSet<&str> = records
+        .iter()
+        .flat_map(|r| match r {
+            Record::Clear { files } => files.iter().map(String::as_str).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        })
+        .collect();
+    Ok(records
+        .iter()
+        .filter(|r| matches!(r, Record::Index { file, .. } if !cleared.contains(file.as_str())))
+        .count())
 }

@@ -1,0 +1,132 @@
+//! The Catalogue trait: which fields exist, and where the store keeps their bytes.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{DbRef, FieldRef, StorageError};
+use crate::model::Key;
+
+/// One live index as a reader sees it, with the per-keyword value summary that lets `list`,
+/// `axes` and `retrieve` skip it without opening it.
+#[derive(Debug, Clone)]
+pub struct IndexSummary {
+    /// The catalogue's name for it (a file name for toc).
+    pub name: String,
+    pub index_key: Key,
+    pub timestamp: u64,
+    pub entries: u64,
+    pub axes: HashMap<String, BTreeSet<String>>,
+}
+
+impl IndexSummary {
+    /// Whether the index may hold a field with one of these values (false: skip it).
+    pub fn may_contain(&self, keyword: &str, values: &[String]) -> bool {
+        match self.axes.get(keyword) {
+            Some(present) => values.iter().any(|v| present.contains(v)),
+            None => true,
+        }
+    }
+}
+
+/// One field of an index, as `list` yields it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedEntry {
+    pub datum: Key,
+    pub field: FieldRef,
+    /// A newer copy of the same key exists.
+    pub masked: bool,
+}
+
+pub type EntryIter<'a> = Box<dyn Iterator<Item = Result<ListedEntry, StorageError>> + Send + 'a>;
+
+/// What purge found, or removed: replaced fields, catalogue files and the store objects that only
+/// they referenced (which the caller removes from the store).
+#[derive(Debug, Default)]
+pub struct PurgeReport {
+    pub masked_fields: usize,
+    pub indexes: Vec<String>,
+    pub objects: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DbStats {
+    pub fields: u64,
+    pub masked: u64,
+    pub field_bytes: u64,
+    pub masked_bytes: u64,
+    pub index_files: u64,
+    pub journal_records: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct CompactReport {
+    pub merged_indexes: usize,
+    pub new_indexes: usize,
+    pub entries: usize,
+}
+
+pub trait Catalogue: Send + Sync {
+    /// `toc`, ...: what `fieldstore info` prints.
+    fn kind(&self) -> &'static str;
+
+    /// Every database readers may visit, in a stable order; a damaged one is an error in its
+    /// place, so the others stay readable.
+    fn databases(&self) -> Vec<Result<DbRef, StorageError>>;
+
+    /// The database with this key that readers see, if it exists.
+    fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError>;
+
+    /// Where archives of this key go: the existing database, or a new one, created (with the
+    /// schema text recorded beside it, as FDB5 does).
+    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError>;
+
+    /// A writer of its own: entries added are invisible until `commit`.
+    fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError>;
+
+    /// A consistent snapshot of one database.
+    fn reader(&self, db: &DbRef) -> Result<Box<dyn CatalogueReader>, StorageError>;
+
+    /// Whether an action (`list`, `retrieve`, `archive`, `wipe`) is locked on the database.
+    fn is_locked(&self, db: &DbRef, action: &str) -> bool;
+
+    fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
+
+    /// Removes the whole database atomically (or reports what would go); returns the names.
+    fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError>;
+
+    /// Forgets replaced fields; the caller removes the returned objects from the store.
+    fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError>;
+
+    /// Objects the catalogue references, for statistics.
+    fn objects(&self, db: &DbRef) -> Result<BTreeSet<String>, StorageError>;
+
+    fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError>;
+
+    /// The database's history, one line per record.
+    fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError>;
+
+    /// Merges indexes so lookups stay fast however many flushes accumulated.
+    fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError>;
+}
+
+pub trait CatalogueWriter: Send {
+    fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError>;
+
+    fn is_dirty(&self) -> bool;
+
+    /// Makes every added entry visible at once. The store's bytes must already be durable.
+    /// Returns the number of live indexes after it, so the caller can decide to compact.
+    fn commit(&mut self) -> Result<usize, StorageError>;
+}
+
+pub trait CatalogueReader: Send + Sync {
+    fn db(&self) -> &DbRef;
+
+    /// Live indexes, newest first.
+    fn indexes(&self) -> &[IndexSummary];
+
+    /// The newest copy of a field.
+    fn lookup(&self, index: &Key, datum: &Key) -> Result<Option<FieldRef>, StorageError>;
+
+    /// The fields of the `i`-th live index, one at a time; masked ones only if asked.
+    fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError>;
+}

@@ -1,0 +1,139 @@
+//! The POSIX store: each writer appends to a data file of its own in the database's directory.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use super::toc::unique_name;
+use super::{DbRef, FieldRef, StorageError, Store, StoreWriter};
+
+/// Buffer for small fields; a field at least this big is written straight through, not copied.
+const BUFFER: usize = 8 << 20;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PosixStore;
+
+impl Store for PosixStore {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
+        let object = format!("{}.data", unique_name());
+        Ok(Box::new(PosixWriter {
+            path: db.path.join(&object),
+            object,
+            file: None,
+            len: 0,
+            failed: false,
+        }))
+    }
+
+    fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
+        let path = db.path.join(&field.object);
+        let f = File::open(&path).map_err(StorageError::io("open", &path))?;
+        let len = usize::try_from(field.length).map_err(|_| StorageError::Corrupt {
+            path: path.clone(),
+            offset: field.offset,
+            detail: format!("field length {} does not fit in memory", field.length),
+        })?;
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, field.offset)
+            .map_err(StorageError::io("read", &path))?;
+        Ok(buf)
+    }
+
+    fn uri(&self, db: &DbRef, object: &str) -> String {
+        format!("file://{}", db.path.join(object).display())
+    }
+
+    fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
+        for o in objects {
+            let p = db.path.join(o);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io("remove", &p)(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
+        std::fs::metadata(db.path.join(object))
+            .ok()
+            .map(|m| m.len())
+    }
+}
+
+struct PosixWriter {
+    path: PathBuf,
+    object: String,
+    file: Option<BufWriter<File>>,
+    len: u64,
+    /// A write failed part way: later offsets would be wrong, so this writer takes no more.
+    failed: bool,
+}
+
+impl PosixWriter {
+    fn poisoned(&self) -> StorageError {
+        StorageError::Io {
+            op: "write",
+            path: self.path.clone(),
+            source: std::io::Error::other("an earlier write to this file failed; flush refused"),
+        }
+    }
+}
+
+impl StoreWriter for PosixWriter {
+    fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError> {
+        if self.failed {
+            return Err(self.poisoned());
+        }
+        let w = match &mut self.file {
+            Some(w) => w,
+            None => {
+                let f = OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&self.path)
+                    .map_err(StorageError::io("create", &self.path))?;
+                self.file.insert(BufWriter::with_capacity(BUFFER, f))
+            }
+        };
+        // BufWriter writes large slices straight through, so big fields are never copied.
+        if let Err(e) = w.write_all(data) {
+            self.failed = true;
+            return Err(StorageError::io("write", &self.path)(e));
+        }
+        let offset = self.len;
+        self.len += data.len() as u64;
+        Ok(FieldRef {
+            object: self.object.clone(),
+            offset,
+            length: data.len() as u64,
+        })
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        if self.failed {
+            return Err(self.poisoned());
+        }
+        if let Some(w) = self.file.as_mut() {
+            let r = w
+                .flush()
+                .map_err(StorageError::io("write", &self.path))
+                .and_then(|()| {
+                    w.get_ref()
+                        .sync_data()
+                        .map_err(StorageError::io("sync", &self.path))
+                });
+            if r.is_err() {
+                self.failed = true;
+            }
+            r?;
+        }
+        Ok(())
+    }
+}

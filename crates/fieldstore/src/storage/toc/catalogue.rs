@@ -1,0 +1,183 @@
+//! The toc catalogue: databases are directories under the roots the config's `spaces` name.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use super::maintenance;
+use super::reader::DbReader;
+use super::writer::{ensure_database, DbWriter};
+use crate::model::config::{Root, Space};
+use crate::model::Key;
+use crate::storage::catalogue::{
+    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, PurgeReport,
+};
+use crate::storage::{DbRef, StorageError};
+
+pub struct TocCatalogue {
+    spaces: Vec<Space>,
+    /// Each space's `regex`, compiled once: matching per field was half the archive cost.
+    regexes: Vec<regex::Regex>,
+}
+
+impl TocCatalogue {
+    pub fn new(spaces: Vec<Space>) -> Result<TocCatalogue, StorageError> {
+        let regexes = spaces
+            .iter()
+            .map(|s| {
+                regex::Regex::new(&s.regex).map_err(|e| StorageError::Config {
+                    detail: format!("space regex '{}': {e}", s.regex),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TocCatalogue { spaces, regexes })
+    }
+
+    /// The roots of the first space whose regex matches the database fingerprint.
+    fn space_roots(&self, db: &Key) -> Vec<&Root> {
+        let fp = db.fingerprint();
+        for (s, re) in self.spaces.iter().zip(&self.regexes) {
+            if re.is_match(&fp) {
+                return s.roots.iter().collect();
+            }
+        }
+        Vec::new()
+    }
+
+    fn dir_name(db: &Key) -> String {
+        db.fingerprint().replace('/', "_")
+    }
+
+    fn visit_roots(&self) -> impl Iterator<Item = &Root> {
+        self.spaces
+            .iter()
+            .flat_map(|s| s.roots.iter())
+            .filter(|r| r.list)
+    }
+}
+
+impl Catalogue for TocCatalogue {
+    fn kind(&self) -> &'static str {
+        "toc"
+    }
+
+    fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
+        let mut out = Vec::new();
+        for r in self.visit_roots() {
+            let Ok(rd) = std::fs::read_dir(&r.path) else {
+                continue;
+            };
+            let mut dirs: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("toc").is_file())
+                .collect();
+            dirs.sort();
+            out.extend(dirs.into_iter().map(|d| {
+                super::journal::read_db_key(&d.join("toc")).map(|key| DbRef { key, path: d })
+            }));
+        }
+        out
+    }
+
+    fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
+        let name = Self::dir_name(db);
+        Ok(self
+            .visit_roots()
+            .map(|r| r.path.join(&name))
+            .find(|p| p.join("toc").is_file())
+            .map(|path| DbRef {
+                key: db.clone(),
+                path,
+            }))
+    }
+
+    /// An existing copy in a visitable root wins, else the first archive-enabled root.
+    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
+        let roots = self.space_roots(db);
+        let name = Self::dir_name(db);
+        let existing = roots
+            .iter()
+            .find(|r| r.list && r.path.join(&name).join("toc").exists());
+        let path = match (existing, roots.iter().find(|r| r.archive)) {
+            (Some(r), _) => r.path.join(&name),
+            (None, Some(r)) => {
+                if !r.path.is_dir() {
+                    std::fs::create_dir_all(&r.path).map_err(|e| StorageError::Config {
+                        detail: format!(
+                            "root {} does not exist and cannot be created: {e}",
+                            r.path.display()
+                        ),
+                    })?;
+                }
+                r.path.join(&name)
+            }
+            (None, None) => {
+                return Err(StorageError::NoWritableRoot {
+                    db: db.to_string(),
+                    roots: roots
+                        .iter()
+                        .map(|r| r.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+            }
+        };
+        ensure_database(&path, db, schema_text)?;
+        Ok(DbRef {
+            key: db.clone(),
+            path,
+        })
+    }
+
+    fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError> {
+        Ok(Box::new(DbWriter::open_existing(&db.path)?))
+    }
+
+    fn reader(&self, db: &DbRef) -> Result<Box<dyn CatalogueReader>, StorageError> {
+        Ok(Box::new(DbReader::open(&db.path)?))
+    }
+
+    fn is_locked(&self, db: &DbRef, action: &str) -> bool {
+        maintenance::is_locked(&db.path, action)
+    }
+
+    fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError> {
+        let p = maintenance::lock_path(&db.path, action);
+        if locked {
+            std::fs::write(&p, b"").map_err(StorageError::io("create", &p))
+        } else {
+            match std::fs::remove_file(&p) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(StorageError::io("remove", &p)(e)),
+            }
+        }
+    }
+
+    fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
+        Ok(maintenance::wipe(&db.path, doit)?
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect())
+    }
+
+    fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
+        maintenance::purge(&db.path, doit)
+    }
+
+    fn objects(&self, db: &DbRef) -> Result<BTreeSet<String>, StorageError> {
+        maintenance::objects(&db.path)
+    }
+
+    fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError> {
+        maintenance::stats(&db.path)
+    }
+
+    fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError> {
+        maintenance::dump(&db.path)
+    }
+
+    fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
+        maintenance::compact(&db.path)
+    }
+}
