@@ -286,6 +286,65 @@ fn bad_input_is_refused_and_changes_nothing() {
     );
 }
 
+/// Keys the config's schema cannot place: no rule matches (enfo under an oper-only schema), or a
+/// rule needs a keyword the GRIB lacks. Each is refused with the reason, and nothing is stored.
+#[test]
+fn keys_the_schema_cannot_place_are_refused() {
+    let s = Store::new();
+    let cases = [
+        (
+            "[ class, expver, stream=oper, date, time, domain?\n  [ type, levtype\n    [ step, levelist?, param ]]]\n",
+            "message 2 at offset",
+            "no schema rule matches",
+        ),
+        (
+            "[ class, expver, stream, date, time, domain?\n  [ type, levtype\n    [ step, levelist?, param, frequency ]]]\n",
+            "message 1 at offset 0",
+            "keyword frequency required by the schema rule at line 1 missing",
+        ),
+    ];
+    let f = s.path("e.grib");
+    s.ok(&[
+        "sample",
+        "--out",
+        f.to_str().unwrap(),
+        "--members",
+        "2",
+        "--steps",
+        "0",
+        "--params",
+        "t",
+        "--levels",
+        "500",
+    ]);
+    for (i, (schema, at, why)) in cases.iter().enumerate() {
+        let sp = s.path(&format!("s{i}.schema"));
+        std::fs::write(&sp, schema).unwrap();
+        std::fs::write(
+            s.path("config.yaml"),
+            format!(
+                "type: local\nschema: {}\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+                sp.display(),
+                s.path("root").display()
+            ),
+        )
+        .unwrap();
+        assert_changes_nothing(&s, &f, at);
+        assert_changes_nothing(&s, &f, why);
+    }
+    // The database the first (good) message opened may exist, but holds no index.
+    let out = Command::new("find")
+        .arg(s.path("root"))
+        .args(["-name", "*.idx"])
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn unwritable_root_is_a_clear_error() {
     let s = Store::new();
@@ -468,6 +527,60 @@ fn compaction_keeps_answers_and_bounds_indexes() {
         .unwrap();
     assert!(n <= 33, "{n} live indexes after 52 flushes: {stats}");
     assert_eq!(s.list(&[]).len(), 8);
+}
+
+/// Index files replaced by compaction stay while a reader may still open them, and purge
+/// deletes them once they are older than the grace period.
+#[test]
+fn compacted_index_files_are_deleted_after_the_grace_period() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    for _ in 0..5 {
+        s.ok(&["write", f.to_str().unwrap()]);
+    }
+    let idx_files = || -> Vec<PathBuf> {
+        let root = s.path("root");
+        let db = std::fs::read_dir(&root)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::read_dir(db)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+            .collect()
+    };
+    assert_eq!(idx_files().len(), 5);
+    s.ok(&["compact", DB]);
+    assert_eq!(idx_files().len(), 6, "replaced files are kept for readers");
+    // The 5 replaced files are fresh: purge leaves them.
+    s.ok(&["purge", DB, "--doit"]);
+    assert_eq!(idx_files().len(), 6);
+    // Age them past the grace period (60 s); the merged index stays live.
+    for p in idx_files() {
+        let st = Command::new("touch")
+            .args(["-d", "2 minutes ago"])
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let dry = s.ok(&["purge", DB]);
+    assert!(dry.contains("would remove 5 index files"), "{dry}");
+    assert_eq!(idx_files().len(), 6, "a dry run deleted files");
+    s.ok(&["purge", DB, "--doit"]);
+    assert_eq!(idx_files().len(), 1);
+    assert_eq!(s.list(&[]).len(), 4);
+    assert_eq!(s.list(&["--full"]).len(), 20);
+    let o = s.path("o.grib");
+    s.ok(&[
+        "read",
+        &format!("{DB},type=fc,levtype=pl,step=0,levelist=1000/500,param=t/u"),
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&o).unwrap(), std::fs::read(&f).unwrap());
 }
 
 /// A full disk: a 1 MiB tmpfs root (needs root to mount; skipped with a message otherwise).
