@@ -2,7 +2,8 @@
 # Side-by-side with FDB5 5.10.8 on this machine, in one run: archive+flush of small fields, list of
 # the whole store, retrieve of everything, one-field retrieve in a new process. Each measurement is
 # repeated (fresh store each time) and the median, min and max are reported, because the machine is
-# shared and noisy. Usage: bench/compare.sh [FIELDS≈10000] [REPEATS=3]   (CI runs it with 500 1).
+# shared and noisy. Usage: [POINTS=1000] bench/compare.sh [FIELDS≈10000] [REPEATS=3]
+# (POINTS: grid points per field, 1000 ≈ 2.2 KiB, 5000000 ≈ 10 MiB.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000}
@@ -21,7 +22,7 @@ unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE
 steps=$(( (N + 39) / 40 ))
 steplist=$(seq -s/ 0 $((steps - 1)))
 $fs sample --out "$work/small.grib" --params t/u/v/q --levels 1000/925/850/700/500/400/300/250/200/100 \
-  --steps "$steplist" --points 1000 2>/dev/null
+  --steps "$steplist" --points "${POINTS:-1000}" 2>/dev/null
 fields=$((steps * 40))
 size=$(stat -c %s "$work/small.grib")
 req="retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,levelist=1000/925/850/700/500/400/300/250/200/100,param=130/131/132/133,step=0/to/$((steps - 1))/by/1"
