@@ -246,9 +246,11 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
         )?))
     };
     let mut total = 0u64;
+    let mut chunk = vec![0u8; COPY_CHUNK];
     for req in &reqs {
         let mut stream = fdb.retrieve(req)?;
-        let n = io::copy(&mut stream, &mut out).with_context(|| format!("reading {req}"))?;
+        let n = copy_large(&mut stream, &mut out, &mut chunk)
+            .with_context(|| format!("reading {req}"))?;
         if n == 0 {
             let why = fdb.explain_nothing(req);
             bail!("nothing matches {req}\n{why}");
@@ -258,6 +260,24 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
     out.flush()?;
     eprintln!("read {total} bytes");
     Ok(())
+}
+
+/// Retrieves are copied in chunks this big: large fields go to the output in few writes
+/// (`io::copy` would move them 8 KiB at a time).
+const COPY_CHUNK: usize = 8 << 20;
+
+fn copy_large(from: &mut dyn Read, to: &mut dyn Write, chunk: &mut [u8]) -> io::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(chunk) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&chunk[..n])?;
+        total += n as u64;
+    }
 }
 
 #[derive(Args, Debug)]

@@ -17,8 +17,8 @@ use crate::model::types::Context;
 use crate::model::{Key, ModelError};
 use crate::storage::catalogue::EntryIter;
 use crate::storage::{
-    Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, PosixStore, StorageError, Store,
-    StoreWriter, TocCatalogue,
+    Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, ObjectReader, PosixStore,
+    StorageError, Store, StoreWriter, TocCatalogue,
 };
 
 /// Live indexes in a database past which a flush merges them.
@@ -224,29 +224,65 @@ fn locked(db: &DbRef, action: &str) -> ApiError {
     }
 }
 
-/// Streams fields one at a time: memory holds one field, whatever the request's size.
+/// Streams the fields' bytes straight from the store into the caller's buffer: memory holds no
+/// field at all, whatever the request's size, and each byte is copied once.
 struct FieldStream<'a> {
     store: &'a dyn Store,
     locations: VecDeque<(DbRef, FieldRef)>,
-    current: std::io::Cursor<Vec<u8>>,
+    /// The field being read, how much of it is done, and its object, kept open across fields.
+    current: Option<(FieldRef, u64)>,
+    object: Option<(DbRef, String, Box<dyn ObjectReader>)>,
+}
+
+impl FieldStream<'_> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize, StorageError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let (field, pos) = match &mut self.current {
+                Some((f, pos)) if *pos < f.length => (f.clone(), pos),
+                _ => {
+                    let Some((db, field)) = self.locations.pop_front() else {
+                        break;
+                    };
+                    let same = self
+                        .object
+                        .as_ref()
+                        .is_some_and(|(d, o, _)| *d == db && *o == field.object);
+                    if !same {
+                        let r = self.store.open_object(&db, &field.object)?;
+                        self.object = Some((db, field.object.clone(), r));
+                    }
+                    self.current = Some((field, 0));
+                    continue;
+                }
+            };
+            let Some((_, _, reader)) = self.object.as_ref() else {
+                break;
+            };
+            let want = usize::try_from(field.length - *pos)
+                .unwrap_or(usize::MAX)
+                .min(buf.len() - done);
+            let n = reader.read_at(field.offset + *pos, &mut buf[done..done + want])?;
+            if n == 0 {
+                return Err(StorageError::Corrupt {
+                    path: std::path::PathBuf::from(&field.object),
+                    offset: field.offset + *pos,
+                    detail: format!(
+                        "the data object ends inside a field ({} of {} bytes read)",
+                        *pos, field.length
+                    ),
+                });
+            }
+            *pos += n as u64;
+            done += n;
+        }
+        Ok(done)
+    }
 }
 
 impl Read for FieldStream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            let n = self.current.read(buf)?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            let Some((db, field)) = self.locations.pop_front() else {
-                return Ok(0);
-            };
-            let bytes = self
-                .store
-                .read(&db, &field)
-                .map_err(std::io::Error::other)?;
-            self.current = std::io::Cursor::new(bytes);
-        }
+        self.fill(buf).map_err(std::io::Error::other)
     }
 }
 
@@ -527,7 +563,8 @@ impl Fdb for LocalFdb {
         Ok(Box::new(FieldStream {
             store: self.store.as_ref(),
             locations,
-            current: std::io::Cursor::new(Vec::new()),
+            current: None,
+            object: None,
         }))
     }
 

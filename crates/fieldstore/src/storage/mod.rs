@@ -19,7 +19,7 @@ pub use catalogue::{
 };
 pub use error::StorageError;
 pub use posix::PosixStore;
-pub use store::{FieldRef, Store, StoreWriter};
+pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
 pub use toc::TocCatalogue;
 
 use crate::model::Key;

@@ -5,6 +5,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
+use super::store::ObjectReader;
 use super::toc::unique_name;
 use super::{DbRef, FieldRef, StorageError, Store, StoreWriter};
 
@@ -48,6 +49,12 @@ impl Store for PosixStore {
         Ok(buf)
     }
 
+    fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError> {
+        let path = db.path.join(object);
+        let file = File::open(&path).map_err(StorageError::io("open", &path))?;
+        Ok(Box::new(PosixObject { file, path }))
+    }
+
     fn uri(&self, db: &DbRef, object: &str) -> String {
         format!("file://{}", db.path.join(object).display())
     }
@@ -68,6 +75,26 @@ impl Store for PosixStore {
         std::fs::metadata(db.path.join(object))
             .ok()
             .map(|m| m.len())
+    }
+}
+
+struct PosixObject {
+    file: File,
+    path: PathBuf,
+}
+
+impl ObjectReader for PosixObject {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StorageError::io("read", &self.path)(e)),
+            }
+        }
+        Ok(done)
     }
 }
 

@@ -21,6 +21,10 @@ pub trait Store: Send + Sync {
     /// A field's bytes.
     fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError>;
 
+    /// An object opened for reads at any offset, so streaming a retrieve copies bytes once,
+    /// straight into the caller's buffer.
+    fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError>;
+
     /// How `list --location` names an object.
     fn uri(&self, db: &DbRef, object: &str) -> String;
 
@@ -37,4 +41,9 @@ pub trait StoreWriter: Send {
 
     /// Makes everything appended durable: called before the catalogue commits a flush.
     fn sync(&mut self) -> Result<(), StorageError>;
+}
+
+pub trait ObjectReader: Send {
+    /// Reads up to `buf.len()` bytes at `offset`; fewer only at the object's end.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError>;
 }
