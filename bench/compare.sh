@@ -10,10 +10,12 @@ N=${1:-10000}
 R=${2:-3}
 scripts/install-deps >/dev/null
 cargo build --release -q
-fs=$PWD/target/release/fieldstore
 schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A copy, so that a rebuild during the run cannot change what is measured.
+cp target/release/fieldstore "$work/fieldstore"
+fs=$work/fieldstore
 export FDB_HOME="$work/home"
 mkdir -p "$FDB_HOME"
 unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE

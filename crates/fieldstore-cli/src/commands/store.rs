@@ -16,7 +16,7 @@ use super::request::read_requests;
 use crate::context::Session;
 
 const BATCH: usize = 256;
-const BATCH_BYTES: usize = 256 << 20;
+const BATCH_BYTES: usize = 64 << 20;
 
 /// MARS keys of each message, decoded on `threads` threads, in input order.
 fn decode_keys(batch: &[GribMessage], threads: usize) -> Vec<Result<Key, GribError>> {
@@ -66,8 +66,8 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
     let (mut fields, mut bytes) = (0usize, 0u64);
     let started = std::time::Instant::now();
     for path in &inputs {
-        let (reader, name, size): (Box<dyn Read>, String, u64) = if path.as_os_str() == "-" {
-            (Box::new(io::stdin().lock()), "<stdin>".into(), 0)
+        let (reader, name, size): (Box<dyn Read + Send>, String, u64) = if path.as_os_str() == "-" {
+            (Box::new(io::stdin()), "<stdin>".into(), 0)
         } else {
             let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
             let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -87,41 +87,60 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
             ProgressBar::hidden()
         };
         // Key extraction (ecCodes, ~0.5 ms a message) is the CPU cost: decode a batch on all
-        // cores, then archive in input order. Memory: one batch of messages.
+        // cores, then archive in input order. A thread reads the next batch meanwhile, so input
+        // and store I/O overlap. Memory: at most three batches of messages.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut messages = MessageReader::new(reader, name.clone()).peekable();
-        while messages.peek().is_some() {
-            let mut batch = Vec::with_capacity(BATCH);
-            let mut batch_bytes = 0usize;
-            while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-                match messages.next() {
-                    // Any error stops here without a flush: nothing of this run becomes visible.
-                    Some(m) => {
-                        let m = m?;
-                        batch_bytes += m.bytes.len();
-                        batch.push(m);
+        std::thread::scope(|scope| -> Result<()> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<GribMessage>, GribError>>(1);
+            let reader_name = name.clone();
+            scope.spawn(move || {
+                let mut messages = MessageReader::new(reader, reader_name);
+                loop {
+                    let mut batch = Vec::with_capacity(BATCH);
+                    let mut batch_bytes = 0usize;
+                    while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
+                        match messages.next() {
+                            Some(Ok(m)) => {
+                                batch_bytes += m.bytes.len();
+                                batch.push(m);
+                            }
+                            Some(Err(e)) => {
+                                // Deliver what came before, then the error.
+                                let _ = tx.send(Ok(batch));
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                            None => break,
+                        }
                     }
-                    None => break,
+                    if batch.is_empty() || tx.send(Ok(batch)).is_err() {
+                        return;
+                    }
+                }
+            });
+            for batch in rx {
+                // Any error stops here without a flush: nothing of this run becomes visible.
+                let batch = batch?;
+                let keys = decode_keys(&batch, threads);
+                for (msg, key) in batch.iter().zip(keys) {
+                    let at = || format!("{name}: message {} at offset {}", msg.number, msg.offset);
+                    let key = key.with_context(at)?;
+                    if args.verbose {
+                        eprintln!(
+                            "{name}: message {} at offset {} ({} bytes): {key}",
+                            msg.number,
+                            msg.offset,
+                            msg.bytes.len()
+                        );
+                    }
+                    fdb.archive_grib(&key, &msg.bytes).with_context(at)?;
+                    fields += 1;
+                    bytes += msg.bytes.len() as u64;
+                    bar.set_position(msg.offset + msg.bytes.len() as u64);
                 }
             }
-            let keys = decode_keys(&batch, threads);
-            for (msg, key) in batch.iter().zip(keys) {
-                let at = || format!("{name}: message {} at offset {}", msg.number, msg.offset);
-                let key = key.with_context(at)?;
-                if args.verbose {
-                    eprintln!(
-                        "{name}: message {} at offset {} ({} bytes): {key}",
-                        msg.number,
-                        msg.offset,
-                        msg.bytes.len()
-                    );
-                }
-                fdb.archive_grib(&key, &msg.bytes).with_context(at)?;
-                fields += 1;
-                bytes += msg.bytes.len() as u64;
-                bar.set_position(msg.offset + msg.bytes.len() as u64);
-            }
-        }
+            Ok(())
+        })?;
         bar.finish_and_clear();
     }
     fdb.flush()?;
