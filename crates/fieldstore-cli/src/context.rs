@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 use fieldstore::api::Fdb;
 use fieldstore::grib::params;
-use fieldstore::model::config::{self, FdbConfig, LoadedConfig};
+use fieldstore::model::config::{self, LoadedConfig};
 use fieldstore::model::schema::Schema;
 use fieldstore::model::types::Context;
 
@@ -62,11 +62,7 @@ impl Session {
     }
 
     pub fn schema_path(&self) -> Result<Option<PathBuf>> {
-        Ok(match &self.config()?.config {
-            FdbConfig::Local(l) => l.schema.clone(),
-            FdbConfig::Select { schema, .. } => schema.clone(),
-            _ => None,
-        })
+        Ok(fieldstore::open::schema_of(&self.config()?.config))
     }
 
     /// Canonicalisation context: today (UTC) and parameter names through ecCodes.

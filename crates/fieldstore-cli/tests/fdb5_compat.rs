@@ -148,3 +148,96 @@ fn same_corpus_same_config_same_answers() {
         "retrieved fields differ from what was archived"
     );
 }
+
+/// `type: dist` with the same YAML: every field lands on the same lane as FDB5 5.10.8's DistFDB
+/// puts it (rendezvous hash of the field key seeded with each lane's printed configuration).
+#[test]
+fn dist_places_fields_on_the_same_lanes_as_fdb5() {
+    if !have_fdb5() {
+        eprintln!("fdb-write not found: skipping the FDB5 comparison");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    let fs = env!("CARGO_BIN_EXE_fieldstore");
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fieldstore/tests/fixtures/ecmwf-fdb5-schema");
+    let corpus = p("s.grib");
+    run(Command::new(fs).args([
+        "sample",
+        "--out",
+        corpus.to_str().unwrap(),
+        "--params",
+        "t/u/v",
+        "--levels",
+        "1000/500",
+        "--steps",
+        "0/6/12",
+        "--members",
+        "3",
+        "--points",
+        "100",
+    ]));
+    let lanes = ["a", "b", "c", "d"];
+    let mut yaml = String::from("type: dist\nlanes:\n");
+    for l in lanes {
+        std::fs::create_dir_all(p(l)).unwrap();
+        yaml += &format!(
+            "- type: local\n  id: {l}\n  engine: toc\n  schema: {}\n  spaces: [{{handler: Default, roots: [{{path: {}}}]}}]\n",
+            schema.display(),
+            p(l).display()
+        );
+    }
+    std::fs::write(p("dist.yaml"), &yaml).unwrap();
+    let lane_config = |dir: &Path| {
+        let c = dir.with_extension("yaml");
+        std::fs::write(
+            &c,
+            format!(
+                "type: local\nengine: toc\nschema: {}\nspaces: [{{handler: Default, roots: [{{path: {}}}]}}]\n",
+                schema.display(),
+                dir.display()
+            ),
+        )
+        .unwrap();
+        c
+    };
+    let sorted = |s: String| {
+        let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    // FDB5 first; its lanes are then moved aside and the same YAML drives fieldstore.
+    run(Command::new("fdb-write")
+        .arg(&corpus)
+        .env("FDB5_CONFIG_FILE", p("dist.yaml")));
+    let mut fdb5 = Vec::new();
+    for l in lanes {
+        let moved = p(&format!("fdb5-{l}"));
+        std::fs::rename(p(l), &moved).unwrap();
+        std::fs::create_dir_all(p(l)).unwrap();
+        fdb5.push(sorted(run(Command::new("fdb-list")
+            .args(["--all", "--minimum-keys=", "--porcelain"])
+            .env("FDB5_CONFIG_FILE", lane_config(&moved)))));
+    }
+    run(Command::new(fs)
+        .args(["write", corpus.to_str().unwrap()])
+        .env("FDB_CONFIG_FILE", p("dist.yaml")));
+    let mut total = 0;
+    for (i, l) in lanes.iter().enumerate() {
+        let ours = sorted(run(Command::new(fs)
+            .args(["list", "--all", "--porcelain"])
+            .env("FDB_CONFIG_FILE", lane_config(&p(l)))));
+        assert_eq!(ours, fdb5[i], "lane {l} holds different fields");
+        total += ours.len();
+    }
+    assert_eq!(
+        total, 72,
+        "3 params x 2 levels x 3 steps x (1 oper + 3 members)"
+    );
+    // Through the dist config, list is the union of the lanes.
+    let all = sorted(run(Command::new(fs)
+        .args(["list", "--all", "--porcelain"])
+        .env("FDB_CONFIG_FILE", p("dist.yaml"))));
+    assert_eq!(all.len(), 72);
+}

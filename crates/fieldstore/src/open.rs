@@ -1,18 +1,117 @@
 //! The composition root: builds the frontend tree a config describes.
 //!
 //! It sits above every layer (local, frontends, remote client) because a frontend's children may be
-//! of any type; frontends themselves only ever see `Box<dyn Fdb>`.
+//! of any type; frontends themselves only ever see `Arc<dyn Fdb>`.
 
+use std::sync::Arc;
+
+use crate::api::frontends::{dist, select, DistFdb, FilterFdb, MirrorFdb, SelectFdb, Selection};
 use crate::api::{ApiError, Fdb, LocalFdb};
-use crate::model::config::FdbConfig;
+use crate::grib;
+use crate::model::config::{DistHash, FdbConfig};
+use crate::model::schema::Schema;
+use crate::model::types::Context;
+use crate::model::ModelError;
+
+static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
 
 /// Builds the store a config describes, recursively for frontends with children.
 pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
     match config {
         FdbConfig::Local(l) => Ok(Box::new(LocalFdb::new(l.clone())?)),
+        FdbConfig::Select { lanes, .. } => {
+            let lanes = lanes
+                .iter()
+                .map(|l| {
+                    Ok(select::Lane {
+                        select: Selection::parse(&l.select)?,
+                        excludes: l
+                            .excludes
+                            .iter()
+                            .map(|x| Selection::parse(x))
+                            .collect::<Result<_, _>>()?,
+                        fdb: open_shared(&l.config)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, ApiError>>()?;
+            Ok(Box::new(SelectFdb::new(lanes)))
+        }
+        FdbConfig::Dist { lanes, hash } => {
+            // `hash: database` splits keys with the schema of the first lane that names one.
+            let schema = match hash {
+                DistHash::Field => None,
+                DistHash::Database => Some(match lanes.iter().find_map(|l| schema_of(&l.config)) {
+                    Some(p) => Schema::from_file(&p).map_err(ModelError::from)?,
+                    None => Schema::default_schema(),
+                }),
+            };
+            let lanes = lanes
+                .iter()
+                .map(|l| {
+                    Ok(dist::DistLane {
+                        id: l.id.clone(),
+                        hash_id: l.hash_id.clone(),
+                        fdb: open_shared(&l.config)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, ApiError>>()?;
+            let cx = Context {
+                params: Some(&RESOLVER),
+                ..Context::default()
+            };
+            Ok(Box::new(DistFdb::new(lanes, *hash, schema, cx)?))
+        }
+        FdbConfig::Mirror { children, quorum } => {
+            let children = children
+                .iter()
+                .map(open_shared)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Box::new(MirrorFdb::new(children, *quorum)?))
+        }
+        FdbConfig::Filter {
+            select,
+            excludes,
+            children,
+        } => {
+            // Several children behind one filter all receive what it keeps.
+            let child: Arc<dyn Fdb> = match children.as_slice() {
+                [one] => open_shared(one)?,
+                many => Arc::new(MirrorFdb::new(
+                    many.iter().map(open_shared).collect::<Result<_, _>>()?,
+                    None,
+                )?),
+            };
+            Ok(Box::new(FilterFdb::new(
+                select.as_deref().map(Selection::parse).transpose()?,
+                excludes
+                    .iter()
+                    .map(|x| Selection::parse(x))
+                    .collect::<Result<_, _>>()?,
+                child,
+            )))
+        }
         other => Err(ApiError::Config(format!(
             "frontend type '{}' is not supported yet by this version",
             other.type_name()
         ))),
+    }
+}
+
+fn open_shared(config: &FdbConfig) -> Result<Arc<dyn Fdb>, ApiError> {
+    Ok(Arc::from(open(config)?))
+}
+
+/// The schema file a config names, looking through frontends to the first local one.
+pub fn schema_of(config: &FdbConfig) -> Option<std::path::PathBuf> {
+    match config {
+        FdbConfig::Local(l) => l.schema.clone(),
+        FdbConfig::Select { schema, lanes } => schema
+            .clone()
+            .or_else(|| lanes.iter().find_map(|l| schema_of(&l.config))),
+        FdbConfig::Dist { lanes, .. } => lanes.iter().find_map(|l| schema_of(&l.config)),
+        FdbConfig::Mirror { children, .. } | FdbConfig::Filter { children, .. } => {
+            children.iter().find_map(schema_of)
+        }
+        FdbConfig::Remote { .. } => None,
     }
 }

@@ -3,6 +3,7 @@
 pub mod element;
 pub mod error;
 pub mod fdb;
+pub mod frontends;
 pub mod local;
 
 pub use element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location};

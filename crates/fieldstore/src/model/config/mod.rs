@@ -95,8 +95,11 @@ pub struct SelectLane {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DistLane {
-    /// From `id:` or `name:`, else the lane's index; what the rendezvous hash is seeded with.
+    /// From `id:` or `name:`, else the lane's index: how messages name the lane.
     pub id: String,
+    /// What the rendezvous hash is seeded with: the lane's YAML printed as FDB5 (eckit) prints a
+    /// configuration, because DistFDB seeds with that, so placements agree with FDB5's.
+    pub hash_id: String,
     pub config: FdbConfig,
 }
 

@@ -102,6 +102,27 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// A YAML value as eckit prints a configuration: `{k => v , k => v}`, lists as `(a , b)`.
+fn eckit_print(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!(
+            "({})",
+            a.iter().map(eckit_print).collect::<Vec<_>>().join(" , ")
+        ),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{k} => {}", eckit_print(v)))
+                .collect::<Vec<_>>()
+                .join(" , ")
+        ),
+    }
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing",
@@ -536,6 +557,7 @@ impl Walk<'_> {
                     }
                     lanes.push(DistLane {
                         config: self.fdb(lane, &lp, &["id", "name"])?,
+                        hash_id: format!("LocalConfiguration[root={}]", eckit_print(lane)),
                         id,
                     });
                 }

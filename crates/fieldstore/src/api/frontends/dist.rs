@@ -1,0 +1,386 @@
+//! `type: dist`: fields spread over lanes by rendezvous hashing, as FDB5's DistFDB did, so that
+//! placements agree with an existing DistFDB deployment and adding a lane moves only its share.
+//!
+//! The hash input is the key flattened in sorted keyword order as `/k1:v1/k2:v2...`, then `+` and
+//! the lane's id; lanes are tried in ascending order of its MD5 hex digest.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use md5::{Digest, Md5};
+
+use super::{combine_errors, field_key, merge_axes, ChainRead};
+use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
+use crate::api::fdb::{Fdb, ListIter};
+use crate::api::ApiError;
+use crate::model::config::DistHash;
+use crate::model::request::Request;
+use crate::model::schema::Schema;
+use crate::model::types::Context;
+use crate::model::Key;
+
+pub struct DistLane {
+    pub id: String,
+    /// What the hash is seeded with (FDB5: the lane's printed configuration).
+    pub hash_id: String,
+    pub fdb: Arc<dyn Fdb>,
+}
+
+pub struct DistFdb {
+    lanes: Vec<DistLane>,
+    hash: DistHash,
+    /// For `hash: database`: splits a field key to find its database key.
+    schema: Option<Schema>,
+    cx: Context<'static>,
+    /// Lanes holding unflushed data from this handle: an archive failing there cannot move on.
+    dirty: Mutex<Vec<bool>>,
+}
+
+/// Elements buffered between a lane's listing thread and the consumer.
+const LIST_QUEUE: usize = 4096;
+
+/// The FDB5 hash input for a key: `/k1:v1/k2:v2...` in sorted keyword order.
+pub fn flatten(key: &Key) -> String {
+    let mut pairs: Vec<(&str, &str)> = key.iter().collect();
+    pairs.sort();
+    let mut s = String::new();
+    for (k, v) in pairs {
+        s.push('/');
+        s.push_str(k);
+        s.push(':');
+        s.push_str(v);
+    }
+    s
+}
+
+/// Lane indexes in rendezvous order for a flattened key.
+pub fn lane_order(flat: &str, ids: &[&str]) -> Vec<usize> {
+    let mut scored: Vec<(String, usize)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let mut h = Md5::new();
+            h.update(flat.as_bytes());
+            h.update(b"+");
+            h.update(id.as_bytes());
+            let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            (hex, i)
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().map(|(_, i)| i).collect()
+}
+
+impl DistFdb {
+    pub fn new(
+        lanes: Vec<DistLane>,
+        hash: DistHash,
+        schema: Option<Schema>,
+        cx: Context<'static>,
+    ) -> Result<DistFdb, ApiError> {
+        if lanes.is_empty() {
+            return Err(ApiError::Config(
+                "a dist config needs at least one lane".into(),
+            ));
+        }
+        if hash == DistHash::Database && schema.is_none() {
+            return Err(ApiError::Config(
+                "hash: database needs a schema to find each field's database".into(),
+            ));
+        }
+        let n = lanes.len();
+        Ok(DistFdb {
+            lanes,
+            hash,
+            schema,
+            cx,
+            dirty: Mutex::new(vec![false; n]),
+        })
+    }
+
+    fn order(&self, key: &Key) -> Result<Vec<usize>, ApiError> {
+        let hashed = match (&self.hash, &self.schema) {
+            (DistHash::Database, Some(schema)) => {
+                schema
+                    .split(key, &self.cx, false)
+                    .map_err(crate::model::ModelError::from)?
+                    .db
+            }
+            _ => key.clone(),
+        };
+        let ids: Vec<&str> = self.lanes.iter().map(|l| l.hash_id.as_str()).collect();
+        let flat = flatten(&hashed);
+        let order = lane_order(&flat, &ids);
+        tracing::debug!(key = %flat, first = %self.lanes[order[0]].id, "dist placement");
+        Ok(order)
+    }
+
+    fn place(
+        &self,
+        key: &Key,
+        store: impl Fn(&dyn Fdb) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        let mut failures = Vec::new();
+        for i in self.order(key)? {
+            let lane = &self.lanes[i];
+            match store(lane.fdb.as_ref()) {
+                Ok(()) => {
+                    if let Ok(mut d) = self.dirty.lock() {
+                        d[i] = true;
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    let dirty = self.dirty.lock().map(|d| d[i]).unwrap_or(true);
+                    if dirty {
+                        // Moving on would split this handle's unflushed data over two lanes.
+                        return Err(ApiError::Invalid(format!(
+                            "archive on lane '{}' failed and it holds unflushed data: {e}",
+                            lane.id
+                        )));
+                    }
+                    tracing::warn!(lane = %lane.id, error = %e, "archive failed on a lane; trying the next");
+                    failures.push((lane.id.clone(), e));
+                }
+            }
+        }
+        Err(combine_errors(&format!("archive of {key}"), failures))
+    }
+
+    /// Runs `f` on every lane at once and collects the answers in lane order.
+    fn fan_out<T: Send>(
+        &self,
+        f: impl Fn(&dyn Fdb) -> Result<T, ApiError> + Sync,
+    ) -> Result<Vec<T>, ApiError> {
+        let results: Vec<Result<T, ApiError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .lanes
+                .iter()
+                .map(|l| {
+                    let f = &f;
+                    s.spawn(move || f(l.fdb.as_ref()))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(ApiError::Invalid("a lane thread panicked".into())))
+                })
+                .collect()
+        });
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for (r, l) in results.into_iter().zip(&self.lanes) {
+            match r {
+                Ok(v) => out.push(v),
+                Err(e) => errors.push((l.id.clone(), e)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(combine_errors("a dist query", errors))
+        }
+    }
+
+    fn concat(
+        &self,
+        f: impl Fn(&dyn Fdb) -> Result<Vec<String>, ApiError> + Sync,
+    ) -> Result<Vec<String>, ApiError> {
+        Ok(self.fan_out(f)?.into_iter().flatten().collect())
+    }
+}
+
+impl Fdb for DistFdb {
+    fn name(&self) -> String {
+        format!(
+            "dist({})",
+            self.lanes
+                .iter()
+                .map(|l| format!("{}: {}", l.id, l.fdb.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        match key {
+            Some(k) => self.place(k, |f| f.archive(Some(k), data)),
+            None => {
+                let k = field_key(None, data)?;
+                self.place(&k, |f| f.archive_grib(&k, data))
+            }
+        }
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.place(mars_key, |f| f.archive_grib(mars_key, data))
+    }
+
+    fn flush(&self) -> Result<(), ApiError> {
+        let dirty = self
+            .dirty
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_else(|_| vec![true; self.lanes.len()]);
+        let mut errors = Vec::new();
+        for (i, l) in self.lanes.iter().enumerate() {
+            if !dirty[i] {
+                continue;
+            }
+            match l.fdb.flush() {
+                Ok(()) => {
+                    if let Ok(mut d) = self.dirty.lock() {
+                        d[i] = false;
+                    }
+                }
+                Err(e) => errors.push((l.id.clone(), e)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(combine_errors("flush", errors))
+        }
+    }
+
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        let mut streams = VecDeque::new();
+        for l in &self.lanes {
+            streams.push_back(l.fdb.retrieve(request)?);
+        }
+        Ok(Box::new(ChainRead { streams }))
+    }
+
+    /// Every lane lists on a thread of its own into a bounded queue: the answer streams, and a
+    /// slow consumer throttles the lanes instead of filling memory.
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(LIST_QUEUE);
+        for l in &self.lanes {
+            let (fdb, tx, request, id) = (l.fdb.clone(), tx.clone(), request.clone(), l.id.clone());
+            std::thread::spawn(move || match fdb.list(&request, options) {
+                Ok(it) => {
+                    for el in it {
+                        if tx.send(el).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(ApiError::Invalid(format!("lane '{id}': {e}"))));
+                }
+            });
+        }
+        Ok(Box::new(rx.into_iter()))
+    }
+
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        let mut axes = AxesMap::new();
+        for a in self.fan_out(|f| f.axes(request, depth))? {
+            merge_axes(&mut axes, a);
+        }
+        Ok(axes)
+    }
+
+    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.concat(|f| f.where_(request))
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let out: Vec<String> = self
+            .fan_out(|f| match f.wipe(request, doit) {
+                Err(ApiError::NothingMatched(_)) => Ok(Vec::new()),
+                other => other,
+            })?
+            .into_iter()
+            .flatten()
+            .collect();
+        if out.is_empty() {
+            return Err(ApiError::NothingMatched(format!(
+                "no database matches {request} on any lane"
+            )));
+        }
+        Ok(out)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.concat(|f| f.purge(request, doit))
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let per_lane = self.fan_out(|f| f.stats(request))?;
+        Ok(per_lane
+            .into_iter()
+            .zip(&self.lanes)
+            .flat_map(|(lines, l)| lines.into_iter().map(move |s| format!("[{}] {s}", l.id)))
+            .collect())
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.concat(|f| f.dump(request))
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        self.concat(|f| f.control(request, action, identifiers))
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.concat(|f| f.compact(request))
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        self.lanes
+            .iter()
+            .map(|l| format!("[{}] {}", l.id, l.fdb.explain_nothing(request)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flattening_and_rendezvous_order() {
+        let k = Key::parse("step=6,class=od,param=130").unwrap();
+        assert_eq!(flatten(&k), "/class:od/param:130/step:6");
+        // MD5("/class:od/param:130/step:6+a") etc., computed independently with md5sum.
+        let order = lane_order(&flatten(&k), &["a", "b", "c"]);
+        assert_eq!(order.len(), 3);
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn adding_a_lane_moves_about_its_share() {
+        let ids4 = ["0", "1", "2", "3"];
+        let ids5 = ["0", "1", "2", "3", "4"];
+        let n = 20_000;
+        let mut moved = 0;
+        let mut per_lane = [0usize; 4];
+        for i in 0..n {
+            let flat = format!("/param:{}/step:{}", i % 97, i);
+            let a = lane_order(&flat, &ids4)[0];
+            let b = lane_order(&flat, &ids5)[0];
+            per_lane[a] += 1;
+            if a != b {
+                assert_eq!(b, 4, "a key moved between old lanes");
+                moved += 1;
+            }
+        }
+        let share = moved as f64 / n as f64;
+        assert!((share - 0.2).abs() < 0.02, "moved {share}");
+        for c in per_lane {
+            assert!((c as f64 / n as f64 - 0.25).abs() < 0.02, "{per_lane:?}");
+        }
+    }
+}

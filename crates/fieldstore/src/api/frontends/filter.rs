@@ -1,0 +1,129 @@
+//! `type: filter`: only fields matching `select` and no `excludes` reach the child, so a
+//! forecast's output can be trimmed by configuration alone. Reads pass through.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::{field_key, Selection};
+use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
+use crate::api::fdb::{Fdb, ListIter};
+use crate::api::ApiError;
+use crate::model::request::Request;
+use crate::model::Key;
+
+pub struct FilterFdb {
+    select: Option<Selection>,
+    excludes: Vec<Selection>,
+    child: Arc<dyn Fdb>,
+    dropped: AtomicU64,
+}
+
+impl FilterFdb {
+    pub fn new(select: Option<Selection>, excludes: Vec<Selection>, child: Arc<dyn Fdb>) -> Self {
+        FilterFdb {
+            select,
+            excludes,
+            child,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn keeps(&self, key: &Key) -> bool {
+        self.select.as_ref().is_none_or(|s| s.matches_key(key))
+            && !self.excludes.iter().any(|x| x.matches_key(key))
+    }
+
+    /// Fields dropped since this handle was made.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn drop_one(&self, key: &Key) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%key, "filtered out");
+    }
+}
+
+impl Fdb for FilterFdb {
+    fn name(&self) -> String {
+        format!("filter({})", self.child.name())
+    }
+
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        let k = field_key(key, data)?;
+        if !self.keeps(&k) {
+            self.drop_one(&k);
+            return Ok(());
+        }
+        match key {
+            Some(given) => self.child.archive(Some(given), data),
+            None => self.child.archive_grib(&k, data),
+        }
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        if !self.keeps(mars_key) {
+            self.drop_one(mars_key);
+            return Ok(());
+        }
+        self.child.archive_grib(mars_key, data)
+    }
+
+    fn flush(&self) -> Result<(), ApiError> {
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::info!(dropped, "filter dropped fields since the last flush");
+        }
+        self.child.flush()
+    }
+
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        self.child.retrieve(request)
+    }
+
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        self.child.list(request, options)
+    }
+
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        self.child.axes(request, depth)
+    }
+
+    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.child.where_(request)
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.child.wipe(request, doit)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.child.purge(request, doit)
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.child.stats(request)
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.child.dump(request)
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        self.child.control(request, action, identifiers)
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.child.compact(request)
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        self.child.explain_nothing(request)
+    }
+}

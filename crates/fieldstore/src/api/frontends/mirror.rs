@@ -1,0 +1,226 @@
+//! `type: mirror`: every field to every child; a flush succeeds when enough children (the
+//! quorum, by default all) flushed everything; reads from the first child that answers.
+
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use super::{combine_errors, field_key};
+use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
+use crate::api::fdb::{Fdb, ListIter};
+use crate::api::ApiError;
+use crate::model::request::Request;
+use crate::model::Key;
+
+pub struct MirrorFdb {
+    children: Vec<Arc<dyn Fdb>>,
+    quorum: usize,
+    /// Children whose archive failed since the last flush: their flush cannot count.
+    failed: Mutex<Vec<Option<String>>>,
+}
+
+impl MirrorFdb {
+    pub fn new(children: Vec<Arc<dyn Fdb>>, quorum: Option<usize>) -> Result<MirrorFdb, ApiError> {
+        if children.is_empty() {
+            return Err(ApiError::Config("a mirror needs at least one child".into()));
+        }
+        let n = children.len();
+        Ok(MirrorFdb {
+            quorum: quorum.unwrap_or(n).clamp(1, n),
+            failed: Mutex::new(vec![None; n]),
+            children,
+        })
+    }
+
+    fn to_all(&self, f: impl Fn(&dyn Fdb) -> Result<(), ApiError>) -> Result<(), ApiError> {
+        let mut ok = 0;
+        let mut errors = Vec::new();
+        let mut failed = self
+            .failed
+            .lock()
+            .map_err(|_| ApiError::Invalid("a mirror thread panicked".into()))?;
+        for (i, c) in self.children.iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
+            match f(c.as_ref()) {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    failed[i] = Some(e.to_string());
+                    errors.push((c.name(), e));
+                }
+            }
+        }
+        // Fail early only when the quorum can no longer be reached.
+        let alive = failed.iter().filter(|f| f.is_none()).count();
+        if ok == 0 || alive < self.quorum {
+            return Err(combine_errors("archive to the mirror", errors));
+        }
+        for (n, e) in errors {
+            tracing::warn!(child = %n, error = %e, "mirror child failed; continuing with the others");
+        }
+        Ok(())
+    }
+
+    /// The first child whose answer is not an error.
+    fn first<T>(&self, f: impl Fn(&dyn Fdb) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let mut errors = Vec::new();
+        for c in &self.children {
+            match f(c.as_ref()) {
+                Ok(v) => return Ok(v),
+                Err(e) => errors.push((c.name(), e)),
+            }
+        }
+        Err(combine_errors("every mirror child", errors))
+    }
+}
+
+impl Fdb for MirrorFdb {
+    fn name(&self) -> String {
+        format!(
+            "mirror({})",
+            self.children
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        match key {
+            Some(k) => self.to_all(|f| f.archive(Some(k), data)),
+            None => {
+                let k = field_key(None, data)?;
+                self.to_all(|f| f.archive_grib(&k, data))
+            }
+        }
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.to_all(|f| f.archive_grib(mars_key, data))
+    }
+
+    fn flush(&self) -> Result<(), ApiError> {
+        let mut failed = self
+            .failed
+            .lock()
+            .map_err(|_| ApiError::Invalid("a mirror thread panicked".into()))?;
+        let mut ok = 0;
+        let mut errors = Vec::new();
+        for (i, c) in self.children.iter().enumerate() {
+            if let Some(why) = failed[i].take() {
+                errors.push((
+                    c.name(),
+                    ApiError::Invalid(format!("an archive failed: {why}")),
+                ));
+                continue;
+            }
+            match c.flush() {
+                Ok(()) => ok += 1,
+                Err(e) => errors.push((c.name(), e)),
+            }
+        }
+        if ok >= self.quorum {
+            for (n, e) in errors {
+                tracing::warn!(child = %n, error = %e, "mirror child missed a flush (quorum reached)");
+            }
+            Ok(())
+        } else {
+            Err(ApiError::Invalid(format!(
+                "mirror flush reached {ok} of the {} children it needs: {}",
+                self.quorum,
+                combine_errors("flush", errors)
+            )))
+        }
+    }
+
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        let mut errors = Vec::new();
+        for c in &self.children {
+            match c.retrieve(request) {
+                Ok(r) => return Ok(r),
+                Err(e) => errors.push((c.name(), e)),
+            }
+        }
+        Err(combine_errors("retrieve on every mirror child", errors))
+    }
+
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        // A child that fails on its first element (unreachable, damaged) gives way to the next.
+        let mut errors = Vec::new();
+        for c in &self.children {
+            match c.list(request, options) {
+                Ok(mut it) => match it.next() {
+                    Some(Err(e)) => errors.push((c.name(), e)),
+                    Some(Ok(first)) => {
+                        return Ok(Box::new(std::iter::once(Ok(first)).chain(it)));
+                    }
+                    None => return Ok(Box::new(std::iter::empty())),
+                },
+                Err(e) => errors.push((c.name(), e)),
+            }
+        }
+        Err(combine_errors("list on every mirror child", errors))
+    }
+
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        self.first(|f| f.axes(request, depth))
+    }
+
+    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.where_(request)?);
+        }
+        Ok(out)
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.wipe(request, doit)?);
+        }
+        Ok(out)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.purge(request, doit)?);
+        }
+        Ok(out)
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.first(|f| f.stats(request))
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.first(|f| f.dump(request))
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.control(request, action, identifiers)?);
+        }
+        Ok(out)
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.compact(request)?);
+        }
+        Ok(out)
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        self.children[0].explain_nothing(request)
+    }
+}

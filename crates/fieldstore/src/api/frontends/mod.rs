@@ -1,0 +1,67 @@
+//! Frontends that compose other stores: each holds children (`Arc<dyn Fdb>`, of any type) and
+//! decides, from the field's or the request's metadata, which of them a call goes to.
+
+pub mod dist;
+pub mod filter;
+pub mod mirror;
+pub mod select;
+pub mod selection;
+
+use std::collections::VecDeque;
+use std::io::Read;
+
+use super::element::AxesMap;
+use super::error::ApiError;
+use crate::grib;
+use crate::model::Key;
+
+pub use dist::DistFdb;
+pub use filter::FilterFdb;
+pub use mirror::MirrorFdb;
+pub use select::SelectFdb;
+pub use selection::Selection;
+
+/// The field's own key: the one given, or the MARS keys of the GRIB message.
+pub(crate) fn field_key(key: Option<&Key>, data: &[u8]) -> Result<Key, ApiError> {
+    match key {
+        Some(k) => Ok(k.clone()),
+        None => Ok(grib::mars_keys(data)?),
+    }
+}
+
+/// Several retrieve streams read one after the other.
+pub(crate) struct ChainRead<'a> {
+    pub streams: VecDeque<Box<dyn Read + Send + 'a>>,
+}
+
+impl Read for ChainRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while let Some(s) = self.streams.front_mut() {
+            let n = s.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            self.streams.pop_front();
+        }
+        Ok(0)
+    }
+}
+
+pub(crate) fn merge_axes(into: &mut AxesMap, from: AxesMap) {
+    for (k, v) in from {
+        into.entry(k).or_default().extend(v);
+    }
+}
+
+/// One error out of several children's, naming each child.
+pub(crate) fn combine_errors(what: &str, errors: Vec<(String, ApiError)>) -> ApiError {
+    ApiError::Invalid(format!(
+        "{what} failed on {} of the children: {}",
+        errors.len(),
+        errors
+            .iter()
+            .map(|(n, e)| format!("[{n}] {e}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}

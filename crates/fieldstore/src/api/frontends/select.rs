@@ -1,0 +1,216 @@
+//! `type: select` (and the paper's `type: routing`): each field goes to the first child whose
+//! selection matches its key; reads go to every child the request can concern.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::Arc;
+
+use super::{combine_errors, field_key, merge_axes, ChainRead, Selection};
+use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
+use crate::api::fdb::{Fdb, ListIter};
+use crate::api::ApiError;
+use crate::model::request::Request;
+use crate::model::Key;
+
+pub struct Lane {
+    pub select: Selection,
+    pub excludes: Vec<Selection>,
+    pub fdb: Arc<dyn Fdb>,
+}
+
+pub struct SelectFdb {
+    lanes: Vec<Lane>,
+}
+
+impl SelectFdb {
+    pub fn new(lanes: Vec<Lane>) -> SelectFdb {
+        SelectFdb { lanes }
+    }
+
+    fn lane_for(&self, key: &Key) -> Result<&Lane, ApiError> {
+        self.lanes
+            .iter()
+            .find(|l| l.select.matches_key(key) && !l.excludes.iter().any(|x| x.matches_key(key)))
+            .ok_or_else(|| {
+                ApiError::Invalid(format!(
+                    "no matching fdb for key {key}: the select config's lanes take {}",
+                    self.lanes
+                        .iter()
+                        .map(|l| format!("[{}]", l.select.text()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+
+    /// The lanes a request may concern.
+    fn lanes_for<'a>(
+        &'a self,
+        request: &'a Request,
+        absent_matches: bool,
+    ) -> impl Iterator<Item = &'a Lane> + 'a {
+        self.lanes.iter().filter(move |l| {
+            l.select.matches_request(request, absent_matches)
+                && !l.excludes.iter().any(|x| x.excludes_request(request))
+        })
+    }
+
+    fn lane_indexes(&self, request: &Request, absent_matches: bool) -> Vec<usize> {
+        (0..self.lanes.len())
+            .filter(|&i| {
+                let l = &self.lanes[i];
+                l.select.matches_request(request, absent_matches)
+                    && !l.excludes.iter().any(|x| x.excludes_request(request))
+            })
+            .collect()
+    }
+
+    /// Runs a query on every lane the request concerns and concatenates the answers.
+    fn each(
+        &self,
+        request: &Request,
+        f: impl Fn(&dyn Fdb) -> Result<Vec<String>, ApiError>,
+    ) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        for l in self.lanes_for(request, true) {
+            out.extend(f(l.fdb.as_ref())?);
+        }
+        Ok(out)
+    }
+}
+
+impl Fdb for SelectFdb {
+    fn name(&self) -> String {
+        format!(
+            "select({})",
+            self.lanes
+                .iter()
+                .map(|l| format!("{}: {}", l.select.text(), l.fdb.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        match key {
+            Some(k) => self.lane_for(k)?.fdb.archive(Some(k), data),
+            None => {
+                let k = field_key(None, data)?;
+                self.lane_for(&k)?.fdb.archive_grib(&k, data)
+            }
+        }
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.lane_for(mars_key)?.fdb.archive_grib(mars_key, data)
+    }
+
+    fn flush(&self) -> Result<(), ApiError> {
+        let errors: Vec<(String, ApiError)> = self
+            .lanes
+            .iter()
+            .filter_map(|l| {
+                l.fdb
+                    .flush()
+                    .err()
+                    .map(|e| (l.select.text().to_string(), e))
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(combine_errors("flush", errors))
+        }
+    }
+
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        let mut streams = VecDeque::new();
+        let chosen: Vec<usize> = self.lane_indexes(request, false);
+        for i in chosen {
+            streams.push_back(self.lanes[i].fdb.retrieve(request)?);
+        }
+        Ok(Box::new(ChainRead { streams }))
+    }
+
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        let mut lists = Vec::new();
+        for i in self.lane_indexes(request, true) {
+            lists.push(self.lanes[i].fdb.list(request, options)?);
+        }
+        Ok(Box::new(lists.into_iter().flatten()))
+    }
+
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        let mut axes = AxesMap::new();
+        for l in self.lanes_for(request, true) {
+            merge_axes(&mut axes, l.fdb.axes(request, depth)?);
+        }
+        Ok(axes)
+    }
+
+    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.where_(request))
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut out = Vec::new();
+        let mut nothing = 0;
+        for l in self.lanes_for(request, true) {
+            match l.fdb.wipe(request, doit) {
+                Ok(v) => out.extend(v),
+                Err(ApiError::NothingMatched(_)) => nothing += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        if out.is_empty() && nothing > 0 {
+            return Err(ApiError::NothingMatched(format!(
+                "no database matches {request}"
+            )));
+        }
+        Ok(out)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.purge(request, doit))
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.stats(request))
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.dump(request))
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.control(request, action, identifiers))
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.each(request, |f| f.compact(request))
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        let lanes: Vec<&Lane> = self.lanes_for(request, false).collect();
+        if lanes.is_empty() {
+            return format!(
+                "no lane of the select config takes this request (lanes: {})",
+                self.lanes
+                    .iter()
+                    .map(|l| format!("[{}]", l.select.text()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        lanes
+            .iter()
+            .map(|l| l.fdb.explain_nothing(request))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
