@@ -60,6 +60,8 @@ enum Command {
     Control(ControlArgs),
     /// Make realistic sample GRIB fields with ecCodes.
     Sample(commands::sample::SampleArgs),
+    /// Serve the config's store over TCP to `type: remote` clients.
+    Server(commands::server::ServerArgs),
     /// MARS requests: parse and expand.
     #[command(subcommand)]
     Request(RequestCmd),
@@ -67,8 +69,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A server's log is its record of clients and failures: info unless told otherwise.
+    let quiet = if matches!(cli.command, Command::Server(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     let filter = match cli.log_level {
-        0 => "warn",
+        0 => quiet,
         1 => "info",
         _ => "debug",
     };
@@ -78,6 +86,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let session = context::Session::new(cli.config.clone());
     let result = match cli.command {
@@ -96,6 +105,7 @@ fn main() -> ExitCode {
         Command::Dump { request } => commands::store::dump(request, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),
+        Command::Server(a) => commands::server::run(a, &session),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,12 +3,14 @@
 //! Layers, each depending only on those listed before it:
 //! - [`grib`]: GRIB framing and MARS key extraction through ecCodes;
 //! - [`model`]: keys, MARS requests, key types, the schema language and the FDB5 config;
-//! - storage and api layers build on these.
+//! - `storage` and `api` build on these; [`remote`] (server and client) sits above `api`, and
+//!   [`open`] builds the frontend tree a config describes.
 
 pub mod api;
 pub mod grib;
 pub mod model;
 pub mod open;
+pub mod remote;
 pub mod storage;
 
 pub use open::open;

@@ -12,8 +12,12 @@ use crate::model::config::{DistHash, FdbConfig};
 use crate::model::schema::Schema;
 use crate::model::types::Context;
 use crate::model::ModelError;
+use crate::remote::RemoteFdb;
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
+
+/// Where a remote config without `token:` takes its token from.
+pub const TOKEN_ENV: &str = "FIELDSTORE_TOKEN";
 
 /// Builds the store a config describes, recursively for frontends with children.
 pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
@@ -90,10 +94,12 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
                 child,
             )))
         }
-        other => Err(ApiError::Config(format!(
-            "frontend type '{}' is not supported yet by this version",
-            other.type_name()
-        ))),
+        FdbConfig::Remote { host, port, token } => {
+            let token = token
+                .clone()
+                .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+            Ok(Box::new(RemoteFdb::new(host, *port, token)))
+        }
     }
 }
 

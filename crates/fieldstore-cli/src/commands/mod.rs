@@ -2,4 +2,5 @@ pub mod info;
 pub mod request;
 pub mod sample;
 pub mod schema;
+pub mod server;
 pub mod store;

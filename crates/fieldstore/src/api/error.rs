@@ -29,4 +29,8 @@ pub enum ApiError {
     Locked { db: String, action: String },
     #[error("{0}")]
     Invalid(String),
+    /// A failure talking to a fieldstore server, boxed so this layer knows nothing of the network
+    /// code above it (`fieldstore::remote::RemoteError` inside).
+    #[error(transparent)]
+    Remote(Box<dyn std::error::Error + Send + Sync>),
 }

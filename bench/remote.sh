@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Remote access through one `fieldstore server` on loopback, against local access to the same kind
+# of store and against the loopback TCP bandwidth (iperf3, one stream) as the limit, in one run.
+# Workloads: archive+flush and retrieve-all of many small fields, and of a few large ones. Each is
+# repeated on a fresh store; medians (min-max) are reported, because the machine is shared.
+# Stores live on tmpfs (BENCH_DIR, default /dev/shm) so the disk does not hide the protocol's cost.
+# Usage: bench/remote.sh [SMALL_FIELDS≈10000] [REPEATS=3] [LARGE_FIELDS=32]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-10000}
+R=${2:-3}
+L=${3:-32}
+scripts/install-deps >/dev/null
+command -v iperf3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3; }
+cargo build --release -q
+fs=$PWD/target/release/fieldstore
+work=$(mktemp -d -p "${BENCH_DIR:-/dev/shm}")
+server_pid=""
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME FIELDSTORE_TOKEN
+export FIELDSTORE_TOKEN=bench-token
+
+# Corpora: small = oper fc, 4 params x 10 levels x steps (~2 KiB a field); large = t/u on 2 levels
+# x steps, 4M points (~8 MiB a field).
+steps=$(( (N + 39) / 40 ))
+$fs sample --out "$work/small.grib" --params t/u/v/q --levels 1000/925/850/700/500/400/300/250/200/100 \
+  --steps "$(seq -s/ 0 $((steps - 1)))" --points 1000 2>/dev/null
+small_fields=$((steps * 40))
+lsteps=$(( (L + 3) / 4 ))
+$fs sample --out "$work/large.grib" --params t/u --levels 1000/500 \
+  --steps "$(seq -s/ 0 $((lsteps - 1)))" --points 4000000 2>/dev/null
+large_fields=$((lsteps * 4))
+small_size=$(stat -c %s "$work/small.grib")
+large_size=$(stat -c %s "$work/large.grib")
+base="class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl"
+echo "retrieve,$base,levelist=1000/925/850/700/500/400/300/250/200/100,param=130/131/132/133,step=0/to/$((steps - 1))/by/1" > "$work/small.req"
+echo "retrieve,$base,levelist=1000/500,param=130/131,step=0/to/$((lsteps - 1))/by/1" > "$work/large.req"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Loopback TCP bandwidth, one stream, as many seconds as it takes to be stable.
+for r in $(seq 1 "$R"); do
+  p=$(free_port)
+  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p "$p" -t 5 -J > "$work/iperf.json"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20)' "$work/iperf.json" >> "$work/iperf"
+  wait
+done
+
+now() { date +%s.%N; }
+# run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
+run() {
+  local name=$1 sys=$2; shift 2
+  local t0; t0=$(now)
+  "$@" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }
+  echo "$(now) - $t0" | bc >> "$work/$name.$sys"
+}
+
+for r in $(seq 1 "$R"); do
+  for sys in local remote; do
+    root="$work/root-$sys"; mkdir -p "$root"
+    printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$root" > "$work/local.yaml"
+    cfg="$work/local.yaml"
+    if [ $sys = remote ]; then
+      "$fs" --config "$work/local.yaml" server --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+      server_pid=$!
+      for _ in $(seq 1 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
+      port=$(sed -n 's/^listening on .*://p' "$work/server.out")
+      printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
+      cfg="$work/remote.yaml"
+    fi
+    run write-small $sys "$fs" --config "$cfg" write "$work/small.grib"
+    run read-small $sys "$fs" --config "$cfg" read "$work/small.req" "$work/out-small-$sys"
+    run write-large $sys "$fs" --config "$cfg" write "$work/large.grib"
+    run read-large $sys "$fs" --config "$cfg" read "$work/large.req" "$work/out-large-$sys"
+    if [ $sys = remote ]; then kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""; fi
+    rm -rf "$root"
+  done
+  for k in small large; do
+    cmp -s "$work/out-$k-local" "$work/out-$k-remote" || { echo "$k: remote and local retrieves differ" >&2; exit 1; }
+  done
+done
+
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
+read -r tcp tcpmin tcpmax <<<"$(stats "$work/iperf")"
+echo "loopback TCP (iperf3, 1 stream): median $(printf %.0f "$tcp") MiB/s ($(printf %.0f "$tcpmin")-$(printf %.0f "$tcpmax"))"
+echo
+echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for w in write-small read-small write-large read-large; do
+  read -r lm lmin lmax <<<"$(stats "$work/$w.local")"
+  read -r rm rmin rmax <<<"$(stats "$work/$w.remote")"
+  case $w in
+    *-small) n=$small_fields; size=$small_size; label="$n fields of $((size / n)) B";;
+    *-large) n=$large_fields; size=$large_size; label="$n fields of $((size / n / 1048576)) MiB";;
+  esac
+  case $w in write-*) op="archive+flush";; read-*) op="retrieve all";; esac
+  lr=$(echo "$size / $lm / 1048576" | bc -l); rr=$(echo "$size / $rm / 1048576" | bc -l)
+  lf=$(echo "$n / $lm" | bc -l); rf=$(echo "$n / $rm" | bc -l)
+  if [ "${w#*-}" = small ]; then
+    lt=$(printf "%.0f fields/s" "$lf"); rt=$(printf "%.0f fields/s" "$rf")
+  else
+    lt=$(printf "%.0f MiB/s" "$lr"); rt=$(printf "%.0f MiB/s" "$rr")
+  fi
+  printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% |\n" "$op" "$label" \
+    "$lm" "$lmin" "$lmax" "$rm" "$rmin" "$rmax" "$lt" "$rt" \
+    "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)"
+done

@@ -1,0 +1,100 @@
+//! `fieldstore server`: serves the store of its config over TCP until SIGTERM or SIGINT.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use fieldstore::open::TOKEN_ENV;
+use fieldstore::remote::metrics::serve_metrics;
+use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
+use fieldstore::remote::{Server, ServerOptions};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::context::Session;
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Address to listen on; port 0 picks a free one. The bound address is printed on stdout.
+    #[arg(long, default_value = "127.0.0.1:7654", value_name = "HOST:PORT")]
+    listen: String,
+    /// Secret clients must present (default: $FIELDSTORE_TOKEN; none: anyone who can connect).
+    #[arg(long)]
+    token: Option<String>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics: Option<String>,
+    /// Bytes per chunk of streamed retrieve and list replies.
+    #[arg(long, default_value_t = DEFAULT_CHUNK_SIZE)]
+    chunk_size: usize,
+    /// The largest frame payload accepted (the largest field a client may archive), in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_PAYLOAD)]
+    max_frame: u64,
+    /// Connections beyond this are refused as busy.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// On SIGTERM/SIGINT, how long to wait for requests in flight (flushes) to finish.
+    #[arg(long, default_value_t = 60)]
+    grace_seconds: u64,
+}
+
+pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
+    let loaded = session.config()?;
+    let config = loaded.config.clone();
+    let token = args
+        .token
+        .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    if token.is_none() {
+        tracing::warn!("no --token or {TOKEN_ENV}: any client that can connect is served");
+    }
+    let opts = ServerOptions {
+        token,
+        chunk_size: args.chunk_size.max(1),
+        max_payload: args.max_frame,
+        max_connections: args.max_connections,
+        grace: Duration::from_secs(args.grace_seconds),
+    };
+    let server = Server::bind(
+        &args.listen,
+        Box::new(move || fieldstore::open(&config)),
+        opts,
+    )
+    .with_context(|| format!("starting the server for {}", loaded.source))?;
+    let mut out = std::io::stdout().lock();
+    if let Some(addr) = &args.metrics {
+        let l = TcpListener::bind(addr)
+            .with_context(|| format!("cannot listen for metrics on {addr}"))?;
+        writeln!(out, "metrics on http://{}/metrics", l.local_addr()?)?;
+        let m = server.metrics();
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve_metrics(l, m))?;
+    }
+    writeln!(out, "listening on {}", server.local_addr())?;
+    out.flush()?;
+    drop(out);
+
+    let handle = server.shutdown_handle();
+    let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut first = true;
+            for sig in signals.forever() {
+                if first {
+                    tracing::info!(
+                        signal = sig,
+                        "stopping gracefully (signal again to stop now)"
+                    );
+                    handle.shutdown();
+                    first = false;
+                } else {
+                    std::process::exit(128 + sig);
+                }
+            }
+        })?;
+    server.run()?;
+    Ok(())
+}

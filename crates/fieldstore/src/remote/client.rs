@@ -1,0 +1,743 @@
+//! The `remote` frontend: the `Fdb` interface, served by a `fieldstore server` over TCP.
+//!
+//! A handle keeps one archive connection (fields stream out unacknowledged; flush is the one
+//! round trip) and a small pool of control connections for everything else, so a caller may hold
+//! an unfinished retrieve or list while it asks something else. A lost connection is reported
+//! naming the server, and the next call connects again.
+
+use std::collections::VecDeque;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::error::RemoteError;
+use super::protocol::{
+    self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
+    WireListElement,
+};
+use crate::api::fdb::ListIter;
+use crate::api::{
+    ApiError, AxesMap, ControlAction, ControlIdentifier, Fdb, ListElement, ListOptions,
+};
+use crate::model::request::Request;
+use crate::model::Key;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle control connections kept for reuse.
+const POOL: usize = 4;
+/// Replies may carry a whole chunk of a retrieve; the server's chunk size is far below this.
+const MAX_REPLY: u64 = 1 << 32;
+
+struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    version: u16,
+    payload: Vec<u8>,
+}
+
+#[derive(Default)]
+struct ArchiveSession {
+    conn: Option<Connection>,
+    /// Fields archived since the last flush.
+    pending: u64,
+    /// Fields lost with a connection since the last flush: the next flush must fail.
+    lost: Option<String>,
+}
+
+/// How a request went wrong: the connection is either broken, or fine with an error reply.
+enum CallError {
+    Broken(RemoteError),
+    Reply(ApiError),
+}
+
+pub struct RemoteFdb {
+    host: String,
+    port: u16,
+    endpoint: String,
+    token: Option<String>,
+    idle: Mutex<Vec<Connection>>,
+    archive: Mutex<ArchiveSession>,
+    next_id: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere leaves plain data behind; the connections are checked before use.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RemoteFdb {
+    /// No connection is made until the first call.
+    pub fn new(host: &str, port: u16, token: Option<String>) -> RemoteFdb {
+        let endpoint = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        RemoteFdb {
+            host: host.to_string(),
+            port,
+            endpoint,
+            token,
+            idle: Mutex::new(Vec::new()),
+            archive: Mutex::new(ArchiveSession::default()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn lost(&self, during: &'static str, detail: impl ToString) -> RemoteError {
+        RemoteError::ConnectionLost {
+            endpoint: self.endpoint.clone(),
+            during,
+            detail: detail.to_string(),
+        }
+    }
+
+    fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
+        let connect_err = |source| RemoteError::Connect {
+            endpoint: self.endpoint.clone(),
+            source,
+        };
+        let addrs = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(connect_err)?;
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "the host name has no address");
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let stream = stream.ok_or_else(|| connect_err(last))?;
+        let setup = |s: &TcpStream| -> io::Result<TcpStream> {
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+            s.try_clone()
+        };
+        let write_side = setup(&stream).map_err(connect_err)?;
+        let buffer = if role == Role::Archive {
+            1 << 20
+        } else {
+            64 << 10
+        };
+        let mut c = Connection {
+            reader: BufReader::with_capacity(256 << 10, stream),
+            writer: BufWriter::with_capacity(buffer, write_side),
+            version: p::VERSION_MIN,
+            payload: Vec::new(),
+        };
+        let hello = p::to_json(&Hello {
+            versions: (p::VERSION_MIN..=p::VERSION_MAX).collect(),
+            token: self.token.clone(),
+            role,
+            client: format!("fieldstore/{}", env!("CARGO_PKG_VERSION")),
+        });
+        let id = self.id();
+        p::write_frame(&mut c.writer, p::VERSION_MIN, MsgType::Hello, id, &[&hello])
+            .and_then(|_| c.writer.flush())
+            .map_err(|e| self.lost("handshake", e))?;
+        let h = p::read_frame(&mut c.reader, p::HANDSHAKE_MAX_PAYLOAD, &mut c.payload)
+            .map_err(|e| self.handshake_error(e))?;
+        match h.kind {
+            MsgType::Welcome => {
+                let w: Welcome = p::from_json("welcome", &c.payload)?;
+                c.version = w.version;
+            }
+            MsgType::Error => {
+                let e: ErrorReply = p::from_json("error", &c.payload)?;
+                return Err(RemoteError::Refused {
+                    endpoint: self.endpoint.clone(),
+                    message: e.message,
+                });
+            }
+            other => {
+                return Err(RemoteError::Protocol {
+                    endpoint: self.endpoint.clone(),
+                    detail: format!("answered the hello with a {} frame", other.op_name()),
+                })
+            }
+        }
+        c.reader
+            .get_ref()
+            .set_read_timeout(None)
+            .map_err(|e| self.lost("handshake", e))?;
+        Ok(c)
+    }
+
+    fn handshake_error(&self, e: RemoteError) -> RemoteError {
+        match e {
+            RemoteError::Io(_) | RemoteError::Closed | RemoteError::Truncated => self.lost(
+                "handshake",
+                format!("{e} (is this port a fieldstore server, with the same protocol?)"),
+            ),
+            other => RemoteError::Protocol {
+                endpoint: self.endpoint.clone(),
+                detail: other.to_string(),
+            },
+        }
+    }
+
+    /// An idle control connection still open at the other end, or a new one.
+    fn checkout(&self) -> Result<(Connection, bool), RemoteError> {
+        loop {
+            let Some(c) = lock(&self.idle).pop() else {
+                break;
+            };
+            if is_alive(&c) {
+                return Ok((c, true));
+            }
+        }
+        Ok((self.connect(Role::Control)?, false))
+    }
+
+    fn checkin(&self, c: Connection) {
+        let mut idle = lock(&self.idle);
+        if idle.len() < POOL {
+            idle.push(c);
+        }
+    }
+
+    fn reply_error(&self, payload: &[u8]) -> ApiError {
+        match p::from_json::<ErrorReply>("error", payload) {
+            Ok(e) if e.kind == kinds::NOTHING_MATCHED => ApiError::NothingMatched(e.message),
+            Ok(e) => RemoteError::Server {
+                endpoint: self.endpoint.clone(),
+                message: e.message,
+            }
+            .into(),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Sends a request and reads the first frame of its answer into `c.payload`.
+    fn exchange(
+        &self,
+        c: &mut Connection,
+        kind: MsgType,
+        query: &Query,
+    ) -> Result<FrameHeader, CallError> {
+        let id = self.id();
+        let op = kind.op_name();
+        p::write_frame(&mut c.writer, c.version, kind, id, &[&p::to_json(query)])
+            .and_then(|_| c.writer.flush())
+            .map_err(|e| CallError::Broken(self.lost(op, e)))?;
+        let h = p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload)
+            .map_err(|e| CallError::Broken(self.lost(op, describe_loss(e))))?;
+        if h.request != id {
+            return Err(CallError::Broken(RemoteError::Protocol {
+                endpoint: self.endpoint.clone(),
+                detail: format!(
+                    "answered request {id} with a frame for request {}",
+                    h.request
+                ),
+            }));
+        }
+        if h.kind == MsgType::Error {
+            return Err(CallError::Reply(self.reply_error(&c.payload)));
+        }
+        Ok(h)
+    }
+
+    /// Runs a request on a pooled connection, returning the connection and its first frame.
+    /// Requests that change nothing are tried once more on a fresh connection if a reused one
+    /// turns out dead (the server restarted since it was last used).
+    fn start(&self, kind: MsgType, query: &Query) -> Result<(Connection, FrameHeader), ApiError> {
+        let (mut c, reused) = self.checkout()?;
+        match self.exchange(&mut c, kind, query) {
+            Ok(h) => Ok((c, h)),
+            Err(CallError::Reply(e)) => {
+                self.checkin(c);
+                Err(e)
+            }
+            Err(CallError::Broken(e)) => {
+                let read_only = !matches!(
+                    kind,
+                    MsgType::Wipe | MsgType::Purge | MsgType::Control | MsgType::Compact
+                );
+                if !(reused && read_only) {
+                    return Err(e.into());
+                }
+                let mut c = self.connect(Role::Control)?;
+                match self.exchange(&mut c, kind, query) {
+                    Ok(h) => Ok((c, h)),
+                    Err(CallError::Reply(e)) => {
+                        self.checkin(c);
+                        Err(e)
+                    }
+                    Err(CallError::Broken(e)) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: MsgType,
+        query: &Query,
+    ) -> Result<T, ApiError> {
+        let (c, h) = self.start(kind, query)?;
+        if h.kind != MsgType::Reply {
+            return Err(RemoteError::Protocol {
+                endpoint: self.endpoint.clone(),
+                detail: format!(
+                    "answered {} with a {} frame",
+                    kind.op_name(),
+                    h.kind.op_name()
+                ),
+            }
+            .into());
+        }
+        let v = p::from_json(kind.op_name(), &c.payload)?;
+        self.checkin(c);
+        Ok(v)
+    }
+
+    fn lines(&self, kind: MsgType, query: &Query) -> Result<Vec<String>, ApiError> {
+        self.call(kind, query)
+    }
+
+    fn send_archive(&self, key: Option<&Key>, grib: bool, data: &[u8]) -> Result<(), ApiError> {
+        let mut s = lock(&self.archive);
+        if s.conn.is_none() {
+            s.conn = Some(self.connect(Role::Archive)?);
+        }
+        let prefix = p::encode_archive_prefix(key, grib);
+        let id = self.id();
+        let sent = match s.conn.as_mut() {
+            Some(c) => p::write_frame(
+                &mut c.writer,
+                c.version,
+                MsgType::Archive,
+                id,
+                &[&prefix, data],
+            ),
+            None => Err(io::Error::other("no connection")),
+        };
+        match sent {
+            Ok(_) => {
+                s.pending += 1;
+                Ok(())
+            }
+            Err(e) => {
+                let lost = s.pending + 1;
+                s.conn = None;
+                s.pending = 0;
+                let detail = format!(
+                    "{e}; the {lost} fields archived since the last flush were not stored: archive them again"
+                );
+                s.lost = Some(detail.clone());
+                Err(self.lost("archive", detail).into())
+            }
+        }
+    }
+}
+
+/// Whether a pooled connection is still open at the server's end (a restarted server closed it).
+fn is_alive(c: &Connection) -> bool {
+    if !c.reader.buffer().is_empty() {
+        return false;
+    }
+    let s = c.reader.get_ref();
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let r = s.peek(&mut [0u8; 1]);
+    let back = s.set_nonblocking(false).is_ok();
+    back && matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+fn describe_loss(e: RemoteError) -> String {
+    match e {
+        RemoteError::Closed => {
+            "the server closed the connection (it stopped, or was restarted)".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The fields of a retrieve as they stream in, one chunk in memory at a time.
+struct RemoteRead<'a> {
+    fdb: &'a RemoteFdb,
+    conn: Option<Connection>,
+    request: u64,
+    chunk: Vec<u8>,
+    pos: usize,
+    received: u64,
+    done: bool,
+}
+
+impl RemoteRead<'_> {
+    /// Takes in the frame now in `conn.payload`; `Ok(false)` at the end of the stream.
+    fn take_frame(&mut self, h: FrameHeader) -> io::Result<bool> {
+        let fdb = self.fdb;
+        let Some(c) = self.conn.as_mut() else {
+            return Ok(false);
+        };
+        if h.request != self.request {
+            self.done = true;
+            self.conn = None;
+            return Err(io::Error::other(ApiError::from(RemoteError::Protocol {
+                endpoint: fdb.endpoint.clone(),
+                detail: format!(
+                    "sent a frame for request {} during retrieve {}",
+                    h.request, self.request
+                ),
+            })));
+        }
+        match h.kind {
+            MsgType::Data => {
+                std::mem::swap(&mut self.chunk, &mut c.payload);
+                self.pos = 0;
+                self.received += self.chunk.len() as u64;
+                Ok(true)
+            }
+            MsgType::End => {
+                self.done = true;
+                let end: StreamEnd = p::from_json("end", &c.payload).map_err(io::Error::other)?;
+                if end.bytes != self.received {
+                    self.conn = None;
+                    return Err(io::Error::other(ApiError::from(fdb.lost(
+                        "retrieve",
+                        format!(
+                            "the server sent {} bytes but says it sent {}",
+                            self.received, end.bytes
+                        ),
+                    ))));
+                }
+                if let Some(c) = self.conn.take() {
+                    fdb.checkin(c);
+                }
+                Ok(false)
+            }
+            MsgType::Error => {
+                self.done = true;
+                let e = fdb.reply_error(&c.payload);
+                if let Some(c) = self.conn.take() {
+                    fdb.checkin(c);
+                }
+                Err(io::Error::other(e))
+            }
+            other => {
+                self.done = true;
+                self.conn = None;
+                Err(io::Error::other(ApiError::from(RemoteError::Protocol {
+                    endpoint: fdb.endpoint.clone(),
+                    detail: format!("sent a {} frame during a retrieve", other.op_name()),
+                })))
+            }
+        }
+    }
+}
+
+impl Read for RemoteRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.pos < self.chunk.len() {
+                let n = buf.len().min(self.chunk.len() - self.pos);
+                buf[..n].copy_from_slice(&self.chunk[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            if self.done || buf.is_empty() {
+                return Ok(0);
+            }
+            let Some(c) = self.conn.as_mut() else {
+                return Ok(0);
+            };
+            match p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload) {
+                Ok(h) => {
+                    if !self.take_frame(h)? {
+                        return Ok(0);
+                    }
+                }
+                Err(e) => {
+                    self.done = true;
+                    self.conn = None;
+                    let detail = format!("{} after {} bytes", describe_loss(e), self.received);
+                    return Err(io::Error::other(ApiError::from(
+                        self.fdb.lost("retrieve", detail),
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// Listed elements as they stream in, one chunk decoded at a time.
+struct RemoteList<'a> {
+    fdb: &'a RemoteFdb,
+    conn: Option<Connection>,
+    request: u64,
+    ready: VecDeque<ListElement>,
+    first: Option<FrameHeader>,
+    received: u64,
+}
+
+impl RemoteList<'_> {
+    /// Handles the frame in `conn.payload`; `None` when the stream ended cleanly.
+    fn take_frame(&mut self, h: FrameHeader) -> Option<Result<(), ApiError>> {
+        let fdb = self.fdb;
+        let c = self.conn.as_mut()?;
+        if h.request != self.request {
+            self.conn = None;
+            return Some(Err(RemoteError::Protocol {
+                endpoint: fdb.endpoint.clone(),
+                detail: format!(
+                    "sent a frame for request {} during list {}",
+                    h.request, self.request
+                ),
+            }
+            .into()));
+        }
+        match h.kind {
+            MsgType::Entries => match p::from_json::<Vec<WireListElement>>("list", &c.payload) {
+                Ok(v) => {
+                    self.received += v.len() as u64;
+                    self.ready.extend(v.into_iter().map(ListElement::from));
+                    Some(Ok(()))
+                }
+                Err(e) => {
+                    self.conn = None;
+                    Some(Err(e.into()))
+                }
+            },
+            MsgType::End => {
+                let end = p::from_json::<StreamEnd>("end", &c.payload);
+                let c = self.conn.take()?;
+                match end {
+                    Ok(end) if end.items == self.received => {
+                        fdb.checkin(c);
+                        None
+                    }
+                    Ok(end) => Some(Err(fdb
+                        .lost(
+                            "list",
+                            format!(
+                                "received {} entries, the server says it sent {}",
+                                self.received, end.items
+                            ),
+                        )
+                        .into())),
+                    Err(e) => Some(Err(e.into())),
+                }
+            }
+            MsgType::Error => {
+                let e = fdb.reply_error(&c.payload);
+                if let Some(c) = self.conn.take() {
+                    fdb.checkin(c);
+                }
+                Some(Err(e))
+            }
+            other => {
+                self.conn = None;
+                Some(Err(RemoteError::Protocol {
+                    endpoint: fdb.endpoint.clone(),
+                    detail: format!("sent a {} frame during a list", other.op_name()),
+                }
+                .into()))
+            }
+        }
+    }
+}
+
+impl Iterator for RemoteList<'_> {
+    type Item = Result<ListElement, ApiError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Some(Ok(e));
+            }
+            let h = match self.first.take() {
+                Some(h) => h,
+                None => {
+                    let c = self.conn.as_mut()?;
+                    match p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            self.conn = None;
+                            let detail =
+                                format!("{} after {} entries", describe_loss(e), self.received);
+                            return Some(Err(self.fdb.lost("list", detail).into()));
+                        }
+                    }
+                }
+            };
+            match self.take_frame(h)? {
+                Ok(()) => {}
+                Err(e) => {
+                    self.conn = None;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+impl Fdb for RemoteFdb {
+    fn name(&self) -> String {
+        format!("remote {}", self.endpoint)
+    }
+
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        self.send_archive(key, false, data)
+    }
+
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.send_archive(Some(mars_key), true, data)
+    }
+
+    fn flush(&self) -> Result<(), ApiError> {
+        let mut s = lock(&self.archive);
+        if let Some(lost) = s.lost.take() {
+            // Flushing what came after would make part of a batch visible: drop it too.
+            s.conn = None;
+            s.pending = 0;
+            return Err(self.lost("archive", lost).into());
+        }
+        if s.pending == 0 {
+            return Ok(());
+        }
+        let pending = s.pending;
+        s.pending = 0;
+        let Some(c) = s.conn.as_mut() else {
+            return Ok(());
+        };
+        let id = self.id();
+        let result = p::write_frame(&mut c.writer, c.version, MsgType::Flush, id, &[])
+            .map_err(RemoteError::from)
+            .and_then(|_| c.writer.flush().map_err(RemoteError::from))
+            .and_then(|_| p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload));
+        match result {
+            Ok(h) if h.kind == MsgType::Reply && h.request == id => Ok(()),
+            Ok(h) if h.kind == MsgType::Error => Err(self.reply_error(&c.payload)),
+            Ok(h) => {
+                s.conn = None;
+                Err(RemoteError::Protocol {
+                    endpoint: self.endpoint.clone(),
+                    detail: format!(
+                        "answered flush {id} with a {} frame for request {}",
+                        h.kind.op_name(),
+                        h.request
+                    ),
+                }
+                .into())
+            }
+            Err(e) => {
+                s.conn = None;
+                Err(self
+                    .lost(
+                        "flush",
+                        format!(
+                            "{}; the {pending} fields archived since the last flush may not have been stored: archive them again",
+                            describe_loss(e)
+                        ),
+                    )
+                    .into())
+            }
+        }
+    }
+
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        let (c, h) = self.start(MsgType::Retrieve, &Query::new(request))?;
+        let mut r = RemoteRead {
+            fdb: self,
+            conn: Some(c),
+            request: h.request,
+            chunk: Vec::new(),
+            pos: 0,
+            received: 0,
+            done: false,
+        };
+        r.take_frame(h).map_err(|e| match e.into_inner() {
+            Some(inner) => match inner.downcast::<ApiError>() {
+                Ok(api) => *api,
+                Err(other) => ApiError::Remote(other),
+            },
+            None => ApiError::Invalid("retrieve failed".into()),
+        })?;
+        Ok(Box::new(r))
+    }
+
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        let mut q = Query::new(request);
+        q.depth = options.depth;
+        q.include_masked = options.include_masked;
+        let (c, h) = self.start(MsgType::List, &q)?;
+        Ok(Box::new(RemoteList {
+            fdb: self,
+            conn: Some(c),
+            request: h.request,
+            ready: VecDeque::new(),
+            first: Some(h),
+            received: 0,
+        }))
+    }
+
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        let mut q = Query::new(request);
+        q.depth = depth;
+        self.call(MsgType::Axes, &q)
+    }
+
+    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.lines(MsgType::Where, &Query::new(request))
+    }
+
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut q = Query::new(request);
+        q.doit = doit;
+        self.lines(MsgType::Wipe, &q)
+    }
+
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        let mut q = Query::new(request);
+        q.doit = doit;
+        self.lines(MsgType::Purge, &q)
+    }
+
+    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.lines(MsgType::Stats, &Query::new(request))
+    }
+
+    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.lines(MsgType::Dump, &Query::new(request))
+    }
+
+    fn control(
+        &self,
+        request: &Request,
+        action: ControlAction,
+        identifiers: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        let mut q = Query::new(request);
+        q.action = Some(p::action_name(action).into());
+        q.identifiers = identifiers.iter().map(|i| i.name().to_string()).collect();
+        self.lines(MsgType::Control, &q)
+    }
+
+    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+        self.lines(MsgType::Compact, &Query::new(request))
+    }
+
+    fn explain_nothing(&self, request: &Request) -> String {
+        match self.call::<String>(MsgType::Explain, &Query::new(request)) {
+            Ok(s) => s,
+            Err(e) => format!("(asking {} why failed: {e})", self.endpoint),
+        }
+    }
+}

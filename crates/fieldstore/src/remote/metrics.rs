@@ -1,0 +1,241 @@
+//! Server counters in Prometheus text format, and a minimal HTTP/1.1 responder for `/metrics`.
+//!
+//! Labels come from fixed sets (operation names), never from keys or requests, so the number of
+//! series stays bounded whatever clients send.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::protocol::MsgType;
+
+/// The operations counted, in the order they are printed.
+pub const OPS: [MsgType; 13] = [
+    MsgType::Archive,
+    MsgType::Flush,
+    MsgType::Retrieve,
+    MsgType::List,
+    MsgType::Axes,
+    MsgType::Where,
+    MsgType::Dump,
+    MsgType::Stats,
+    MsgType::Wipe,
+    MsgType::Purge,
+    MsgType::Control,
+    MsgType::Compact,
+    MsgType::Explain,
+];
+
+/// Latency histogram bounds, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0,
+];
+
+#[derive(Default)]
+struct OpCounters {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    /// Cumulative counts per bucket bound, then the count over every bound.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    micros: AtomicU64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    ops: [OpCounters; OPS.len()],
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub connections_open: AtomicI64,
+    pub connections_total: AtomicU64,
+    /// Handshakes refused: wrong token, unknown version, too many connections.
+    pub refused: AtomicU64,
+    /// Connections closed because what they sent was not a valid frame.
+    pub frame_errors: AtomicU64,
+    /// Archived fields discarded because their client vanished or a flush failed.
+    pub discarded_fields: AtomicU64,
+}
+
+impl Metrics {
+    fn op(&self, t: MsgType) -> Option<&OpCounters> {
+        OPS.iter().position(|o| *o == t).map(|i| &self.ops[i])
+    }
+
+    pub fn record(&self, t: MsgType, elapsed: Duration, ok: bool) {
+        let Some(c) = self.op(t) else { return };
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            c.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let secs = elapsed.as_secs_f64();
+        let slot = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        c.buckets[slot].fetch_add(1, Ordering::Relaxed);
+        c.micros
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let _ = writeln!(s, "# HELP fieldstore_requests_total Requests handled, by operation (archive: fields).\n# TYPE fieldstore_requests_total counter");
+        for (t, c) in OPS.iter().zip(&self.ops) {
+            let _ = writeln!(
+                s,
+                "fieldstore_requests_total{{op=\"{}\"}} {}",
+                t.op_name(),
+                load(&c.requests)
+            );
+        }
+        let _ = writeln!(s, "# HELP fieldstore_request_errors_total Requests that failed, by operation.\n# TYPE fieldstore_request_errors_total counter");
+        for (t, c) in OPS.iter().zip(&self.ops) {
+            let _ = writeln!(
+                s,
+                "fieldstore_request_errors_total{{op=\"{}\"}} {}",
+                t.op_name(),
+                load(&c.errors)
+            );
+        }
+        let _ = writeln!(s, "# HELP fieldstore_request_duration_seconds Time to serve a request, including streaming its reply.\n# TYPE fieldstore_request_duration_seconds histogram");
+        for (t, c) in OPS.iter().zip(&self.ops) {
+            let op = t.op_name();
+            let mut cumulative = 0;
+            for (i, b) in BUCKETS.iter().enumerate() {
+                cumulative += load(&c.buckets[i]);
+                let _ = writeln!(s, "fieldstore_request_duration_seconds_bucket{{op=\"{op}\",le=\"{b}\"}} {cumulative}");
+            }
+            cumulative += load(&c.buckets[BUCKETS.len()]);
+            let _ = writeln!(s, "fieldstore_request_duration_seconds_bucket{{op=\"{op}\",le=\"+Inf\"}} {cumulative}");
+            let _ = writeln!(
+                s,
+                "fieldstore_request_duration_seconds_sum{{op=\"{op}\"}} {}",
+                load(&c.micros) as f64 / 1e6
+            );
+            let _ = writeln!(
+                s,
+                "fieldstore_request_duration_seconds_count{{op=\"{op}\"}} {cumulative}"
+            );
+        }
+        let counters = [
+            (
+                "fieldstore_bytes_received_total",
+                "Bytes received from clients, frames included.",
+                load(&self.bytes_in),
+            ),
+            (
+                "fieldstore_bytes_sent_total",
+                "Bytes sent to clients, frames included.",
+                load(&self.bytes_out),
+            ),
+            (
+                "fieldstore_connections_total",
+                "Connections accepted.",
+                load(&self.connections_total),
+            ),
+            (
+                "fieldstore_connections_refused_total",
+                "Handshakes refused (token, version, connection limit).",
+                load(&self.refused),
+            ),
+            (
+                "fieldstore_frame_errors_total",
+                "Connections closed for sending an invalid frame.",
+                load(&self.frame_errors),
+            ),
+            (
+                "fieldstore_discarded_fields_total",
+                "Archived fields discarded unflushed (client vanished, or archive error).",
+                load(&self.discarded_fields),
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        }
+        let _ = writeln!(
+            s,
+            "# HELP fieldstore_connections_open Connections open now.\n# TYPE fieldstore_connections_open gauge\nfieldstore_connections_open {}",
+            self.connections_open.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            s,
+            "# HELP fieldstore_build_info Build of this server.\n# TYPE fieldstore_build_info gauge\nfieldstore_build_info{{version=\"{}\",protocol=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            super::protocol::VERSION_MAX
+        );
+        s
+    }
+}
+
+/// Serves `GET /metrics` on `listener`, one short connection at a time, until the process ends.
+pub fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        // A scraper that stalls must not hold the endpoint for long.
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(5)));
+        let mut req = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+            }
+        }
+        let line = req.split(|b| *b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let mut words = line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let (status, ctype, body) =
+            if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
+                (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    metrics.render(),
+                )
+            } else {
+                (
+                    "404 Not Found",
+                    "text/plain; charset=utf-8",
+                    "only GET /metrics is served here\n".to_string(),
+                )
+            };
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = conn
+            .write_all(head.as_bytes())
+            .and_then(|_| conn.write_all(body.as_bytes()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative_and_labels_are_fixed() {
+        let m = Metrics::default();
+        m.record(MsgType::List, Duration::from_micros(50), true);
+        m.record(MsgType::List, Duration::from_millis(3), false);
+        m.record(MsgType::List, Duration::from_secs(500), true);
+        m.record(MsgType::Reply, Duration::from_secs(1), true);
+        let text = m.render();
+        for line in [
+            "fieldstore_requests_total{op=\"list\"} 3",
+            "fieldstore_request_errors_total{op=\"list\"} 1",
+            "fieldstore_request_duration_seconds_bucket{op=\"list\",le=\"0.0001\"} 1",
+            "fieldstore_request_duration_seconds_bucket{op=\"list\",le=\"0.005\"} 2",
+            "fieldstore_request_duration_seconds_bucket{op=\"list\",le=\"120\"} 2",
+            "fieldstore_request_duration_seconds_bucket{op=\"list\",le=\"+Inf\"} 3",
+            "fieldstore_request_duration_seconds_count{op=\"list\"} 3",
+        ] {
+            assert!(text.contains(line), "missing {line}");
+        }
+        assert!(!text.contains("op=\"reply\""));
+    }
+}

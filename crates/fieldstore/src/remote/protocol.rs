@@ -1,0 +1,684 @@
+//! The wire format between `fieldstore server` and the remote frontend (docs/protocol.md).
+//!
+//! Everything here is sans-I/O or generic over `Read`/`Write`, so the decoder can be fuzzed and
+//! unit-tested on byte slices. The decoder is total: whatever the bytes, it returns a typed error
+//! and allocates at most what the peer actually sent, never what a header merely announces.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::RemoteError;
+use crate::api::{ControlAction, ControlIdentifier, ListElement, Location};
+use crate::model::request::Request;
+use crate::model::schema::SplitKey;
+use crate::model::Key;
+
+pub const MAGIC: [u8; 4] = *b"FSTO";
+pub const END_MARKER: [u8; 4] = *b"FEND";
+/// Versions this build speaks; the handshake picks the highest both sides know.
+pub const VERSION_MIN: u16 = 1;
+pub const VERSION_MAX: u16 = 1;
+pub const HEADER_LEN: usize = 24;
+pub const TRAILER_LEN: usize = 8;
+/// Bytes a frame adds around its payload.
+pub const FRAME_OVERHEAD: u64 = (HEADER_LEN + TRAILER_LEN) as u64;
+/// Payload limit before the handshake: a hello is a few hundred bytes.
+pub const HANDSHAKE_MAX_PAYLOAD: u64 = 64 << 10;
+/// Default payload limit once authenticated: the largest GRIB field one archive frame may carry.
+pub const DEFAULT_MAX_PAYLOAD: u64 = 1 << 30;
+/// Default size of the chunks retrieve and list stream back in.
+pub const DEFAULT_CHUNK_SIZE: usize = 10 << 20;
+
+/// First allocation for a payload; it grows only as bytes actually arrive.
+const INITIAL_RESERVE: u64 = 16 << 20;
+
+/// What a frame carries. The numbers are the wire values and never change meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum MsgType {
+    Hello = 1,
+    Welcome = 2,
+    Error = 3,
+    Archive = 16,
+    Flush = 17,
+    Retrieve = 18,
+    List = 19,
+    Axes = 20,
+    Where = 21,
+    Dump = 22,
+    Stats = 23,
+    Wipe = 24,
+    Purge = 25,
+    Control = 26,
+    Compact = 27,
+    Explain = 28,
+    Reply = 32,
+    Data = 33,
+    Entries = 34,
+    End = 35,
+}
+
+impl MsgType {
+    pub const ALL: [MsgType; 20] = [
+        MsgType::Hello,
+        MsgType::Welcome,
+        MsgType::Error,
+        MsgType::Archive,
+        MsgType::Flush,
+        MsgType::Retrieve,
+        MsgType::List,
+        MsgType::Axes,
+        MsgType::Where,
+        MsgType::Dump,
+        MsgType::Stats,
+        MsgType::Wipe,
+        MsgType::Purge,
+        MsgType::Control,
+        MsgType::Compact,
+        MsgType::Explain,
+        MsgType::Reply,
+        MsgType::Data,
+        MsgType::Entries,
+        MsgType::End,
+    ];
+
+    pub fn from_u16(v: u16) -> Option<MsgType> {
+        Self::ALL.into_iter().find(|t| *t as u16 == v)
+    }
+
+    /// The API operation a request type stands for (metrics labels, logs).
+    pub fn op_name(self) -> &'static str {
+        match self {
+            MsgType::Hello => "hello",
+            MsgType::Welcome => "welcome",
+            MsgType::Error => "error",
+            MsgType::Archive => "archive",
+            MsgType::Flush => "flush",
+            MsgType::Retrieve => "retrieve",
+            MsgType::List => "list",
+            MsgType::Axes => "axes",
+            MsgType::Where => "where",
+            MsgType::Dump => "dump",
+            MsgType::Stats => "stats",
+            MsgType::Wipe => "wipe",
+            MsgType::Purge => "purge",
+            MsgType::Control => "control",
+            MsgType::Compact => "compact",
+            MsgType::Explain => "explain",
+            MsgType::Reply => "reply",
+            MsgType::Data => "data",
+            MsgType::Entries => "entries",
+            MsgType::End => "end",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub version: u16,
+    pub kind: MsgType,
+    pub request: u64,
+    pub length: u64,
+}
+
+/// Validates a header before anything is allocated for its payload.
+pub fn parse_header(h: &[u8; HEADER_LEN], max_payload: u64) -> Result<FrameHeader, RemoteError> {
+    let magic = [h[0], h[1], h[2], h[3]];
+    if magic != MAGIC {
+        return Err(RemoteError::BadMagic { found: magic });
+    }
+    let version = u16::from_be_bytes([h[4], h[5]]);
+    if !(VERSION_MIN..=VERSION_MAX).contains(&version) {
+        return Err(RemoteError::UnsupportedVersion {
+            found: version,
+            min: VERSION_MIN,
+            max: VERSION_MAX,
+        });
+    }
+    let raw_kind = u16::from_be_bytes([h[6], h[7]]);
+    let kind = MsgType::from_u16(raw_kind).ok_or(RemoteError::UnknownType(raw_kind))?;
+    let mut r = [0u8; 8];
+    r.copy_from_slice(&h[8..16]);
+    let request = u64::from_be_bytes(r);
+    r.copy_from_slice(&h[16..24]);
+    let length = u64::from_be_bytes(r);
+    if length > max_payload {
+        return Err(RemoteError::TooLarge {
+            length,
+            max: max_payload,
+        });
+    }
+    Ok(FrameHeader {
+        version,
+        kind,
+        request,
+        length,
+    })
+}
+
+fn encode_header(version: u16, kind: MsgType, request: u64, length: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC);
+    h[4..6].copy_from_slice(&version.to_be_bytes());
+    h[6..8].copy_from_slice(&(kind as u16).to_be_bytes());
+    h[8..16].copy_from_slice(&request.to_be_bytes());
+    h[16..24].copy_from_slice(&length.to_be_bytes());
+    h
+}
+
+/// Checks the trailer of a frame whose header and payload are known.
+fn check_trailer(
+    header: &[u8; HEADER_LEN],
+    payload: &[u8],
+    trailer: &[u8; TRAILER_LEN],
+) -> Result<(), RemoteError> {
+    let end = [trailer[4], trailer[5], trailer[6], trailer[7]];
+    if end != END_MARKER {
+        return Err(RemoteError::BadEndMarker { found: end });
+    }
+    let found = u32::from_be_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+    let computed = crc32c::crc32c_append(crc32c::crc32c(header), payload);
+    if computed != found {
+        return Err(RemoteError::Checksum { computed, found });
+    }
+    Ok(())
+}
+
+/// Writes one frame whose payload is the concatenation of `parts` (so a field's bytes are sent
+/// without being copied behind its metadata). Returns the bytes written.
+pub fn write_frame<W: Write>(
+    w: &mut W,
+    version: u16,
+    kind: MsgType,
+    request: u64,
+    parts: &[&[u8]],
+) -> io::Result<u64> {
+    let length: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    let header = encode_header(version, kind, request, length);
+    let mut crc = crc32c::crc32c(&header);
+    w.write_all(&header)?;
+    for p in parts {
+        crc = crc32c::crc32c_append(crc, p);
+        w.write_all(p)?;
+    }
+    let mut trailer = [0u8; TRAILER_LEN];
+    trailer[0..4].copy_from_slice(&crc.to_be_bytes());
+    trailer[4..8].copy_from_slice(&END_MARKER);
+    w.write_all(&trailer)?;
+    Ok(length + FRAME_OVERHEAD)
+}
+
+/// Reads until `buf` is full; `Ok(false)` if the stream ended before the first byte.
+fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<bool, RemoteError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(RemoteError::Truncated),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(RemoteError::Io(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads one frame into `payload` (reused between frames). A stream that ends cleanly between
+/// frames is `RemoteError::Closed`.
+pub fn read_frame<R: Read>(
+    r: &mut R,
+    max_payload: u64,
+    payload: &mut Vec<u8>,
+) -> Result<FrameHeader, RemoteError> {
+    let mut header = [0u8; HEADER_LEN];
+    if !fill(r, &mut header)? {
+        return Err(RemoteError::Closed);
+    }
+    let h = parse_header(&header, max_payload)?;
+    payload.clear();
+    payload.reserve(h.length.min(INITIAL_RESERVE) as usize);
+    let got = r.by_ref().take(h.length).read_to_end(payload)?;
+    if got as u64 != h.length {
+        return Err(RemoteError::Truncated);
+    }
+    let mut trailer = [0u8; TRAILER_LEN];
+    if !fill(r, &mut trailer)? {
+        return Err(RemoteError::Truncated);
+    }
+    check_trailer(&header, payload, &trailer)?;
+    Ok(h)
+}
+
+/// Decodes the first frame of a byte slice: its header, payload and the bytes it used.
+pub fn decode_frame(
+    bytes: &[u8],
+    max_payload: u64,
+) -> Result<(FrameHeader, &[u8], usize), RemoteError> {
+    let Some(hb) = bytes.get(..HEADER_LEN) else {
+        return Err(RemoteError::Truncated);
+    };
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(hb);
+    let h = parse_header(&header, max_payload)?;
+    // `length <= max_payload` does not make it fit in usize on every target, nor in the slice.
+    let end = usize::try_from(h.length)
+        .ok()
+        .and_then(|l| l.checked_add(HEADER_LEN))
+        .ok_or(RemoteError::Truncated)?;
+    let total = end.checked_add(TRAILER_LEN).ok_or(RemoteError::Truncated)?;
+    let (Some(payload), Some(tb)) = (bytes.get(HEADER_LEN..end), bytes.get(end..total)) else {
+        return Err(RemoteError::Truncated);
+    };
+    let mut trailer = [0u8; TRAILER_LEN];
+    trailer.copy_from_slice(tb);
+    check_trailer(&header, payload, &trailer)?;
+    Ok((h, payload, total))
+}
+
+// ---- payloads ----
+
+/// Which stream a connection carries: requests with replies, or archived fields and flushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Control,
+    Archive,
+}
+
+/// The first frame a client sends (always with header version 1, which every server reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub versions: Vec<u16>,
+    pub token: Option<String>,
+    pub role: Role,
+    pub client: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub version: u16,
+    pub server: String,
+    pub chunk_size: u64,
+}
+
+/// An error frame: a stable `kind` programs can match on, and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: String,
+    pub message: String,
+}
+
+pub mod kinds {
+    pub const AUTH: &str = "auth";
+    pub const VERSION: &str = "version";
+    pub const BUSY: &str = "busy";
+    pub const FRAME: &str = "frame";
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const NOTHING_MATCHED: &str = "nothing_matched";
+    pub const FAILED: &str = "failed";
+    pub const SHUTDOWN: &str = "shutdown";
+}
+
+/// A MARS request as sent: verb and keywords in order, each with its values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireRequest {
+    pub verb: Option<String>,
+    pub params: Vec<(String, Vec<String>)>,
+}
+
+impl From<&Request> for WireRequest {
+    fn from(r: &Request) -> Self {
+        WireRequest {
+            verb: r.verb().map(str::to_string),
+            params: r.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect(),
+        }
+    }
+}
+
+impl WireRequest {
+    pub fn to_request(&self) -> Request {
+        let mut r = Request::new(self.verb.as_deref());
+        for (k, v) in &self.params {
+            r.set(k, v.clone());
+        }
+        r
+    }
+}
+
+/// The payload of every request other than archive and flush; the frame type names the operation
+/// and says which of the optional fields it reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Query {
+    pub request: WireRequest,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u8,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub include_masked: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub doit: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub identifiers: Vec<String>,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+impl Query {
+    pub fn new(request: &Request) -> Query {
+        Query {
+            request: request.into(),
+            depth: 0,
+            include_masked: false,
+            doit: false,
+            action: None,
+            identifiers: Vec::new(),
+        }
+    }
+}
+
+pub fn action_name(a: ControlAction) -> &'static str {
+    match a {
+        ControlAction::Lock => "lock",
+        ControlAction::Unlock => "unlock",
+        ControlAction::Status => "status",
+    }
+}
+
+pub fn parse_action(s: &str) -> Option<ControlAction> {
+    match s {
+        "lock" => Some(ControlAction::Lock),
+        "unlock" => Some(ControlAction::Unlock),
+        "status" => Some(ControlAction::Status),
+        _ => None,
+    }
+}
+
+pub fn parse_identifier(s: &str) -> Option<ControlIdentifier> {
+    ControlIdentifier::ALL.into_iter().find(|i| i.name() == s)
+}
+
+fn key_pairs(k: &Key) -> Vec<(String, String)> {
+    k.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// What precedes a field's bytes in an archive frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveMeta {
+    /// `None`: the server reads the key from the GRIB message.
+    pub key: Option<Vec<(String, String)>>,
+    /// The key was read from the GRIB by the client (`archive_grib`), not given by the caller.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub grib: bool,
+}
+
+/// The part of an archive payload before the field's bytes: a u32 length and the metadata.
+pub fn encode_archive_prefix(key: Option<&Key>, grib: bool) -> Vec<u8> {
+    let meta = ArchiveMeta {
+        key: key.map(key_pairs),
+        grib,
+    };
+    // Serialising plain strings and bools cannot fail.
+    let json = serde_json::to_vec(&meta).unwrap_or_default();
+    let mut out = Vec::with_capacity(4 + json.len());
+    out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    out.extend_from_slice(&json);
+    out
+}
+
+pub fn decode_archive(payload: &[u8]) -> Result<(Option<Key>, bool, &[u8]), RemoteError> {
+    let Some(lb) = payload.get(..4) else {
+        return Err(RemoteError::payload(
+            "archive",
+            "shorter than its length prefix",
+        ));
+    };
+    let len = u32::from_be_bytes([lb[0], lb[1], lb[2], lb[3]]) as usize;
+    let Some(json) = payload.get(4..4 + len) else {
+        return Err(RemoteError::payload(
+            "archive",
+            format!("metadata length {len} runs past the payload"),
+        ));
+    };
+    let meta: ArchiveMeta =
+        serde_json::from_slice(json).map_err(|e| RemoteError::payload("archive", e))?;
+    Ok((
+        meta.key.map(Key::from_pairs),
+        meta.grib,
+        &payload[4 + len..],
+    ))
+}
+
+/// One listed element, as streamed in `Entries` frames (a JSON array of these per frame).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireListElement {
+    pub db: Vec<(String, String)>,
+    pub index: Vec<(String, String)>,
+    pub datum: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<(String, u64, u64)>,
+    pub timestamp: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub masked: bool,
+}
+
+impl From<&ListElement> for WireListElement {
+    fn from(e: &ListElement) -> Self {
+        WireListElement {
+            db: key_pairs(&e.key.db),
+            index: key_pairs(&e.key.index),
+            datum: key_pairs(&e.key.datum),
+            location: e
+                .location
+                .as_ref()
+                .map(|l| (l.uri.clone(), l.offset, l.length)),
+            timestamp: e.timestamp,
+            masked: e.masked,
+        }
+    }
+}
+
+impl From<WireListElement> for ListElement {
+    fn from(w: WireListElement) -> Self {
+        ListElement {
+            key: SplitKey {
+                db: Key::from_pairs(w.db),
+                index: Key::from_pairs(w.index),
+                datum: Key::from_pairs(w.datum),
+            },
+            location: w.location.map(|(uri, offset, length)| Location {
+                uri,
+                offset,
+                length,
+            }),
+            timestamp: w.timestamp,
+            masked: w.masked,
+        }
+    }
+}
+
+/// The `End` frame of a stream: how much it carried, so a truncated stream is detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamEnd {
+    pub bytes: u64,
+    pub items: u64,
+}
+
+pub fn to_json<T: Serialize>(v: &T) -> Vec<u8> {
+    // Our payload types hold strings, numbers and maps with string keys: serialising cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+pub fn from_json<'a, T: Deserialize<'a>>(
+    what: &'static str,
+    payload: &'a [u8],
+) -> Result<T, RemoteError> {
+    serde_json::from_slice(payload).map_err(|e| RemoteError::payload(what, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: MsgType, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_frame(&mut v, 1, kind, 7, &[payload]).unwrap();
+        v
+    }
+
+    #[test]
+    fn round_trip_through_slice_and_reader() {
+        let f = frame(MsgType::Data, b"hello world");
+        let (h, p, used) = decode_frame(&f, 1024).unwrap();
+        assert_eq!(
+            (h.kind, h.request, p, used),
+            (MsgType::Data, 7, &b"hello world"[..], f.len())
+        );
+        let mut buf = Vec::new();
+        let mut r = &f[..];
+        let h2 = read_frame(&mut r, 1024, &mut buf).unwrap();
+        assert_eq!((h2, buf.as_slice()), (h, &b"hello world"[..]));
+        assert!(matches!(
+            read_frame(&mut r, 1024, &mut buf),
+            Err(RemoteError::Closed)
+        ));
+    }
+
+    #[test]
+    fn split_parts_checksum_like_one_payload() {
+        let mut a = Vec::new();
+        write_frame(&mut a, 1, MsgType::Archive, 1, &[b"ab", b"", b"cd"]).unwrap();
+        let mut b = Vec::new();
+        write_frame(&mut b, 1, MsgType::Archive, 1, &[b"abcd"]).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn every_corruption_is_a_typed_error() {
+        let good = frame(MsgType::Reply, b"{}");
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                {
+                    let mut f = good.clone();
+                    f[0] = b'X';
+                    f
+                },
+                "magic",
+            ),
+            (
+                {
+                    let mut f = good.clone();
+                    f[5] = 9;
+                    f
+                },
+                "version 9",
+            ),
+            (
+                {
+                    let mut f = good.clone();
+                    f[7] = 200;
+                    f
+                },
+                "unknown message type 200",
+            ),
+            (
+                {
+                    let mut f = good.clone();
+                    f[16..24].copy_from_slice(&(1u64 << 60).to_be_bytes());
+                    f
+                },
+                "1152921504606846976 payload bytes",
+            ),
+            (
+                {
+                    let mut f = good.clone();
+                    f[HEADER_LEN] = b'[';
+                    f
+                },
+                "checksum",
+            ),
+            (
+                {
+                    let mut f = good.clone();
+                    let n = f.len();
+                    f[n - 1] = 0;
+                    f
+                },
+                "end marker",
+            ),
+            (good[..good.len() - 1].to_vec(), "middle of a frame"),
+            (good[..10].to_vec(), "middle of a frame"),
+        ];
+        for (bytes, want) in cases {
+            let e = decode_frame(&bytes, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains(want), "{e} lacks {want}");
+            let mut buf = Vec::new();
+            let e = read_frame(&mut &bytes[..], 1 << 20, &mut buf)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e} lacks {want}");
+            assert!(
+                buf.capacity() < 1 << 20,
+                "no allocation for announced bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_length_allocates_nothing_even_under_a_huge_limit() {
+        let mut f = frame(MsgType::Data, b"");
+        f.truncate(HEADER_LEN);
+        f[16..24].copy_from_slice(&(1u64 << 40).to_be_bytes());
+        let mut buf = Vec::new();
+        let e = read_frame(&mut &f[..], u64::MAX, &mut buf).unwrap_err();
+        assert!(matches!(e, RemoteError::Truncated), "{e}");
+        assert!(buf.capacity() <= INITIAL_RESERVE as usize);
+    }
+
+    #[test]
+    fn requests_keys_and_list_elements_survive_the_wire() {
+        let r = crate::model::request::parse_request(
+            "retrieve,class=od,param=t/u,step=0/to/12/by/6,grid='1/1'",
+        )
+        .unwrap();
+        let w: WireRequest = from_json("q", &to_json(&WireRequest::from(&r))).unwrap();
+        assert_eq!(w.to_request().to_string(), r.to_string());
+
+        let k = Key::parse("{class=od,expver=0001,levelist=}").unwrap();
+        let mut p = encode_archive_prefix(Some(&k), true);
+        p.extend_from_slice(b"GRIB...7777");
+        let (k2, grib, data) = decode_archive(&p).unwrap();
+        assert_eq!(
+            (k2, grib, data),
+            (Some(k.clone()), true, &b"GRIB...7777"[..])
+        );
+        assert!(decode_archive(&p[..3]).is_err());
+        assert!(decode_archive(&[0, 0, 1, 0, b'{']).is_err());
+
+        let e = ListElement {
+            key: SplitKey {
+                db: k.clone(),
+                index: Key::new(),
+                datum: k,
+            },
+            location: Some(Location {
+                uri: "file:///x".into(),
+                offset: 3,
+                length: 9,
+            }),
+            timestamp: 42,
+            masked: true,
+        };
+        let w: WireListElement = from_json("e", &to_json(&WireListElement::from(&e))).unwrap();
+        assert_eq!(ListElement::from(w), e);
+    }
+}

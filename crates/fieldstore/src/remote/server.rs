@@ -1,0 +1,869 @@
+//! `fieldstore server`: serves one config's store over TCP (docs/protocol.md).
+//!
+//! A thread per connection, blocking I/O: the `Fdb` interface is synchronous, and a thread that is
+//! blocked writing to a slow client is exactly the back-pressure we want. What a connection holds
+//! is bounded: one frame being received (at most `max_payload`) or, while streaming a retrieve,
+//! at most three chunks (one being read from the store, one queued, one being written).
+//!
+//! Each archive connection gets its own `Fdb` from the factory, so a flush makes visible exactly
+//! what that client archived, and a client that vanishes takes its unflushed fields with it.
+
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use super::error::RemoteError;
+use super::metrics::Metrics;
+use super::protocol::{
+    self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
+    WireListElement,
+};
+use crate::api::{ApiError, Fdb, ListOptions};
+
+/// Builds a fresh handle on the served store (one per archive connection).
+pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
+
+/// How often a blocked read wakes up to notice a shutdown.
+const POLL: Duration = Duration::from_millis(200);
+/// A client must say hello within this long after connecting.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that stops in the middle of a frame for this long is dropped.
+const STALL_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Clients must present this token; `None` accepts anyone who can connect.
+    pub token: Option<String>,
+    /// Size of the chunks retrieve and list stream in.
+    pub chunk_size: usize,
+    /// The largest payload a frame may carry (the largest field a client may archive).
+    pub max_payload: u64,
+    /// Connections beyond this are refused with a "busy" error.
+    pub max_connections: usize,
+    /// How long a shutdown waits for open connections to finish what they are doing.
+    pub grace: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            token: None,
+            chunk_size: p::DEFAULT_CHUNK_SIZE,
+            max_payload: p::DEFAULT_MAX_PAYLOAD,
+            max_connections: 1024,
+            grace: Duration::from_secs(60),
+        }
+    }
+}
+
+struct Shared {
+    opts: ServerOptions,
+    factory: Box<FdbFactory>,
+    /// Serves every request but archive and flush.
+    fdb: Box<dyn Fdb>,
+    metrics: Arc<Metrics>,
+    stopping: AtomicBool,
+    addr: SocketAddr,
+    next_conn: AtomicU64,
+    /// Connections being served, and a signal when one ends.
+    active: Mutex<usize>,
+    ended: Condvar,
+}
+
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// Asks a running server to stop: no new connections, open ones finish the request in hand.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        if self.shared.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        info!("shutting down: finishing requests in progress");
+        // Wake the accept loop, which is blocked in accept().
+        let mut wake = self.shared.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+    }
+}
+
+impl Server {
+    pub fn bind(
+        listen: &str,
+        factory: Box<FdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
+        let fdb = factory()
+            .map_err(|e| RemoteError::payload("config", format!("cannot open the store: {e}")))?;
+        let listener = TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
+            endpoint: listen.to_string(),
+            source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
+        })?;
+        let addr = listener.local_addr()?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                opts,
+                factory,
+                fdb,
+                metrics: Arc::new(Metrics::default()),
+                stopping: AtomicBool::new(false),
+                addr,
+                next_conn: AtomicU64::new(1),
+                active: Mutex::new(0),
+                ended: Condvar::new(),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Serves until a shutdown is asked for, then waits (up to the grace period) for open
+    /// connections to finish.
+    pub fn run(self) -> Result<(), RemoteError> {
+        info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), "serving");
+        for stream in self.listener.incoming() {
+            if self.shared.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: let others finish, then go on.
+                    warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            self.spawn(stream);
+        }
+        drop(self.listener);
+        let deadline = Instant::now() + self.shared.opts.grace;
+        let mut active = self.shared.active.lock().unwrap_or_else(|e| e.into_inner());
+        while *active > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                warn!(
+                    "{} connections still busy after the grace period; their unflushed fields are discarded",
+                    *active
+                );
+                break;
+            }
+            active = self
+                .shared
+                .ended
+                .wait_timeout(active, deadline - now)
+                .map(|r| r.0)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        info!("server stopped");
+        Ok(())
+    }
+
+    fn spawn(&self, stream: TcpStream) {
+        let shared = self.shared.clone();
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        {
+            let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
+            if *active >= shared.opts.max_connections {
+                drop(active);
+                shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
+                let mut w = &stream;
+                let _ = w.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = write_error(
+                    &mut w,
+                    0,
+                    kinds::BUSY,
+                    &format!(
+                        "the server already has {} connections open (its --max-connections); try again later",
+                        shared.opts.max_connections
+                    ),
+                );
+                return;
+            }
+            *active += 1;
+        }
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        shared
+            .metrics
+            .connections_total
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .metrics
+            .connections_open
+            .fetch_add(1, Ordering::Relaxed);
+        let guard = ActiveGuard(shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("conn-{id}"))
+            .spawn(move || {
+                let _guard = guard;
+                let span = tracing::info_span!("conn", id, %peer);
+                let _e = span.enter();
+                match Connection::new(stream, &_guard.0) {
+                    Ok(mut c) => c.serve(),
+                    Err(e) => warn!("cannot set up the connection: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            // The guard went down with the closure: the count is already right.
+            warn!("cannot start a thread for a connection: {e}");
+        }
+    }
+}
+
+/// Counts a connection as open for exactly as long as its thread runs.
+struct ActiveGuard(Arc<Shared>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+        let mut active = self.0.active.lock().unwrap_or_else(|e| e.into_inner());
+        *active = active.saturating_sub(1);
+        self.0.ended.notify_all();
+    }
+}
+
+/// The socket's read side: retries the periodic timeouts, and gives up at a frame boundary once
+/// the server is stopping (mid-frame it keeps reading, so a request in flight is finished).
+struct ConnReader<'a> {
+    stream: TcpStream,
+    stopping: &'a AtomicBool,
+    at_boundary: bool,
+    deadline: Option<Instant>,
+    stopped: bool,
+}
+
+impl Read for ConnReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let waiting_since = Instant::now();
+        loop {
+            match self.stream.read(buf) {
+                Ok(n) => {
+                    if n > 0 {
+                        self.at_boundary = false;
+                    }
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "no hello within 10 s of connecting",
+                        ));
+                    }
+                    if self.at_boundary && self.stopping.load(Ordering::SeqCst) {
+                        self.stopped = true;
+                        return Err(io::Error::new(
+                            io::ErrorKind::ConnectionAborted,
+                            "server shutting down",
+                        ));
+                    }
+                    if !self.at_boundary && waiting_since.elapsed() > STALL_LIMIT {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the client stopped sending in the middle of a frame",
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> io::Result<u64> {
+    let body = p::to_json(&ErrorReply {
+        kind: kind.into(),
+        message: message.into(),
+    });
+    let n = p::write_frame(w, p::VERSION_MIN, MsgType::Error, request, &[&body])?;
+    w.flush()?;
+    Ok(n)
+}
+
+/// An api error as one line with its causes, which is what the remote user will read.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+/// Why a connection loop stopped early (the socket is unusable; nothing to send).
+type Broken = RemoteError;
+
+struct Connection<'a> {
+    shared: &'a Shared,
+    reader: BufReader<ConnReader<'a>>,
+    writer: BufWriter<TcpStream>,
+    version: u16,
+    payload: Vec<u8>,
+}
+
+impl<'a> Connection<'a> {
+    fn new(stream: TcpStream, shared: &'a Shared) -> io::Result<Connection<'a>> {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(POLL))?;
+        let write_side = stream.try_clone()?;
+        Ok(Connection {
+            shared,
+            reader: BufReader::with_capacity(
+                256 << 10,
+                ConnReader {
+                    stream,
+                    stopping: &shared.stopping,
+                    at_boundary: true,
+                    deadline: None,
+                    stopped: false,
+                },
+            ),
+            writer: BufWriter::with_capacity(256 << 10, write_side),
+            version: p::VERSION_MIN,
+            payload: Vec::new(),
+        })
+    }
+
+    fn serve(&mut self) {
+        let role = match self.handshake() {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                debug!("handshake failed: {e}");
+                return;
+            }
+        };
+        info!(?role, version = self.version, "client connected");
+        let end = match role {
+            Role::Control => self.control_loop(),
+            Role::Archive => self.archive_loop(),
+        };
+        match end {
+            Ok(()) => info!("client disconnected"),
+            Err(e) => info!("connection closed: {e}"),
+        }
+    }
+
+    /// The next request; `None` when the client closed between frames or the server is stopping.
+    /// A frame that cannot be decoded gets an error frame and closes the connection.
+    fn next_frame(&mut self, max: u64) -> Result<Option<FrameHeader>, Broken> {
+        if self.reader.buffer().is_empty() {
+            self.reader.get_mut().at_boundary = true;
+        }
+        match p::read_frame(&mut self.reader, max, &mut self.payload) {
+            Ok(h) => {
+                self.shared
+                    .metrics
+                    .bytes_in
+                    .fetch_add(h.length + p::FRAME_OVERHEAD, Ordering::Relaxed);
+                Ok(Some(h))
+            }
+            Err(RemoteError::Closed) => Ok(None),
+            Err(_) if self.reader.get_ref().stopped => Ok(None),
+            Err(e @ RemoteError::Io(_)) | Err(e @ RemoteError::Truncated) => Err(e),
+            Err(e) => {
+                self.shared
+                    .metrics
+                    .frame_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                warn!("invalid frame, closing the connection: {e}");
+                let _ = write_error(&mut self.writer, 0, kinds::FRAME, &e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn send(&mut self, kind: MsgType, request: u64, parts: &[&[u8]]) -> Result<(), Broken> {
+        let n = p::write_frame(&mut self.writer, self.version, kind, request, parts)?;
+        self.shared
+            .metrics
+            .bytes_out
+            .fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn reply(&mut self, request: u64, body: &[u8]) -> Result<(), Broken> {
+        self.send(MsgType::Reply, request, &[body])?;
+        Ok(self.writer.flush()?)
+    }
+
+    fn send_error(&mut self, request: u64, kind: &str, message: &str) -> Result<(), Broken> {
+        let body = p::to_json(&ErrorReply {
+            kind: kind.into(),
+            message: message.into(),
+        });
+        self.send(MsgType::Error, request, &[&body])?;
+        Ok(self.writer.flush()?)
+    }
+
+    fn send_api_error(&mut self, request: u64, e: &ApiError) -> Result<(), Broken> {
+        let kind = match e {
+            ApiError::NothingMatched(_) => kinds::NOTHING_MATCHED,
+            _ => kinds::FAILED,
+        };
+        self.send_error(request, kind, &error_chain(e))
+    }
+
+    fn handshake(&mut self) -> Result<Option<Role>, Broken> {
+        self.reader.get_mut().deadline = Some(Instant::now() + HANDSHAKE_TIMEOUT);
+        let Some(h) = self.next_frame(p::HANDSHAKE_MAX_PAYLOAD)? else {
+            return Ok(None);
+        };
+        self.reader.get_mut().deadline = None;
+        let refuse = |c: &mut Self, kind: &str, msg: &str| -> Result<Option<Role>, Broken> {
+            c.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+            warn!("refused: {msg}");
+            c.send_error(h.request, kind, msg)?;
+            Ok(None)
+        };
+        if h.kind != MsgType::Hello {
+            return refuse(
+                self,
+                kinds::BAD_REQUEST,
+                &format!("expected a hello frame first, got {}", h.kind.op_name()),
+            );
+        }
+        let hello: Hello = match p::from_json("hello", &self.payload) {
+            Ok(h) => h,
+            Err(e) => return refuse(self, kinds::BAD_REQUEST, &e.to_string()),
+        };
+        let Some(version) = hello
+            .versions
+            .iter()
+            .copied()
+            .filter(|v| (p::VERSION_MIN..=p::VERSION_MAX).contains(v))
+            .max()
+        else {
+            return refuse(
+                self,
+                kinds::VERSION,
+                &format!(
+                    "the client speaks protocol versions {:?}, this server {}..={}: upgrade the older side",
+                    hello.versions,
+                    p::VERSION_MIN,
+                    p::VERSION_MAX
+                ),
+            );
+        };
+        if let Some(want) = &self.shared.opts.token {
+            let ok = hello.token.as_deref().is_some_and(|t| same_secret(t, want));
+            if !ok {
+                let what = if hello.token.is_some() {
+                    "wrong token"
+                } else {
+                    "this server requires a token and the client sent none"
+                };
+                return refuse(
+                    self,
+                    kinds::AUTH,
+                    &format!(
+                        "{what} (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)"
+                    ),
+                );
+            }
+        }
+        self.version = version;
+        let body = p::to_json(&Welcome {
+            version,
+            server: format!("fieldstore/{}", env!("CARGO_PKG_VERSION")),
+            chunk_size: self.shared.opts.chunk_size as u64,
+        });
+        self.send(MsgType::Welcome, h.request, &[&body])?;
+        self.writer.flush()?;
+        debug!(client = %hello.client, "handshake done");
+        Ok(Some(hello.role))
+    }
+
+    fn control_loop(&mut self) -> Result<(), Broken> {
+        let max = self.shared.opts.max_payload;
+        while let Some(h) = self.next_frame(max)? {
+            let started = Instant::now();
+            let ok = match h.kind {
+                MsgType::Retrieve => self.retrieve(h.request)?,
+                MsgType::List => self.list(h.request)?,
+                MsgType::Axes
+                | MsgType::Where
+                | MsgType::Dump
+                | MsgType::Stats
+                | MsgType::Wipe
+                | MsgType::Purge
+                | MsgType::Control
+                | MsgType::Compact
+                | MsgType::Explain => self.simple(h)?,
+                MsgType::Archive | MsgType::Flush => {
+                    self.send_error(h.request, kinds::BAD_REQUEST, "archive and flush go on an archive connection (role \"archive\" in the hello)")?;
+                    false
+                }
+                other => {
+                    self.send_error(
+                        h.request,
+                        kinds::BAD_REQUEST,
+                        &format!("a {} frame is not a request", other.op_name()),
+                    )?;
+                    false
+                }
+            };
+            debug!(op = h.kind.op_name(), ok, elapsed = ?started.elapsed(), "request");
+            self.shared.metrics.record(h.kind, started.elapsed(), ok);
+        }
+        Ok(())
+    }
+
+    /// Decodes a request payload; a malformed one gets an error frame and `None`.
+    fn query(&mut self, request: u64) -> Result<Option<Query>, Broken> {
+        match p::from_json::<Query>("request", &self.payload) {
+            Ok(q) => Ok(Some(q)),
+            Err(e) => {
+                self.send_error(request, kinds::BAD_REQUEST, &e.to_string())?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Requests with one reply.
+    fn simple(&mut self, h: FrameHeader) -> Result<bool, Broken> {
+        let Some(q) = self.query(h.request)? else {
+            return Ok(false);
+        };
+        let req = q.request.to_request();
+        let fdb = &*self.shared.fdb;
+        let result: Result<Vec<u8>, ApiError> = match h.kind {
+            MsgType::Axes => fdb.axes(&req, q.depth).map(|a| p::to_json(&a)),
+            MsgType::Where => fdb.where_(&req).map(|v| p::to_json(&v)),
+            MsgType::Dump => fdb.dump(&req).map(|v| p::to_json(&v)),
+            MsgType::Stats => fdb.stats(&req).map(|v| p::to_json(&v)),
+            MsgType::Wipe => fdb.wipe(&req, q.doit).map(|v| p::to_json(&v)),
+            MsgType::Purge => fdb.purge(&req, q.doit).map(|v| p::to_json(&v)),
+            MsgType::Compact => fdb.compact(&req).map(|v| p::to_json(&v)),
+            MsgType::Explain => Ok(p::to_json(&fdb.explain_nothing(&req))),
+            _ => {
+                let action = q.action.as_deref().and_then(p::parse_action);
+                let ids: Option<Vec<_>> = q
+                    .identifiers
+                    .iter()
+                    .map(|s| p::parse_identifier(s))
+                    .collect();
+                let (Some(action), Some(ids)) = (action, ids) else {
+                    self.send_error(
+                        h.request,
+                        kinds::BAD_REQUEST,
+                        &format!(
+                            "control needs an action (lock, unlock, status) and identifiers among list, retrieve, archive, wipe; got {:?} {:?}",
+                            q.action, q.identifiers
+                        ),
+                    )?;
+                    return Ok(false);
+                };
+                fdb.control(&req, action, &ids).map(|v| p::to_json(&v))
+            }
+        };
+        match result {
+            Ok(body) => {
+                self.reply(h.request, &body)?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.send_api_error(h.request, &e)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Streams the fields in `Data` frames. A reader thread fills chunks from the store while
+    /// this one writes the previous chunk: a channel of one chunk, and two spare buffers cycling
+    /// back, bound the memory to three chunks however slow the client.
+    fn retrieve(&mut self, request: u64) -> Result<bool, Broken> {
+        let Some(q) = self.query(request)? else {
+            return Ok(false);
+        };
+        let shared = self.shared;
+        let stream = match shared.fdb.retrieve(&q.request.to_request()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.send_api_error(request, &e)?;
+                return Ok(false);
+            }
+        };
+        let chunk = shared.opts.chunk_size.max(1);
+        let (full_tx, full_rx) = sync_channel::<io::Result<Vec<u8>>>(1);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(2);
+        std::thread::scope(|s| {
+            s.spawn(move || produce(stream, chunk, full_tx, empty_rx));
+            let (mut bytes, mut items) = (0u64, 0u64);
+            for filled in full_rx.iter() {
+                match filled {
+                    Ok(buf) => {
+                        // A write error ends the scope; dropping the receiver stops the reader.
+                        self.send(MsgType::Data, request, &[&buf])?;
+                        bytes += buf.len() as u64;
+                        items += 1;
+                        let _ = empty_tx.try_send(buf);
+                    }
+                    Err(e) => {
+                        let msg =
+                            format!("retrieve failed after {bytes} bytes: {}", error_chain(&e));
+                        self.send_error(request, kinds::FAILED, &msg)?;
+                        return Ok(false);
+                    }
+                }
+            }
+            let end = p::to_json(&StreamEnd { bytes, items });
+            self.send(MsgType::End, request, &[&end])?;
+            self.writer.flush()?;
+            Ok(true)
+        })
+    }
+
+    fn list(&mut self, request: u64) -> Result<bool, Broken> {
+        let Some(q) = self.query(request)? else {
+            return Ok(false);
+        };
+        let options = ListOptions {
+            include_masked: q.include_masked,
+            depth: if q.depth == 0 { 3 } else { q.depth.clamp(1, 3) },
+        };
+        let shared = self.shared;
+        let iter = match shared.fdb.list(&q.request.to_request(), options) {
+            Ok(i) => i,
+            Err(e) => {
+                self.send_api_error(request, &e)?;
+                return Ok(false);
+            }
+        };
+        let chunk = shared.opts.chunk_size.max(1);
+        let mut batch = Vec::with_capacity(chunk.min(1 << 20) + 1024);
+        let (mut in_batch, mut items, mut bytes) = (0u64, 0u64, 0u64);
+        for el in iter {
+            let el = match el {
+                Ok(el) => el,
+                Err(e) => {
+                    self.send_api_error(request, &e)?;
+                    return Ok(false);
+                }
+            };
+            batch.push(if in_batch == 0 { b'[' } else { b',' });
+            batch.extend_from_slice(&p::to_json(&WireListElement::from(&el)));
+            in_batch += 1;
+            items += 1;
+            if batch.len() >= chunk {
+                batch.push(b']');
+                self.send(MsgType::Entries, request, &[&batch])?;
+                bytes += batch.len() as u64;
+                batch.clear();
+                in_batch = 0;
+            }
+        }
+        if in_batch > 0 {
+            batch.push(b']');
+            self.send(MsgType::Entries, request, &[&batch])?;
+            bytes += batch.len() as u64;
+        }
+        let end = p::to_json(&StreamEnd { bytes, items });
+        self.send(MsgType::End, request, &[&end])?;
+        self.writer.flush()?;
+        Ok(true)
+    }
+
+    /// Archive frames are applied as they arrive, without replies; a flush answers for all of
+    /// them. After an archive error the rest of the batch is skipped, and the flush reports the
+    /// error and discards the batch, so a failed batch leaves nothing half-visible.
+    fn archive_loop(&mut self) -> Result<(), Broken> {
+        let shared = self.shared;
+        let max = shared.opts.max_payload;
+        let mut fdb: Option<Box<dyn Fdb>> = None;
+        let mut pending = 0u64;
+        let mut failed: Option<String> = None;
+        let result = loop {
+            let h = match self.next_frame(max) {
+                Ok(Some(h)) => h,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let started = Instant::now();
+            match h.kind {
+                MsgType::Archive => {
+                    pending += 1;
+                    if failed.is_none() {
+                        if let Err(e) = archive_one(shared, &mut fdb, &self.payload) {
+                            failed = Some(format!("field {pending} since the last flush: {e}"));
+                        }
+                    }
+                    shared
+                        .metrics
+                        .record(h.kind, started.elapsed(), failed.is_none());
+                }
+                MsgType::Flush => {
+                    let outcome = match failed.take() {
+                        Some(msg) => Err(msg),
+                        None => match &fdb {
+                            Some(f) => f.flush().map_err(|e| error_chain(&e)),
+                            None => Ok(()),
+                        },
+                    };
+                    let sent = match &outcome {
+                        Ok(()) => {
+                            info!(fields = pending, elapsed = ?started.elapsed(), "flushed");
+                            self.reply(h.request, &p::to_json(&pending))
+                        }
+                        Err(msg) => {
+                            // Whatever state the handle is in, the batch must not become visible.
+                            fdb = None;
+                            shared
+                                .metrics
+                                .discarded_fields
+                                .fetch_add(pending, Ordering::Relaxed);
+                            warn!(fields = pending, "flush failed, batch discarded: {msg}");
+                            self.send_error(
+                                h.request,
+                                kinds::FAILED,
+                                &format!(
+                                    "{msg} (nothing archived since the last flush was stored)"
+                                ),
+                            )
+                        }
+                    };
+                    shared
+                        .metrics
+                        .record(h.kind, started.elapsed(), outcome.is_ok());
+                    pending = 0;
+                    if let Err(e) = sent {
+                        break Err(e);
+                    }
+                }
+                other => {
+                    let msg = format!(
+                        "a {} frame on an archive connection (only archive and flush go here)",
+                        other.op_name()
+                    );
+                    if let Err(e) = self.send_error(h.request, kinds::BAD_REQUEST, &msg) {
+                        break Err(e);
+                    }
+                }
+            }
+        };
+        if pending > 0 {
+            shared
+                .metrics
+                .discarded_fields
+                .fetch_add(pending, Ordering::Relaxed);
+            warn!(
+                fields = pending,
+                "client went away without flushing; its unflushed fields are discarded"
+            );
+        }
+        result
+    }
+}
+
+fn archive_one(
+    shared: &Shared,
+    fdb: &mut Option<Box<dyn Fdb>>,
+    payload: &[u8],
+) -> Result<(), String> {
+    let (key, grib, data) = p::decode_archive(payload).map_err(|e| e.to_string())?;
+    let f = match fdb {
+        Some(f) => f,
+        None => fdb.insert((shared.factory)().map_err(|e| error_chain(&e))?),
+    };
+    let r = match (key, grib) {
+        (Some(k), true) => f.archive_grib(&k, data),
+        (k, _) => f.archive(k.as_ref(), data),
+    };
+    r.map_err(|e| error_chain(&e))
+}
+
+/// Fills chunks from the store's stream until it ends or the writer goes away.
+fn produce(
+    mut stream: Box<dyn Read + Send + '_>,
+    chunk: usize,
+    full: SyncSender<io::Result<Vec<u8>>>,
+    empty: Receiver<Vec<u8>>,
+) {
+    loop {
+        let mut buf = empty.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.reserve_exact(chunk);
+        match stream.by_ref().take(chunk as u64).read_to_end(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {
+                if full.send(Ok(buf)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = full.send(Err(e));
+                return;
+            }
+        }
+    }
+}
+
+/// Compares without stopping at the first difference, so timing does not reveal the token.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("s3cret", "s3cret"));
+        assert!(!same_secret("s3cret", "s3creT"));
+        assert!(!same_secret("s3cret", "s3cre"));
+        assert!(!same_secret("", "x"));
+    }
+}
