@@ -134,19 +134,36 @@ impl Fdb for MirrorFdb {
         }
     }
 
+    /// The first child with something to give: one that fails, or answers with nothing while
+    /// another child may hold the fields (a lost disk, a wiped copy), gives way to the next.
     fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
         let mut errors = Vec::new();
         for c in &self.children {
-            match c.retrieve(request) {
-                Ok(r) => return Ok(r),
-                Err(e) => errors.push((c.name(), e)),
+            let mut stream = match c.retrieve(request) {
+                Ok(s) => s,
+                Err(e) => {
+                    errors.push((c.name(), e));
+                    continue;
+                }
+            };
+            let mut first = vec![0u8; 64 << 10];
+            match stream.read(&mut first) {
+                Ok(0) => continue,
+                Ok(n) => {
+                    first.truncate(n);
+                    return Ok(Box::new(std::io::Cursor::new(first).chain(stream)));
+                }
+                Err(e) => errors.push((c.name(), ApiError::Invalid(e.to_string()))),
             }
+        }
+        if errors.is_empty() {
+            return Ok(Box::new(std::io::empty()));
         }
         Err(combine_errors("retrieve on every mirror child", errors))
     }
 
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
-        // A child that fails on its first element (unreachable, damaged) gives way to the next.
+        // A child that fails, or has nothing, gives way to the next.
         let mut errors = Vec::new();
         for c in &self.children {
             match c.list(request, options) {
@@ -155,10 +172,13 @@ impl Fdb for MirrorFdb {
                     Some(Ok(first)) => {
                         return Ok(Box::new(std::iter::once(Ok(first)).chain(it)));
                     }
-                    None => return Ok(Box::new(std::iter::empty())),
+                    None => continue,
                 },
                 Err(e) => errors.push((c.name(), e)),
             }
+        }
+        if errors.is_empty() {
+            return Ok(Box::new(std::iter::empty()));
         }
         Err(combine_errors("list on every mirror child", errors))
     }
