@@ -60,6 +60,9 @@ enum Command {
     Control(ControlArgs),
     /// Make realistic sample GRIB fields with ecCodes.
     Sample(commands::sample::SampleArgs),
+    /// Load-test a store: a forecast's output written, read or listed by many processes, or the
+    /// DAOS field-I/O patterns; reports fields/s, MiB/s and latency percentiles.
+    Hammer(commands::hammer::HammerArgs),
     /// Serve the config's store over TCP to `type: remote` clients.
     Server(commands::server::ServerArgs),
     /// MARS requests: parse and expand.
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),
         Command::Server(a) => commands::server::run(a, &session),
+        Command::Hammer(a) => commands::hammer::run(a, &session),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,4 @@
+pub mod hammer;
 pub mod info;
 pub mod request;
 pub mod sample;

@@ -8,48 +8,74 @@ use super::handle::Handle;
 /// `time`, `step`, `levtype`, `levelist`, `param`, `number`, ...) and about `npoints` values of a
 /// deterministic pseudo-random field (16-bit packing: about 2 bytes a point).
 pub fn make_field(keys: &[(&str, &str)], npoints: usize, seed: u64) -> Result<Vec<u8>, GribError> {
-    let mut h = Handle::from_sample("GRIB2")?;
-    h.set_long("setLocalDefinition", 1)?;
-    h.set_long("localDefinitionNumber", 1)?;
-    let get = |k: &str| keys.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    if get("number").is_some() {
-        // Ensemble members need the ensemble product template before `number` exists.
-        h.set_long("productDefinitionTemplateNumber", 1)?;
-    }
-    let ni = (npoints.max(1) as f64).sqrt().ceil() as usize;
-    let nj = npoints.max(1).div_ceil(ni);
-    h.set_long("Ni", ni as i64)?;
-    h.set_long("Nj", nj as i64)?;
-    h.set_long("bitsPerValue", 16)?;
-    for (k, v) in keys {
-        let long = |v: &str| {
-            v.parse::<i64>()
-                .map_err(|_| GribError::EcCodes(format!("{k}={v}: expected an integer")))
-        };
-        match *k {
-            "date" | "time" | "step" | "number" => h.set_long(k, long(v)?)?,
-            "param" => h.set_long("paramId", long(v)?)?,
-            "levelist" => h.set_long("level", long(v)?)?,
-            "levtype" => match *v {
-                "sfc" => h.set_long("typeOfFirstFixedSurface", 1)?,
-                "ml" => h.set_long("typeOfFirstFixedSurface", 105)?,
-                other => h.set_string("levtype", other)?,
-            },
-            "domain" => {}
-            _ => h.set_string(k, v)?,
+    FieldMaker::new(keys, npoints, seed)?.message()
+}
+
+/// A field kept open in ecCodes so that variants differing in a few header keys (step, member)
+/// cost a key update rather than a new encoding: what a load generator needs per field.
+pub struct FieldMaker {
+    handle: Handle<'static>,
+}
+
+impl FieldMaker {
+    /// A field as `make_field` makes it.
+    pub fn new(keys: &[(&str, &str)], npoints: usize, seed: u64) -> Result<FieldMaker, GribError> {
+        let mut h = Handle::from_sample("GRIB2")?;
+        h.set_long("setLocalDefinition", 1)?;
+        h.set_long("localDefinitionNumber", 1)?;
+        let get = |k: &str| keys.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        if get("number").is_some() {
+            // Ensemble members need the ensemble product template before `number` exists.
+            h.set_long("productDefinitionTemplateNumber", 1)?;
         }
+        let ni = (npoints.max(1) as f64).sqrt().ceil() as usize;
+        let nj = npoints.max(1).div_ceil(ni);
+        h.set_long("Ni", ni as i64)?;
+        h.set_long("Nj", nj as i64)?;
+        h.set_long("bitsPerValue", 16)?;
+        let mut maker = FieldMaker { handle: h };
+        maker.set_keys(keys)?;
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let values: Vec<f64> = (0..ni * nj)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                200.0 + (x % 10_000) as f64 / 100.0
+            })
+            .collect();
+        maker.handle.set_doubles("values", &values)?;
+        Ok(maker)
     }
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let values: Vec<f64> = (0..ni * nj)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            200.0 + (x % 10_000) as f64 / 100.0
-        })
-        .collect();
-    h.set_doubles("values", &values)?;
-    h.message()
+
+    /// Changes header keys (values stay).
+    pub fn set_keys(&mut self, keys: &[(&str, &str)]) -> Result<(), GribError> {
+        let h = &mut self.handle;
+        for (k, v) in keys {
+            let long = |v: &str| {
+                v.parse::<i64>()
+                    .map_err(|_| GribError::EcCodes(format!("{k}={v}: expected an integer")))
+            };
+            match *k {
+                "date" | "time" | "step" | "number" => h.set_long(k, long(v)?)?,
+                "param" => h.set_long("paramId", long(v)?)?,
+                "levelist" => h.set_long("level", long(v)?)?,
+                "levtype" => match *v {
+                    "sfc" => h.set_long("typeOfFirstFixedSurface", 1)?,
+                    "ml" => h.set_long("typeOfFirstFixedSurface", 105)?,
+                    other => h.set_string("levtype", other)?,
+                },
+                "domain" => {}
+                _ => h.set_string(k, v)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The encoded message as it stands.
+    pub fn message(&self) -> Result<Vec<u8>, GribError> {
+        self.handle.message()
+    }
 }
 
 #[cfg(test)]
