@@ -849,3 +849,40 @@ fn a_slow_reader_does_not_grow_server_memory() {
     assert!(all.starts_with(&data));
     assert_eq!(all, s.read("local.yaml", &all_fields(&steps), "l.grib"));
 }
+
+#[test]
+fn the_hammer_runs_unchanged_against_a_server() {
+    let store = Store::new();
+    let _server = store.serve(&[]);
+    let shape = [
+        "hammer",
+        "--json",
+        "--members",
+        "2",
+        "--steps",
+        "3",
+        "--levels",
+        "4",
+        "--params",
+        "3",
+        "--processes",
+        "2",
+    ];
+    let w: serde_json::Value = serde_json::from_str(&store.ok("remote.yaml", &shape)).unwrap();
+    assert!(w["store"]
+        .as_str()
+        .unwrap()
+        .starts_with("remote 127.0.0.1:"));
+    assert_eq!(w["errors"], 0);
+    let mut read = shape.to_vec();
+    read.extend(["--mode", "read", "--verify"]);
+    let r: serde_json::Value = serde_json::from_str(&store.ok("remote.yaml", &read)).unwrap();
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["phases"][0]["fields"], 72);
+    // The server's own store holds them.
+    let listed = store.ok(
+        "local.yaml",
+        &["list", "class=od,expver=hmmr", "--porcelain"],
+    );
+    assert_eq!(listed.lines().count(), 72);
+}
