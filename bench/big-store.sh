@@ -40,8 +40,9 @@ if [ ! -s "$corpus" ]; then
   mkdir -p "$work/gen"; config "$work/gen" "$work/gen.yaml"
   # shellcheck disable=SC2086
   $fs --config "$work/gen.yaml" hammer $shape --flush-every 0 >&2
-  echo "retrieve,$base,step=0/to/$((steps - 1)),number=1/to/50,levelist=$levels,param=$params" > "$work/gen.req"
+  echo "retrieve,$base,step=0/to/$((steps - 1))/by/1,number=1/to/50,levelist=$levels,param=$params" > "$work/gen.req"
   $fs --config "$work/gen.yaml" read "$work/gen.req" "$corpus.tmp"
+  [ "$(stat -c %s "$corpus.tmp")" -gt $((fields * 300)) ] || { echo "the corpus is short: $(stat -c %s "$corpus.tmp") bytes for $fields fields" >&2; exit 1; }
   mv "$corpus.tmp" "$corpus"
   rm -rf "$work/gen"
 fi

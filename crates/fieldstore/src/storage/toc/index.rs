@@ -1,15 +1,27 @@
 //! Index files: immutable, one per (writer, index key, flush); entries sorted by datum values so a
-//! lookup is a binary search. Checksummed as a whole.
+//! lookup is a binary search.
+//!
+//! Version 2 groups entries in blocks of `BLOCK` entries, each with its own checksum, and ends
+//! with a table of the blocks (where each starts, its checksum, its first key) under one checksum.
+//! Opening an index reads the header and that table only, and a block is checked and decoded the
+//! first time it is used: finding one field in a million-entry index touches one block, not the
+//! whole file. Version 1 files (one checksum over everything) are still read.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::storage::StorageError;
 
 const MAGIC: &[u8; 4] = b"FSIX";
-const VERSION: u32 = 1;
+const TRAILER_MAGIC: &[u8; 4] = b"XISF";
+const VERSION: u32 = 2;
+/// Entries per block: a lookup checks and decodes this many (about 50 KiB of small keys).
+const BLOCK: usize = 1024;
+/// Trailer: table offset (u64), block count (u32), checksum of header + table (u32), magic.
+const TRAILER: usize = 20;
 /// Separates datum values in an entry's key (a byte no MARS value contains).
 pub(crate) const SEP: char = '\u{1f}';
 
@@ -32,15 +44,27 @@ struct Header {
     count: u64,
 }
 
-/// A read index: the file is mapped, checked once, and entries are decoded on demand, so opening an
-/// index costs 4 bytes of heap per entry however long its keys.
+/// Where a block's entries are, and how to check them.
+struct Block {
+    start: usize,
+    end: usize,
+    /// First entry's key (in the map), so lookups pick a block without touching the others.
+    first: (usize, usize),
+    crc: Option<u32>,
+    /// Entry starts, once the block was checked.
+    starts: OnceLock<Result<Box<[u32]>, String>>,
+}
+
+/// A read index: the file is mapped, its block table checked when opened, each block checked
+/// and decoded on first use; a decoded block costs 4 bytes of heap per entry.
 pub struct IndexFile {
     pub index_key: String,
     pub datum_keywords: Vec<String>,
     pub data_files: Vec<String>,
+    path: PathBuf,
     map: memmap2::Mmap,
-    /// Where each entry starts in `map`, in key order.
-    starts: Vec<u32>,
+    count: usize,
+    blocks: Vec<Block>,
 }
 
 /// One entry, borrowed from the mapped file.
@@ -75,6 +99,48 @@ fn le(bytes: &[u8]) -> u64 {
         .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
 
+fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry) {
+    buf.extend_from_slice(&(e.values.len() as u16).to_le_bytes());
+    buf.extend_from_slice(e.values.as_bytes());
+    buf.extend_from_slice(&e.file.to_le_bytes());
+    buf.extend_from_slice(&e.offset.to_le_bytes());
+    buf.extend_from_slice(&e.length.to_le_bytes());
+    buf.push(u8::from(e.masked));
+}
+
+/// Checks `n` entries from `pos` (bounds, UTF-8, data file, order) and returns where each starts.
+fn scan(
+    body: &[u8],
+    mut pos: usize,
+    n: usize,
+    data_files: usize,
+) -> Result<(Vec<u32>, usize), (usize, &'static str)> {
+    let mut starts = Vec::with_capacity(n);
+    let mut previous: Option<&[u8]> = None;
+    for _ in 0..n {
+        let at = pos;
+        let len = body
+            .get(pos..pos + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .ok_or((at, "truncated entry"))?;
+        let rec = body
+            .get(pos + 2..pos + 2 + len + FIXED)
+            .ok_or((at, "truncated entry"))?;
+        let values = &rec[..len];
+        std::str::from_utf8(values).map_err(|_| (at, "entry key is not UTF-8"))?;
+        if le(&rec[len..len + 4]) as usize >= data_files {
+            return Err((at, "entry names a data file the index does not list"));
+        }
+        if previous.is_some_and(|p| p > values) {
+            return Err((at, "entries out of order"));
+        }
+        previous = Some(values);
+        starts.push(u32::try_from(at).map_err(|_| (at, "entry beyond 4 GiB"))?);
+        pos += 2 + len + FIXED;
+    }
+    Ok((starts, pos))
+}
+
 impl IndexFile {
     /// Writes and syncs the file. Later entries with the same values replace earlier ones.
     pub fn write(
@@ -106,16 +172,26 @@ impl IndexFile {
         buf.extend_from_slice(&VERSION.to_le_bytes());
         buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
         buf.extend_from_slice(&header);
-        for e in &dedup {
-            buf.extend_from_slice(&(e.values.len() as u16).to_le_bytes());
-            buf.extend_from_slice(e.values.as_bytes());
-            buf.extend_from_slice(&e.file.to_le_bytes());
-            buf.extend_from_slice(&e.offset.to_le_bytes());
-            buf.extend_from_slice(&e.length.to_le_bytes());
-            buf.push(u8::from(e.masked));
+        let header_end = buf.len();
+        let mut table = Vec::new();
+        for chunk in dedup.chunks(BLOCK) {
+            let start = buf.len();
+            for e in chunk {
+                encode_entry(&mut buf, e);
+            }
+            let first = chunk[0].values.as_bytes();
+            table.extend_from_slice(&(start as u64).to_le_bytes());
+            table.extend_from_slice(&crc32c::crc32c(&buf[start..]).to_le_bytes());
+            table.extend_from_slice(&(first.len() as u16).to_le_bytes());
+            table.extend_from_slice(first);
         }
-        let crc = crc32c::crc32c(&buf);
-        buf.extend_from_slice(&crc.to_le_bytes());
+        let table_offset = buf.len() as u64;
+        let meta_crc = crc32c::crc32c_append(crc32c::crc32c(&buf[..header_end]), &table);
+        buf.extend_from_slice(&table);
+        buf.extend_from_slice(&table_offset.to_le_bytes());
+        buf.extend_from_slice(&(dedup.len().div_ceil(BLOCK) as u32).to_le_bytes());
+        buf.extend_from_slice(&meta_crc.to_le_bytes());
+        buf.extend_from_slice(TRAILER_MAGIC);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -143,77 +219,180 @@ impl IndexFile {
         if buf.len() > u32::MAX as usize {
             return Err(corrupt(0, "index file larger than 4 GiB"));
         }
-        let (body, tail) = buf.split_at(buf.len() - 4);
-        if crc32c::crc32c(body) != u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) {
-            return Err(corrupt(buf.len() - 4, "checksum mismatch"));
-        }
-        let version = u32::from_le_bytes([body[4], body[5], body[6], body[7]]);
-        if version != VERSION {
-            return Err(StorageError::UnsupportedVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: VERSION,
-            });
-        }
-        let hlen = u32::from_le_bytes([body[8], body[9], body[10], body[11]]) as usize;
-        let hbytes = body
-            .get(12..12 + hlen)
-            .ok_or_else(|| corrupt(12, "header past the end"))?;
+        let version = le(&buf[4..8]) as u32;
+        let hlen = le(&buf[8..12]) as usize;
+        // Version 2 keeps the header outside the blocks' checksums, so check it before parsing.
+        let (header, header_end, tail) = match version {
+            1 => {
+                let (body, tail) = buf.split_at(buf.len() - 4);
+                if crc32c::crc32c(body) != le(tail) as u32 {
+                    return Err(corrupt(buf.len() - 4, "checksum mismatch"));
+                }
+                (body.get(12..12 + hlen), 12 + hlen, None)
+            }
+            2 => {
+                if buf.len() < 12 + TRAILER || &buf[buf.len() - 4..] != TRAILER_MAGIC {
+                    return Err(corrupt(buf.len(), "truncated: no trailer"));
+                }
+                let t = &buf[buf.len() - TRAILER..];
+                let table_offset = le(&t[..8]) as usize;
+                let blocks = le(&t[8..12]) as usize;
+                let table_end = buf.len() - TRAILER;
+                if table_offset < 12 + hlen || table_offset > table_end {
+                    return Err(corrupt(buf.len() - TRAILER, "block table out of bounds"));
+                }
+                let meta = crc32c::crc32c_append(
+                    crc32c::crc32c(&buf[..12 + hlen]),
+                    &buf[table_offset..table_end],
+                );
+                if meta != le(&t[12..16]) as u32 {
+                    return Err(corrupt(
+                        table_offset,
+                        "checksum mismatch (header or block table)",
+                    ));
+                }
+                (
+                    buf.get(12..12 + hlen),
+                    12 + hlen,
+                    Some((table_offset, table_end, blocks)),
+                )
+            }
+            found => {
+                return Err(StorageError::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    found,
+                    supported: VERSION,
+                })
+            }
+        };
+        let hbytes = header.ok_or_else(|| corrupt(12, "header past the end"))?;
         let header: Header =
             serde_json::from_slice(hbytes).map_err(|e| corrupt(12, &format!("bad header: {e}")))?;
-        let mut pos = 12 + hlen;
         let count = usize::try_from(header.count).unwrap_or(usize::MAX);
         // Every entry takes at least FIXED + 2 bytes: a count claiming more is corrupt, and
         // refusing it first keeps a damaged header from reserving gigabytes.
-        if count > body.len() / (FIXED + 2) {
+        if count > buf.len() / (FIXED + 2) {
             return Err(corrupt(12, "entry count larger than the file"));
         }
-        let mut starts = Vec::with_capacity(count);
-        let mut previous: Option<&[u8]> = None;
-        for _ in 0..count {
-            let at = pos;
-            let len = body
-                .get(pos..pos + 2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-                .ok_or_else(|| corrupt(at, "truncated entry"))?;
-            let rec = body
-                .get(pos + 2..pos + 2 + len + FIXED)
-                .ok_or_else(|| corrupt(at, "truncated entry"))?;
-            let values = &rec[..len];
-            std::str::from_utf8(values).map_err(|_| corrupt(at, "entry key is not UTF-8"))?;
-            if le(&rec[len..len + 4]) as usize >= header.data_files.len() {
-                return Err(corrupt(
-                    at,
-                    "entry names a data file the index does not list",
-                ));
+        let nfiles = header.data_files.len();
+        let blocks = match tail {
+            None => {
+                // Version 1: checked as a whole above; decode it all now.
+                let (starts, _) = scan(&buf[..buf.len() - 4], header_end, count, nfiles)
+                    .map_err(|(at, d)| corrupt(at, d))?;
+                let mut blocks = Vec::new();
+                for chunk in starts.chunks(BLOCK) {
+                    let first = chunk[0] as usize;
+                    let klen = le(&buf[first..first + 2]) as usize;
+                    let cell = OnceLock::new();
+                    let _ = cell.set(Ok(chunk.to_vec().into_boxed_slice()));
+                    blocks.push(Block {
+                        start: first,
+                        end: buf.len() - 4,
+                        first: (first + 2, first + 2 + klen),
+                        crc: None,
+                        starts: cell,
+                    });
+                }
+                blocks
             }
-            if previous.is_some_and(|p| p > values) {
-                return Err(corrupt(at, "entries out of order"));
+            Some((table_offset, table_end, n)) => {
+                if n != count.div_ceil(BLOCK) {
+                    return Err(corrupt(table_offset, "block count does not match entries"));
+                }
+                let table = &buf[table_offset..table_end];
+                let mut blocks: Vec<Block> = Vec::with_capacity(n);
+                let mut pos = 0;
+                for _ in 0..n {
+                    let at = table_offset + pos;
+                    let rec = table
+                        .get(pos..pos + 14)
+                        .ok_or_else(|| corrupt(at, "block table truncated"))?;
+                    let start = le(&rec[..8]) as usize;
+                    let crc = le(&rec[8..12]) as u32;
+                    let klen = le(&rec[12..14]) as usize;
+                    let key = (table_offset + pos + 14, table_offset + pos + 14 + klen);
+                    if key.1 > table_end || std::str::from_utf8(&buf[key.0..key.1]).is_err() {
+                        return Err(corrupt(at, "block table truncated"));
+                    }
+                    let floor = blocks.last().map_or(header_end, |b| b.start + 1);
+                    if start < floor || start >= table_offset {
+                        return Err(corrupt(at, "block out of order or out of bounds"));
+                    }
+                    if let Some(last) = blocks.last_mut() {
+                        last.end = start;
+                    }
+                    blocks.push(Block {
+                        start,
+                        end: table_offset,
+                        first: key,
+                        crc: Some(crc),
+                        starts: OnceLock::new(),
+                    });
+                    pos += 14 + klen;
+                }
+                if blocks.first().is_some_and(|b| b.start != header_end) {
+                    return Err(corrupt(
+                        header_end,
+                        "first block does not follow the header",
+                    ));
+                }
+                blocks
             }
-            previous = Some(values);
-            starts.push(at as u32);
-            pos += 2 + len + FIXED;
-        }
+        };
         Ok(IndexFile {
             index_key: header.index_key,
             datum_keywords: header.datum_keywords,
             data_files: header.data_files,
+            path: path.to_path_buf(),
             map,
-            starts,
+            count,
+            blocks,
         })
     }
 
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.count == 0
     }
 
-    /// Entry `i` (in key order). Bounds and UTF-8 were checked when the file was read.
-    pub fn entry(&self, i: usize) -> Option<EntryRef<'_>> {
-        let at = *self.starts.get(i)? as usize;
+    /// Where block `b`'s entries start, checking and decoding it the first time.
+    fn block(&self, b: usize) -> Result<&[u32], StorageError> {
+        let block = &self.blocks[b];
+        let n = if b + 1 == self.blocks.len() {
+            self.count - b * BLOCK
+        } else {
+            BLOCK
+        };
+        let decoded = block.starts.get_or_init(|| {
+            let bytes = &self.map[..block.end];
+            if let Some(crc) = block.crc {
+                if crc32c::crc32c(&bytes[block.start..]) != crc {
+                    return Err(format!(
+                        "block {b} at offset {}: checksum mismatch",
+                        block.start
+                    ));
+                }
+            }
+            match scan(bytes, block.start, n, self.data_files.len()) {
+                Ok((starts, end)) if end == block.end || block.crc.is_none() => {
+                    Ok(starts.into_boxed_slice())
+                }
+                Ok(_) => Err(format!("block {b}: entries do not fill it")),
+                Err((at, d)) => Err(format!("offset {at}: {d}")),
+            }
+        });
+        decoded.as_deref().map_err(|detail| StorageError::Corrupt {
+            path: self.path.clone(),
+            offset: block.start as u64,
+            detail: detail.clone(),
+        })
+    }
+
+    fn decode(&self, at: usize) -> Option<EntryRef<'_>> {
         let b: &[u8] = &self.map;
         let len = usize::from(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]));
         let rec = b.get(at + 2..at + 2 + len + FIXED)?;
@@ -226,22 +405,54 @@ impl IndexFile {
         })
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
-        (0..self.len()).filter_map(move |i| self.entry(i))
+    /// Entry `i` (in key order); `None` past the end.
+    pub fn entry(&self, i: usize) -> Result<Option<EntryRef<'_>>, StorageError> {
+        if i >= self.count {
+            return Ok(None);
+        }
+        let starts = self.block(i / BLOCK)?;
+        let at = starts.get(i % BLOCK).copied().unwrap_or(u32::MAX) as usize;
+        // Bounds and UTF-8 were checked when the block was decoded.
+        Ok(self.decode(at))
     }
 
-    /// The live entry for these values (live copies sort before masked ones).
-    pub fn lookup(&self, values: &str) -> Option<EntryRef<'_>> {
-        let (mut lo, mut hi) = (0, self.len());
+    pub fn entries(&self) -> impl Iterator<Item = Result<EntryRef<'_>, StorageError>> + '_ {
+        (0..self.len()).filter_map(move |i| self.entry(i).transpose())
+    }
+
+    fn first_key(&self, b: usize) -> &[u8] {
+        let (s, e) = self.blocks[b].first;
+        &self.map[s..e]
+    }
+
+    /// The live entry for these values (live copies sort before masked ones). Checks and
+    /// decodes at most two blocks.
+    pub fn lookup(&self, values: &str) -> Result<Option<EntryRef<'_>>, StorageError> {
+        let v = values.as_bytes();
+        // The last block whose first key is below `values`: equal keys may start the next one.
+        let (mut lo, mut hi) = (0, self.blocks.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.entry(mid)?.values < values {
+            if self.first_key(mid) < v {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        self.entry(lo).filter(|e| e.values == values && !e.masked)
+        let b = lo.saturating_sub(1);
+        for b in b..(b + 2).min(self.blocks.len()) {
+            let starts = self.block(b)?;
+            let idx = starts.partition_point(|&at| {
+                self.decode(at as usize)
+                    .is_some_and(|e| e.values.as_bytes() < v)
+            });
+            if let Some(&at) = starts.get(idx) {
+                return Ok(self
+                    .decode(at as usize)
+                    .filter(|e| e.values == values && !e.masked));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -249,29 +460,37 @@ impl IndexFile {
 mod tests {
     use super::*;
 
-    #[test]
-    fn write_read_lookup_and_corruption() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("i.idx");
-        let e = |v: &str, o: u64| IndexEntry {
+    fn e(v: &str, o: u64) -> IndexEntry {
+        IndexEntry {
             values: v.into(),
             file: 0,
             offset: o,
             length: 10,
             masked: false,
-        };
+        }
+    }
+
+    fn write(p: &Path, entries: Vec<IndexEntry>) {
         IndexFile::write(
-            &p,
+            p,
             "{type=fc}",
             &["step".into()],
             &["a.data".into()],
-            vec![e("6", 0), e("0", 10), e("6", 20)],
+            entries,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn write_read_lookup_and_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("i.idx");
+        write(&p, vec![e("6", 0), e("0", 10), e("6", 20)]);
         let i = IndexFile::read(&p).unwrap();
         assert_eq!(i.len(), 2);
-        assert_eq!(i.lookup("6").unwrap().offset, 20);
-        assert!(i.lookup("12").is_none());
+        assert_eq!(i.lookup("6").unwrap().unwrap().offset, 20);
+        assert!(i.lookup("12").unwrap().is_none());
+        assert!(i.lookup("").unwrap().is_none());
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[20] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
@@ -280,5 +499,128 @@ mod tests {
             err.contains("i.idx is corrupt") && err.contains("checksum"),
             "{err}"
         );
+    }
+
+    fn key(n: usize) -> String {
+        format!("{n:06}")
+    }
+
+    #[test]
+    fn lookups_across_many_blocks_touch_only_the_blocks_they_need() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big.idx");
+        let n = 3 * BLOCK + 17;
+        write(&p, (0..n).map(|k| e(&key(k * 2), k as u64)).collect());
+        let i = IndexFile::read(&p).unwrap();
+        assert_eq!(i.len(), n);
+        assert_eq!(i.blocks.len(), 4);
+        assert!(i.blocks.iter().all(|b| b.starts.get().is_none()));
+        assert_eq!(i.lookup(&key(2 * 2000)).unwrap().unwrap().offset, 2000);
+        let decoded = i.blocks.iter().filter(|b| b.starts.get().is_some()).count();
+        assert!(decoded <= 2, "{decoded} blocks decoded for one lookup");
+        for k in 0..n {
+            assert_eq!(i.lookup(&key(k * 2)).unwrap().unwrap().offset, k as u64);
+            assert!(i.lookup(&key(k * 2 + 1)).unwrap().is_none());
+        }
+        let all: Vec<_> = i.entries().map(|x| x.unwrap().offset).collect();
+        assert_eq!(all, (0..n as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn masked_copies_at_a_block_boundary_do_not_hide_the_live_one() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m.idx");
+        // The live copy of "k" is the last entry of block 0, its masked copies open block 1.
+        let mut entries: Vec<IndexEntry> = (0..BLOCK - 1).map(|k| e(&key(k), 1)).collect();
+        entries.push(e("k", 7));
+        for o in 0..3 {
+            entries.push(IndexEntry {
+                masked: true,
+                ..e("k", 100 + o)
+            });
+        }
+        entries.push(e("z", 9));
+        write(&p, entries);
+        let i = IndexFile::read(&p).unwrap();
+        assert_eq!(i.lookup("k").unwrap().unwrap().offset, 7);
+        assert_eq!(i.lookup("z").unwrap().unwrap().offset, 9);
+        assert_eq!(
+            i.entries().filter(|x| x.as_ref().unwrap().masked).count(),
+            3
+        );
+    }
+
+    #[test]
+    fn a_damaged_block_is_named_and_the_others_still_answer() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("d.idx");
+        let n = 2 * BLOCK;
+        write(&p, (0..n).map(|k| e(&key(k), k as u64)).collect());
+        let second = IndexFile::read(&p).unwrap().blocks[1].start;
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[second + 40] ^= 0x01;
+        std::fs::write(&p, &bytes).unwrap();
+        let i = IndexFile::read(&p).unwrap();
+        assert_eq!(i.lookup(&key(5)).unwrap().unwrap().offset, 5);
+        let err = i.lookup(&key(BLOCK + 5)).err().unwrap().to_string();
+        assert!(
+            err.contains("d.idx is corrupt") && err.contains("block 1"),
+            "{err}"
+        );
+        assert!(i.entries().any(|x| x.is_err()));
+    }
+
+    /// A version 1 file, as fieldstore wrote before blocks: one checksum over everything.
+    fn write_v1(p: &Path, entries: &[IndexEntry]) {
+        let header = serde_json::to_vec(&Header {
+            index_key: "{type=fc}".into(),
+            datum_keywords: vec!["step".into()],
+            data_files: vec!["a.data".into()],
+            count: entries.len() as u64,
+        })
+        .unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&1u32.to_le_bytes());
+        buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&header);
+        for x in entries {
+            encode_entry(&mut buf, x);
+        }
+        let crc = crc32c::crc32c(&buf);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        std::fs::write(p, buf).unwrap();
+    }
+
+    #[test]
+    fn version_1_files_are_still_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("v1.idx");
+        let n = BLOCK + 3;
+        let entries: Vec<IndexEntry> = (0..n).map(|k| e(&key(k), k as u64)).collect();
+        write_v1(&p, &entries);
+        let i = IndexFile::read(&p).unwrap();
+        assert_eq!(i.len(), n);
+        for k in [0, BLOCK - 1, BLOCK, n - 1] {
+            assert_eq!(i.lookup(&key(k)).unwrap().unwrap().offset, k as u64);
+        }
+        assert_eq!(i.entries().count(), n);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[40] ^= 0x01;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(IndexFile::read(&p).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lookup_agrees_with_a_sorted_map(keys in proptest::collection::btree_set("[a-z]{1,4}", 0..3000usize), probe in "[a-z]{1,4}") {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("p.idx");
+            let entries: Vec<IndexEntry> = keys.iter().enumerate().map(|(o, k)| e(k, o as u64)).collect();
+            write(&p, entries);
+            let i = IndexFile::read(&p).unwrap();
+            let want = keys.iter().position(|k| *k == probe).map(|o| o as u64);
+            proptest::prop_assert_eq!(i.lookup(&probe).unwrap().map(|x| x.offset), want);
+        }
     }
 }

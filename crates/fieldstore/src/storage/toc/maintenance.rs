@@ -75,7 +75,8 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
         let maskers = reader.maskers(i, &file)?;
         let mut any_live = false;
         for e in file.entries() {
-            if is_masked(e.values, e.masked, &maskers) {
+            let e = e?;
+            if is_masked(e.values, e.masked, &maskers)? {
                 report.masked_fields += 1;
             } else {
                 any_live = true;
@@ -155,7 +156,8 @@ pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
         let file = reader.load(ix)?;
         let maskers = reader.maskers(i, &file)?;
         for e in file.entries() {
-            if is_masked(e.values, e.masked, &maskers) {
+            let e = e?;
+            if is_masked(e.values, e.masked, &maskers)? {
                 s.masked += 1;
                 s.masked_bytes += e.length;
             } else {
@@ -249,6 +251,7 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
                 axes.entry(k.clone()).or_default().extend(v.iter().cloned());
             }
             for e in file.entries() {
+                let e = e?;
                 let name = file
                     .data_files
                     .get(e.file as usize)

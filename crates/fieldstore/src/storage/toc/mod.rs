@@ -9,7 +9,7 @@ mod reader;
 mod writer;
 
 pub use catalogue::TocCatalogue;
-pub use index::IndexEntry;
+pub use index::{IndexEntry, IndexFile};
 pub use journal::FORMAT_VERSION;
 pub use reader::{datum_key_of, DbReader};
 pub use writer::DbWriter;

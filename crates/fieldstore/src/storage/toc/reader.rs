@@ -165,8 +165,20 @@ impl DbReader {
 }
 
 /// Whether an entry is replaced: flagged so by compaction, or live in a newer index.
-pub(crate) fn is_masked(values: &str, flagged: bool, maskers: &[Arc<IndexFile>]) -> bool {
-    flagged || maskers.iter().any(|m| m.lookup(values).is_some())
+pub(crate) fn is_masked(
+    values: &str,
+    flagged: bool,
+    maskers: &[Arc<IndexFile>],
+) -> Result<bool, StorageError> {
+    if flagged {
+        return Ok(true);
+    }
+    for m in maskers {
+        if m.lookup(values)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 impl CatalogueReader for DbReader {
@@ -195,7 +207,7 @@ impl CatalogueReader for DbReader {
                 continue;
             }
             let values = entry_values(&file.datum_keywords, datum_key);
-            if let Some(e) = file.lookup(&values) {
+            if let Some(e) = file.lookup(&values)? {
                 return Ok(Some(FieldRef {
                     object: file
                         .data_files
@@ -238,9 +250,19 @@ impl Iterator for Entries {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let e = self.file.entry(self.pos)?;
+            let e = match self.file.entry(self.pos) {
+                Ok(e) => e?,
+                Err(err) => {
+                    // Stop after reporting: the rest of this index cannot be trusted.
+                    self.pos = usize::MAX;
+                    return Some(Err(err));
+                }
+            };
             self.pos += 1;
-            let masked = is_masked(e.values, e.masked, &self.maskers);
+            let masked = match is_masked(e.values, e.masked, &self.maskers) {
+                Ok(m) => m,
+                Err(err) => return Some(Err(err)),
+            };
             if masked && !self.include_masked {
                 continue;
             }
