@@ -20,6 +20,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const PARAMS: &str = "129/130/131/132/133/135/138/155/157/60";
 const LEVELS: &str = "1000/925/850/700/500/400/300/250/200/150";
+/// Every field of the first batch of the kill test.
+const DB_FIRST: &str = "class=od,expver=0001,date=20261121,time=1200,levtype=pl,stream=oper,type=fc,param=129/130/131/132/133/135/138/155/157/60,levelist=1000/925/850/700/500/400/300/250/200/150,step=0/6";
 const DB: &str = "class=od,expver=0001,date=20261122,time=1200,levtype=pl";
 
 fn fieldstore(config: &Path, args: &[&str]) -> Command {
@@ -453,6 +455,17 @@ fn dist_server_killed_mid_archive() {
             now.len()
         );
         assert_eq!(now, flushed[i], "s{i} shows fields of the failed write");
+    }
+    // While it is down, reads through dist fail saying which server is missing, rather than
+    // answering with a quarter of the fields silently gone.
+    for args in [
+        vec!["list", "--all", "--porcelain"],
+        vec!["read", DB_FIRST, "-"],
+    ] {
+        let o = fieldstore(&dist, &args).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} with a lane down succeeded");
+        assert!(e.contains(&format!("127.0.0.1:{port}")), "{args:?}: {e}");
     }
     // Restarted on its store and port, the victim has exactly what it had flushed.
     servers[victim] = Server::start(
