@@ -254,6 +254,9 @@ fn expected(file: &Path, range: std::ops::Range<usize>, want: &[(&str, &[&str])]
     out
 }
 
+/// Measured on a 2-core machine (release): about 80 s when idle (making the 100,000 fields with
+/// ecCodes 44 s, the four concurrent writers 34 s), 120 s with other jobs on it. Key decoding on
+/// the clients and field making are the cost, not the servers.
 #[test]
 fn dist_over_four_servers_with_100k_fields() {
     let _serial = serial();
