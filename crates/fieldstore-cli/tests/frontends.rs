@@ -216,3 +216,67 @@ fn dist_spreads_fields_and_lists_the_union() {
     d.ok(&c, &["read", "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=1000/500,param=t/u,step=0/6", out.to_str().unwrap()]);
     assert_eq!(messages(&out), 8);
 }
+
+#[test]
+fn diagnostics_reports_what_a_job_did() {
+    let d = Dir(tempfile::tempdir().unwrap());
+    let f = d.sample();
+    let report = d.p("report.txt");
+    let c = d.config(
+        "diag.yaml",
+        &format!(
+            "type: diagnostics\nreport: {}\nfdb: {}\n",
+            report.display(),
+            d.local("r")
+        ),
+    );
+    // Each CLI run is one handle: one summary appended per run.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+    cmd.args(["write", f.to_str().unwrap()])
+        .env("FDB_CONFIG_FILE", &c)
+        .env("FIELDSTORE_LOG", "fieldstore::diagnostics=info");
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("op=\"archive\"") && l.contains("outcome=\"ok\""))
+            .count(),
+        24,
+        "one info line per archived field:\n{log}"
+    );
+    assert_eq!(d.list(&c).len(), 24);
+    let out = d.p("o.grib");
+    let req = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=1000/500,param=t/u,step=0/6";
+    d.ok(&c, &["read", req, out.to_str().unwrap()]);
+    assert_eq!(messages(&out), 8);
+
+    let text = std::fs::read_to_string(&report).unwrap();
+    let runs: Vec<&str> = text
+        .split("# fieldstore diagnostics")
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(runs.len(), 3, "write, list, read: {text}");
+    let row = |run: &str, op: &str| -> Vec<u64> {
+        let line = run
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(op))
+            .unwrap_or_else(|| panic!("no {op} line in {run}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols.len(), 7, "{line}");
+        // calls errors bytes items (the two times are checked to parse only)
+        for t in &cols[3..5] {
+            t.parse::<f64>().unwrap();
+        }
+        [1, 2, 5, 6]
+            .iter()
+            .map(|&i| cols[i].parse().unwrap())
+            .collect()
+    };
+    let input = std::fs::metadata(&f).unwrap().len();
+    assert_eq!(row(runs[0], "archive"), vec![24, 0, input, 24]);
+    assert_eq!(row(runs[0], "flush"), vec![1, 0, 0, 0]);
+    assert_eq!(row(runs[1], "list"), vec![1, 0, 0, 24]);
+    let read = std::fs::metadata(&out).unwrap().len();
+    assert_eq!(row(runs[2], "retrieve")[..3], [1, 0, read]);
+}

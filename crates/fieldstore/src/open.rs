@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use crate::api::frontends::{dist, select, DistFdb, FilterFdb, MirrorFdb, SelectFdb, Selection};
+use crate::api::frontends::{
+    dist, select, DiagnosticsFdb, DistFdb, FilterFdb, MirrorFdb, SelectFdb, Selection,
+};
 use crate::api::{ApiError, Fdb, LocalFdb};
 use crate::grib;
 use crate::model::config::{DistHash, FdbConfig};
@@ -77,14 +79,7 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
             excludes,
             children,
         } => {
-            // Several children behind one filter all receive what it keeps.
-            let child: Arc<dyn Fdb> = match children.as_slice() {
-                [one] => open_shared(one)?,
-                many => Arc::new(MirrorFdb::new(
-                    many.iter().map(open_shared).collect::<Result<_, _>>()?,
-                    None,
-                )?),
-            };
+            let child = one_or_mirror(children)?;
             Ok(Box::new(FilterFdb::new(
                 select.as_deref().map(Selection::parse).transpose()?,
                 excludes
@@ -94,12 +89,27 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
                 child,
             )))
         }
+        FdbConfig::Diagnostics { report, children } => Ok(Box::new(DiagnosticsFdb::new(
+            one_or_mirror(children)?,
+            report.clone(),
+        ))),
         FdbConfig::Remote { host, port, token } => {
             let token = token
                 .clone()
                 .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
             Ok(Box::new(RemoteFdb::new(host, *port, token)))
         }
+    }
+}
+
+/// Several children behind one wrapper (filter, diagnostics) all receive what it passes on.
+fn one_or_mirror(children: &[FdbConfig]) -> Result<Arc<dyn Fdb>, ApiError> {
+    match children {
+        [one] => open_shared(one),
+        many => Ok(Arc::new(MirrorFdb::new(
+            many.iter().map(open_shared).collect::<Result<_, _>>()?,
+            None,
+        )?)),
     }
 }
 
@@ -115,9 +125,9 @@ pub fn schema_of(config: &FdbConfig) -> Option<std::path::PathBuf> {
             .clone()
             .or_else(|| lanes.iter().find_map(|l| schema_of(&l.config))),
         FdbConfig::Dist { lanes, .. } => lanes.iter().find_map(|l| schema_of(&l.config)),
-        FdbConfig::Mirror { children, .. } | FdbConfig::Filter { children, .. } => {
-            children.iter().find_map(schema_of)
-        }
+        FdbConfig::Mirror { children, .. }
+        | FdbConfig::Filter { children, .. }
+        | FdbConfig::Diagnostics { children, .. } => children.iter().find_map(schema_of),
         FdbConfig::Remote { .. } => None,
     }
 }

@@ -1,6 +1,7 @@
 //! Frontends that compose other stores: each holds children (`Arc<dyn Fdb>`, of any type) and
 //! decides, from the field's or the request's metadata, which of them a call goes to.
 
+pub mod diagnostics;
 pub mod dist;
 pub mod filter;
 pub mod mirror;
@@ -15,6 +16,7 @@ use super::error::ApiError;
 use crate::grib;
 use crate::model::Key;
 
+pub use diagnostics::DiagnosticsFdb;
 pub use dist::DistFdb;
 pub use filter::FilterFdb;
 pub use mirror::MirrorFdb;

@@ -22,6 +22,7 @@ impl FdbConfig {
             FdbConfig::Remote { .. } => "remote",
             FdbConfig::Mirror { .. } => "mirror",
             FdbConfig::Filter { .. } => "filter",
+            FdbConfig::Diagnostics { .. } => "diagnostics",
         }
     }
 
@@ -112,6 +113,16 @@ impl FdbConfig {
                 write!(s, "{pad}filter select {}", select.as_deref().unwrap_or("*"))?;
                 if !excludes.is_empty() {
                     write!(s, " except {}", excludes.join(" or "))?;
+                }
+                writeln!(s)?;
+                for c in children {
+                    c.describe_into(s, depth + 1)?;
+                }
+            }
+            FdbConfig::Diagnostics { report, children } => {
+                write!(s, "{pad}diagnostics")?;
+                if let Some(r) = report {
+                    write!(s, ", report to {}", r.display())?;
                 }
                 writeln!(s)?;
                 for c in children {

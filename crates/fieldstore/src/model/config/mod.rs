@@ -139,6 +139,12 @@ pub enum FdbConfig {
         excludes: Vec<String>,
         children: Vec<FdbConfig>,
     },
+    /// Every call to the children is counted, timed and logged; `report` is a file the summary
+    /// is appended to when the store is closed.
+    Diagnostics {
+        report: Option<PathBuf>,
+        children: Vec<FdbConfig>,
+    },
 }
 
 /// `type:` values understood, in the order error messages list them.
@@ -151,6 +157,7 @@ pub const TYPES: &[&str] = &[
     "remote",
     "mirror",
     "filter",
+    "diagnostics",
 ];
 
 /// FDB5's root-choice handlers, so a typo is caught when the config is read.

@@ -619,6 +619,28 @@ impl Walk<'_> {
                     children: self.fdb_list(m, path)?,
                 })
             }
+            "diagnostics" => {
+                let m = self.map(v, path, &with(&["fdb", "fdbs", "report"]))?;
+                let children = match (m.get("fdb"), m.get("fdbs")) {
+                    (Some(_), Some(_)) => {
+                        return Err(self.err(
+                            path,
+                            "give the child under 'fdb' or the children under 'fdbs', not both",
+                        ))
+                    }
+                    // `fdb:` names the one store looked through, as a mapping.
+                    (Some(one @ Value::Object(_)), None) => {
+                        vec![self.fdb(one, &join(path, "fdb"), &[])?]
+                    }
+                    (Some(_), None) => self.fdb_list_at(m, "fdb", path)?,
+                    (None, _) => self.fdb_list(m, path)?,
+                };
+                let report = match self.string(m, "report", path)? {
+                    Some(r) => Some(self.path_value(&r, None, &join(path, "report"))?),
+                    None => None,
+                };
+                Ok(FdbConfig::Diagnostics { report, children })
+            }
             "random" | "store" => Err(self.err(
                 &join(path, "type"),
                 format!(
@@ -638,10 +660,19 @@ impl Walk<'_> {
     }
 
     fn fdb_list(&self, m: &Map<String, Value>, path: &str) -> Result<Vec<FdbConfig>, ConfigError> {
-        self.children(m, "fdbs", path)?
+        self.fdb_list_at(m, "fdbs", path)
+    }
+
+    fn fdb_list_at(
+        &self,
+        m: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Result<Vec<FdbConfig>, ConfigError> {
+        self.children(m, key, path)?
             .iter()
             .enumerate()
-            .map(|(i, c)| self.fdb(c, &format!("{}[{i}]", join(path, "fdbs")), &[]))
+            .map(|(i, c)| self.fdb(c, &format!("{}[{i}]", join(path, key)), &[]))
             .collect()
     }
 
@@ -830,7 +861,9 @@ fn for_each_local(config: &mut FdbConfig, f: &mut dyn FnMut(&mut LocalConfig)) {
         FdbConfig::Dist { lanes, .. } => lanes
             .iter_mut()
             .for_each(|l| for_each_local(&mut l.config, f)),
-        FdbConfig::Mirror { children, .. } | FdbConfig::Filter { children, .. } => {
+        FdbConfig::Mirror { children, .. }
+        | FdbConfig::Filter { children, .. }
+        | FdbConfig::Diagnostics { children, .. } => {
             children.iter_mut().for_each(|c| for_each_local(c, f))
         }
         FdbConfig::Remote { .. } => {}
@@ -1013,6 +1046,25 @@ mod tests {
             matches!(c, FdbConfig::Filter { select: Some(ref s), ref excludes, ref children }
             if s == "class=od" && excludes == &["expver=0001"] && children.len() == 1)
         );
+        let c =
+            parse("type: diagnostics\nreport: /tmp/r.txt\nfdb: {type: remote, host: a}").unwrap();
+        assert!(
+            matches!(c, FdbConfig::Diagnostics { report: Some(ref r), ref children }
+            if r == Path::new("/tmp/r.txt") && children.len() == 1)
+        );
+        let c =
+            parse("type: diagnostics\nfdbs: [{type: remote, host: a}, {type: remote, host: b}]")
+                .unwrap();
+        assert!(
+            matches!(c, FdbConfig::Diagnostics { report: None, ref children } if children.len() == 2)
+        );
+        let e = parse(
+            "type: diagnostics\nfdb: {type: remote, host: a}\nfdbs: [{type: remote, host: b}]",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+        let e = parse("type: diagnostics\nreprot: x\nfdb: {type: remote, host: a}").unwrap_err();
+        assert!(e.to_string().contains("did you mean 'report'"), "{e}");
     }
 
     #[test]
@@ -1020,8 +1072,8 @@ mod tests {
         let cases = [
             ("spaces: [{roots: [{path: /a}, {path: /b, wrtable: true}]}]", "config t.yaml: spaces[0].roots[1]: unknown key 'wrtable' (did you mean 'writable'?)"),
             ("spaces: [{roots: [{path: /a}, {name: x}]}]", "config t.yaml: spaces[0].roots[1]: missing required key 'path'"),
-            ("type: lcal\nspaces: []", "config t.yaml: type: unknown type 'lcal' (known: local, catalogue, select, routing, dist, remote, mirror, filter) (did you mean 'local'?)"),
-            ("type: random\nfdbs: []", "config t.yaml: type: type 'random' is an FDB5 frontend fieldstore does not implement (known: local, catalogue, select, routing, dist, remote, mirror, filter)"),
+            ("type: lcal\nspaces: []", "config t.yaml: type: unknown type 'lcal' (known: local, catalogue, select, routing, dist, remote, mirror, filter, diagnostics) (did you mean 'local'?)"),
+            ("type: random\nfdbs: []", "config t.yaml: type: type 'random' is an FDB5 frontend fieldstore does not implement (known: local, catalogue, select, routing, dist, remote, mirror, filter, diagnostics)"),
             ("spaces: []", "config t.yaml: spaces: no spaces: at least one space with one root is needed"),
             ("spaces: [{roots: []}]", "config t.yaml: spaces[0].roots: no roots: at least one root directory is needed"),
             ("type: local", "config t.yaml: missing required key 'spaces' (where the data goes: spaces: [{roots: [{path: /dir}]}])"),
