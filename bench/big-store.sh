@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
 R=${2:-5}
-scripts/install-deps >/dev/null
+bench/install-deps >/dev/null
 cargo build --release -q
 schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
 cache=${BENCH_CACHE:-$HOME/.cache/fieldstore-bench}

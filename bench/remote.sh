@@ -2,7 +2,9 @@
 # Remote access through one `fieldstore server` on loopback, against local access to the same kind
 # of store and against the loopback TCP bandwidth (iperf3, one stream) as the limit, in one run.
 # Workloads: archive+flush and retrieve-all of many small fields, and of a few large ones. Each is
-# repeated on a fresh store; medians (min-max) are reported, because the machine is shared.
+# repeated on a fresh store; medians (min-max) are reported, because the machine is shared. The
+# anchor: the same workloads through FDB5's own `fdb-server` (5.10.8) with a `type: remote` client
+# config (its retrieves of many fields are known to hang: they are stopped after 60 s).
 # Stores live on tmpfs (BENCH_DIR, default /dev/shm) so the disk does not hide the protocol's cost.
 # Usage: bench/remote.sh [SMALL_FIELDS≈10000] [REPEATS=3] [LARGE_FIELDS=32]
 set -euo pipefail
@@ -10,12 +12,12 @@ cd "$(dirname "$0")/.."
 N=${1:-10000}
 R=${2:-3}
 L=${3:-32}
-scripts/install-deps >/dev/null
-command -v iperf3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3; }
+bench/install-deps >/dev/null
 cargo build --release -q
 fs=$PWD/target/release/fieldstore
 work=$(mktemp -d -p "${BENCH_DIR:-/dev/shm}")
 server_pid=""
+schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME FIELDSTORE_TOKEN
@@ -33,7 +35,7 @@ $fs sample --out "$work/large.grib" --params t/u --levels 1000/500 \
 large_fields=$((lsteps * 4))
 small_size=$(stat -c %s "$work/small.grib")
 large_size=$(stat -c %s "$work/large.grib")
-base="class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl"
+base="class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl"
 echo "retrieve,$base,levelist=1000/925/850/700/500/400/300/250/200/100,param=130/131/132/133,step=0/to/$((steps - 1))/by/1" > "$work/small.req"
 echo "retrieve,$base,levelist=1000/500,param=130/131,step=0/to/$((lsteps - 1))/by/1" > "$work/large.req"
 
@@ -58,7 +60,38 @@ run() {
   echo "$(now) - $t0" | bc >> "$work/$name.$sys"
 }
 
+# run_or_hang: as run, but a command still running after 60 s is stopped and recorded as a hang.
+run_or_hang() {
+  local name=$1 sys=$2; shift 2
+  local t0; t0=$(now)
+  if timeout 60 "$@" >/dev/null 2>"$work/last.err"; then
+    echo "$(now) - $t0" | bc >> "$work/$name.$sys"
+  else
+    echo "$sys $name did not finish in 60 s: $(tail -1 "$work/last.err")" >&2
+    echo hang >> "$work/$name.$sys"
+  fi
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 for r in $(seq 1 "$R"); do
+  # FDB5 through its own server: the same corpora, same schema.
+  root="$work/root-fdb5"; mkdir -p "$root"
+  p=$(free_port)
+  printf 'type: local\nengine: toc\nschema: %s\nserverPort: %s\nspaces: [{handler: Default, roots: [{path: %s}]}]\n' "$schema" "$p" "$root" > "$work/fdb5-server.yaml"
+  printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$p" > "$work/fdb5-client.yaml"
+  FDB5_CONFIG_FILE="$work/fdb5-server.yaml" fdb-server > "$work/fdb5-server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do port_open "$p" && break; sleep 0.05; done
+  export FDB5_CONFIG_FILE="$work/fdb5-client.yaml"
+  run write-small fdb5 fdb-write "$work/small.grib"
+  run_or_hang read-small fdb5 fdb-read "$work/small.req" "$work/out-small-fdb5"
+  run write-large fdb5 fdb-write "$work/large.grib"
+  run_or_hang read-large fdb5 fdb-read "$work/large.req" "$work/out-large-fdb5"
+  unset FDB5_CONFIG_FILE
+  pkill -P "$server_pid" 2>/dev/null || true
+  kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; server_pid=""
+  rm -rf "$root"
   for sys in local remote; do
     root="$work/root-$sys"; mkdir -p "$root"
     printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$root" > "$work/local.yaml"
@@ -87,8 +120,8 @@ stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR
 read -r tcp tcpmin tcpmax <<<"$(stats "$work/iperf")"
 echo "loopback TCP (iperf3, 1 stream): median $(printf %.0f "$tcp") MiB/s ($(printf %.0f "$tcpmin")-$(printf %.0f "$tcpmax"))"
 echo
-echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP | FDB5 via fdb-server median s | FDB5 remote |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for w in write-small read-small write-large read-large; do
   read -r lm lmin lmax <<<"$(stats "$work/$w.local")"
   read -r rm rmin rmax <<<"$(stats "$work/$w.remote")"
@@ -104,7 +137,14 @@ for w in write-small read-small write-large read-large; do
   else
     lt=$(printf "%.0f MiB/s" "$lr"); rt=$(printf "%.0f MiB/s" "$rr")
   fi
-  printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% |\n" "$op" "$label" \
+  if grep -q hang "$work/$w.fdb5"; then
+    fdb5_s="hangs ($(grep -c hang "$work/$w.fdb5") of $R runs stopped at 60 s)"; fdb5_t="-"
+  else
+    read -r fm fmin fmax <<<"$(stats "$work/$w.fdb5")"
+    fdb5_s="$fm ($fmin-$fmax)"
+    if [ "${w#*-}" = small ]; then fdb5_t=$(printf "%.0f fields/s" "$(echo "$n / $fm" | bc -l)"); else fdb5_t=$(printf "%.0f MiB/s" "$(echo "$size / $fm / 1048576" | bc -l)"); fi
+  fi
+  printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% | %s | %s |\n" "$op" "$label" \
     "$lm" "$lmin" "$lmax" "$rm" "$rmin" "$rmax" "$lt" "$rt" \
-    "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)"
+    "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)" "$fdb5_s" "$fdb5_t"
 done

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Concurrent writers side by side with FDB5 5.10.8, in one run: the same corpus split over 1, 2, 4
+# and 8 writer processes (`fdb-write` / `fieldstore write`, one file each, disjoint keys, one
+# database), archive+flush until the last process ends. Each point is repeated on a fresh store;
+# medians (min-max) are reported, with the machine's fsync'd write bandwidth measured in the same
+# rounds (dd conv=fdatasync of the whole corpus to the same filesystem).
+# Usage: [POINTS=1000] [WRITERS="1 2 4 8"] bench/concurrent.sh [FIELDS≈10000] [REPEATS=3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-10000}
+R=${2:-3}
+WRITERS=${WRITERS:-1 2 4 8}
+bench/install-deps >/dev/null
+cargo build --release -q
+schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp target/release/fieldstore "$work/fieldstore"
+fs=$work/fieldstore
+unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
+export FDB_HOME="$work/home"
+mkdir -p "$FDB_HOME"
+
+# One corpus file per step range, for every split: 4 params x 10 levels = 40 fields a step.
+steps=$(( (N + 39) / 40 ))
+fields=$((steps * 40))
+for k in $WRITERS; do
+  for i in $(seq 0 $((k - 1))); do
+    lo=$((steps * i / k)); hi=$((steps * (i + 1) / k - 1))
+    [ "$hi" -ge "$lo" ] || { echo "$fields fields cannot be split over $k writers" >&2; exit 1; }
+    $fs sample --out "$work/c$k.$i.grib" --params t/u/v/q \
+      --levels 1000/925/850/700/500/400/300/250/200/100 --steps "$(seq -s/ "$lo" "$hi")" \
+      --points "${POINTS:-1000}" 2>/dev/null
+  done
+done
+size=$(cat "$work"/c1.*.grib | wc -c)
+
+now() { date +%s.%N; }
+for r in $(seq 1 "$R"); do
+  for k in $WRITERS; do
+    for sys in fdb5 fieldstore; do
+      root="$work/root"; rm -rf "$root"; mkdir -p "$root"
+      printf 'type: local\nengine: toc\nschema: %s\nspaces: [{handler: Default, roots: [{path: %s}]}]\n' "$schema" "$root" > "$work/config.yaml"
+      export FDB5_CONFIG_FILE="$work/config.yaml"
+      pids=()
+      sync; t0=$(now)
+      for i in $(seq 0 $((k - 1))); do
+        if [ $sys = fdb5 ]; then fdb-write "$work/c$k.$i.grib" >/dev/null 2>&1 & else "$fs" write "$work/c$k.$i.grib" >/dev/null 2>&1 & fi
+        pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait "$p" || { echo "$sys writer failed ($k writers)" >&2; exit 1; }; done
+      echo "$(now) - $t0" | bc >> "$work/w$k.$sys"
+      n=$(if [ $sys = fdb5 ]; then fdb-list --all --minimum-keys= --porcelain; else "$fs" list --all --porcelain; fi | wc -l)
+      [ "$n" = "$fields" ] || { echo "$sys with $k writers stored $n fields, expected $fields" >&2; exit 1; }
+    done
+  done
+  rm -rf "$work/root"
+  sync; t0=$(now); cat "$work"/c1.*.grib | dd of="$work/dd.out" bs=8M conv=fdatasync status=none
+  echo "$(now) - $t0" | bc >> "$work/dd"; rm -f "$work/dd.out"
+done
+
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
+rate() { echo "scale=0; $1 / ($2)" | bc; }
+echo "| writers ($fields fields, $((size / fields)) B each) | FDB5 median s (min-max) | FDB5 fields/s | fieldstore median s (min-max) | fieldstore fields/s | fieldstore MiB/s | FDB5 / fieldstore time |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for k in $WRITERS; do
+  read -r fm fmin fmax <<<"$(stats "$work/w$k.fdb5")"
+  read -r om omin omax <<<"$(stats "$work/w$k.fieldstore")"
+  echo "| $k | $fm ($fmin-$fmax) | $(rate "$fields" "$fm") | $om ($omin-$omax) | $(rate "$fields" "$om") | $(rate "$size" "$om * 1048576") | $(echo "scale=2; $fm / $om" | bc)x |"
+done
+dd_s=$(stats "$work/dd" | cut -d' ' -f1)
+echo
+echo "limit: the same $((size / 1048576)) MiB written with dd conv=fdatasync to the same filesystem: median $dd_s s ($(rate "$size" "$dd_s * 1048576") MiB/s); $(nproc) cores"
