@@ -1,7 +1,8 @@
 //! The toc catalogue: databases are directories under the roots the config's `spaces` name.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::maintenance;
 use super::reader::DbReader;
@@ -9,14 +10,52 @@ use super::writer::{ensure_database, DbWriter};
 use crate::model::config::{Root, Space};
 use crate::model::Key;
 use crate::storage::catalogue::{
-    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, PurgeReport,
+    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
+    PurgeReport,
 };
-use crate::storage::{DbRef, StorageError};
+use crate::storage::{DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
     spaces: Vec<Space>,
     /// Each space's `regex`, compiled once: matching per field was half the archive cost.
     regexes: Vec<regex::Regex>,
+    /// Open readers, reused while their journal is unchanged (same file, same length): a
+    /// process retrieving field after field then opens each database and index once.
+    readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
+}
+
+/// What identifies a journal's state: the file (a wiped and recreated database has a new one)
+/// and its length (every change is an append).
+type JournalId = (u64, u64);
+
+/// Databases whose readers stay open; past this the cache starts over.
+const OPEN_READERS: usize = 256;
+
+fn journal_id(db_dir: &Path) -> Option<JournalId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(db_dir.join("toc")).ok()?;
+    Some((m.ino(), m.len()))
+}
+
+/// A cached reader handed out as the trait object callers expect.
+struct SharedReader(Arc<DbReader>);
+
+impl CatalogueReader for SharedReader {
+    fn db(&self) -> &DbRef {
+        self.0.db()
+    }
+
+    fn indexes(&self) -> &[IndexSummary] {
+        self.0.indexes()
+    }
+
+    fn lookup(&self, index: &Key, datum: &Key) -> Result<Option<FieldRef>, StorageError> {
+        self.0.lookup(index, datum)
+    }
+
+    fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError> {
+        self.0.entries(i, include_masked)
+    }
 }
 
 impl TocCatalogue {
@@ -29,7 +68,11 @@ impl TocCatalogue {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(TocCatalogue { spaces, regexes })
+        Ok(TocCatalogue {
+            spaces,
+            regexes,
+            readers: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The roots of the first space whose regex matches the database fingerprint.
@@ -134,7 +177,24 @@ impl Catalogue for TocCatalogue {
     }
 
     fn reader(&self, db: &DbRef) -> Result<Box<dyn CatalogueReader>, StorageError> {
-        Ok(Box::new(DbReader::open(&db.path)?))
+        // Identify the journal before reading it: what is read then holds at least that much,
+        // and any later append changes the length, so a stale reader is never reused.
+        let id = journal_id(&db.path);
+        if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
+            if let Some((cached, r)) = cache.get(&db.path) {
+                if *cached == id {
+                    return Ok(Box::new(SharedReader(r.clone())));
+                }
+            }
+        }
+        let reader = Arc::new(DbReader::open(&db.path)?);
+        if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
+            if cache.len() >= OPEN_READERS {
+                cache.clear();
+            }
+            cache.insert(db.path.clone(), (id, reader.clone()));
+        }
+        Ok(Box::new(SharedReader(reader)))
     }
 
     fn is_locked(&self, db: &DbRef, action: &str) -> bool {
