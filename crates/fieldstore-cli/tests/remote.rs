@@ -886,3 +886,101 @@ fn the_hammer_runs_unchanged_against_a_server() {
     );
     assert_eq!(listed.lines().count(), 72);
 }
+
+/// A CA, and a server certificate for `localhost` it signed; PEM files in the store directory.
+/// Also a second, unrelated CA a client must not accept the server with.
+fn make_certificates(store: &Store) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &ca)
+        .unwrap();
+    std::fs::write(store.path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(store.path("server.pem"), server.pem()).unwrap();
+    std::fs::write(store.path("server.key"), server_key.serialize_pem()).unwrap();
+    let mut other = CertificateParams::new(Vec::<String>::new()).unwrap();
+    other.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let other = CertifiedIssuer::self_signed(other, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(store.path("other-ca.pem"), other.pem()).unwrap();
+}
+
+#[test]
+fn tls_serves_the_same_bytes_and_refuses_plain_and_untrusted_clients() {
+    let store = Store::new();
+    make_certificates(&store);
+    let (cert, key) = (store.path("server.pem"), store.path("server.key"));
+    let server = store.serve(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let tls = |ca: &str, name: &str| {
+        format!(
+            "type: remote\nhost: 127.0.0.1\nport: {}\ntoken: {TOKEN}\ntls: {{ca: {}, server_name: {name}}}\n",
+            server.port,
+            store.path(ca).display()
+        )
+    };
+    std::fs::write(store.path("tls.yaml"), tls("ca.pem", "localhost")).unwrap();
+    let grib = store.sample("in.grib", "0/6/12", 5000);
+    store.ok("tls.yaml", &["write", grib.to_str().unwrap()]);
+    let req = store.path("all.req");
+    std::fs::write(
+        &req,
+        format!("retrieve,{ALL},step=0/6/12,levelist=1000/500,param=130/131"),
+    )
+    .unwrap();
+    let out = store.path("out.grib");
+    store.ok(
+        "tls.yaml",
+        &["read", req.to_str().unwrap(), out.to_str().unwrap()],
+    );
+    let local = store.path("local.grib");
+    store.ok(
+        "local.yaml",
+        &["read", req.to_str().unwrap(), local.to_str().unwrap()],
+    );
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), std::fs::read(&grib).unwrap().len());
+    assert_eq!(got, std::fs::read(&local).unwrap());
+    let listed = store.ok("tls.yaml", &["list", ALL, "--porcelain"]);
+    assert_eq!(listed.lines().count(), 12);
+    // The hammer, with several processes and verification, through TLS.
+    let h = store.ok(
+        "tls.yaml",
+        &["hammer", "--steps", "3", "--processes", "2", "--json"],
+    );
+    assert!(h.contains("\"errors\": 0"), "{h}");
+    let h = store.ok(
+        "tls.yaml",
+        &[
+            "hammer", "--steps", "3", "--mode", "read", "--verify", "--json",
+        ],
+    );
+    assert!(h.contains("\"errors\": 0"), "{h}");
+
+    // A plain client gets no service from a TLS server.
+    let o = store.run("remote.yaml", &["list", ALL]);
+    assert!(!o.status.success());
+    // A client that does not trust the server's CA, or expects another name, refuses it.
+    std::fs::write(
+        store.path("wrong-ca.yaml"),
+        tls("other-ca.pem", "localhost"),
+    )
+    .unwrap();
+    let e = store.fails("wrong-ca.yaml", &["list", ALL]);
+    assert!(e.contains("certificate"), "{e}");
+    std::fs::write(store.path("wrong-name.yaml"), tls("ca.pem", "store9")).unwrap();
+    let e = store.fails("wrong-name.yaml", &["list", ALL]);
+    assert!(e.contains("certificate"), "{e}");
+    // A missing CA file is a config error naming it.
+    std::fs::write(store.path("no-ca.yaml"), tls("nope.pem", "localhost")).unwrap();
+    let e = store.fails("no-ca.yaml", &["list", ALL]);
+    assert!(e.contains("nope.pem"), "{e}");
+}

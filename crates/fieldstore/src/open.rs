@@ -14,7 +14,7 @@ use crate::model::config::{DistHash, FdbConfig};
 use crate::model::schema::Schema;
 use crate::model::types::Context;
 use crate::model::ModelError;
-use crate::remote::RemoteFdb;
+use crate::remote::{RemoteFdb, TlsConnector};
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
 
@@ -93,11 +93,25 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
             one_or_mirror(children)?,
             report.clone(),
         ))),
-        FdbConfig::Remote { host, port, token } => {
+        FdbConfig::Remote {
+            host,
+            port,
+            token,
+            tls,
+        } => {
             let token = token
                 .clone()
                 .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
-            Ok(Box::new(RemoteFdb::new(host, *port, token)))
+            let remote = RemoteFdb::new(host, *port, token);
+            Ok(Box::new(match tls {
+                None => remote,
+                Some(t) => {
+                    let connector = TlsConnector::from_ca_file(&t.ca).map_err(|e| {
+                        ApiError::Invalid(format!("remote {host}:{port}: TLS: {e}"))
+                    })?;
+                    remote.with_tls(connector, t.server_name.clone())
+                }
+            }))
         }
     }
 }

@@ -9,7 +9,7 @@ use clap::Args;
 use fieldstore::open::TOKEN_ENV;
 use fieldstore::remote::metrics::serve_metrics;
 use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
-use fieldstore::remote::{Server, ServerOptions};
+use fieldstore::remote::{Server, ServerOptions, TlsAcceptor};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -38,6 +38,12 @@ pub struct ServerArgs {
     /// On SIGTERM/SIGINT, how long to wait for requests in flight (flushes) to finish.
     #[arg(long, default_value_t = 60)]
     grace_seconds: u64,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key. Clients then need `tls:`.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
@@ -46,6 +52,10 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     let token = args
         .token
         .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsAcceptor::from_pem_files(cert, key)?),
+        _ => None,
+    };
     if token.is_none() {
         tracing::warn!("no --token or {TOKEN_ENV}: any client that can connect is served");
     }
@@ -55,6 +65,7 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         max_payload: args.max_frame,
         max_connections: args.max_connections,
         grace: Duration::from_secs(args.grace_seconds),
+        tls,
     };
     let server = Server::bind(
         &args.listen,
@@ -71,6 +82,9 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || serve_metrics(l, m))?;
+    }
+    if args.tls_cert.is_some() {
+        tracing::info!("serving TLS only");
     }
     writeln!(out, "listening on {}", server.local_addr())?;
     out.flush()?;

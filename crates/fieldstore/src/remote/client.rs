@@ -8,6 +8,8 @@
 use std::collections::VecDeque;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+
+use super::transport::{Socket, TlsConnector};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,8 +34,8 @@ const POOL: usize = 4;
 const MAX_REPLY: u64 = 1 << 32;
 
 struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    reader: BufReader<Socket>,
+    writer: BufWriter<Socket>,
     version: u16,
     payload: Vec<u8>,
 }
@@ -61,6 +63,8 @@ pub struct RemoteFdb {
     idle: Mutex<Vec<Connection>>,
     archive: Mutex<ArchiveSession>,
     next_id: AtomicU64,
+    /// TLS trust and the name the server certificate must carry.
+    tls: Option<(TlsConnector, String)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -84,7 +88,16 @@ impl RemoteFdb {
             idle: Mutex::new(Vec::new()),
             archive: Mutex::new(ArchiveSession::default()),
             next_id: AtomicU64::new(1),
+            tls: None,
         }
+    }
+
+    /// Connects with TLS, checking the server's certificate against `connector`'s CAs and
+    /// `server_name` (default: the host).
+    pub fn with_tls(mut self, connector: TlsConnector, server_name: Option<String>) -> RemoteFdb {
+        let name = server_name.unwrap_or_else(|| self.host.clone());
+        self.tls = Some((connector, name));
+        self
     }
 
     pub fn endpoint(&self) -> &str {
@@ -104,9 +117,15 @@ impl RemoteFdb {
     }
 
     fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
-        let connect_err = |source| RemoteError::Connect {
+        let connect_err = |source: io::Error| RemoteError::Connect {
             endpoint: self.endpoint.clone(),
-            source,
+            source: match source.kind() {
+                io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut => io::Error::new(
+                    source.kind(),
+                    format!("{source} (is `fieldstore server` running there?)"),
+                ),
+                _ => source,
+            },
         };
         let addrs = (self.host.as_str(), self.port)
             .to_socket_addrs()
@@ -123,8 +142,22 @@ impl RemoteFdb {
             }
         }
         let stream = stream.ok_or_else(|| connect_err(last))?;
-        let setup = |s: &TcpStream| -> io::Result<TcpStream> {
-            s.set_nodelay(true)?;
+        let stream = match &self.tls {
+            None => Socket::Tcp(stream),
+            Some((connector, name)) => {
+                let tls = || -> io::Result<Socket> {
+                    stream.set_nodelay(true)?;
+                    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+                    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+                    connector.connect(name, stream)
+                };
+                tls().map_err(connect_err)?
+            }
+        };
+        let setup = |s: &Socket| -> io::Result<Socket> {
+            if let Socket::Tcp(t) = s {
+                t.set_nodelay(true)?;
+            }
             s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
             s.try_clone()
         };
@@ -182,7 +215,14 @@ impl RemoteFdb {
         match e {
             RemoteError::Io(_) | RemoteError::Closed | RemoteError::Truncated => self.lost(
                 "handshake",
-                format!("{e} (is this port a fieldstore server, with the same protocol?)"),
+                if self.tls.is_some() {
+                    format!("{e} (is this port a fieldstore server, with the same protocol?)")
+                } else {
+                    format!(
+                        "{e} (is this port a fieldstore server, with the same protocol? if it \
+                         serves TLS, this remote's config needs `tls: {{ca: FILE}}`)"
+                    )
+                },
             ),
             other => RemoteError::Protocol {
                 endpoint: self.endpoint.clone(),

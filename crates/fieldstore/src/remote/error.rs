@@ -4,7 +4,7 @@ use crate::api::ApiError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    #[error("cannot connect to fieldstore server {endpoint}: {source} (is `fieldstore server` running there?)")]
+    #[error("cannot connect to fieldstore server {endpoint}: {source}")]
     Connect {
         endpoint: String,
         #[source]

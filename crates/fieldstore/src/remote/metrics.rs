@@ -50,7 +50,7 @@ pub struct Metrics {
     pub bytes_out: AtomicU64,
     pub connections_open: AtomicI64,
     pub connections_total: AtomicU64,
-    /// Handshakes refused: wrong token, unknown version, too many connections.
+    /// Handshakes refused: wrong token, unknown version, too many connections, failed TLS.
     pub refused: AtomicU64,
     /// Connections closed because what they sent was not a valid frame.
     pub frame_errors: AtomicU64,

@@ -6,7 +6,9 @@ pub mod error;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
+pub mod transport;
 
 pub use client::RemoteFdb;
 pub use error::RemoteError;
 pub use server::{FdbFactory, Server, ServerOptions, ShutdownHandle};
+pub use transport::{TlsAcceptor, TlsConnector};

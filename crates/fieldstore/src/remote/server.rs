@@ -10,6 +10,8 @@
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use super::transport::{Socket, TlsAcceptor};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -47,6 +49,8 @@ pub struct ServerOptions {
     pub max_connections: usize,
     /// How long a shutdown waits for open connections to finish what they are doing.
     pub grace: Duration,
+    /// Serve TLS only (with this identity) instead of plain TCP.
+    pub tls: Option<TlsAcceptor>,
 }
 
 impl Default for ServerOptions {
@@ -57,6 +61,7 @@ impl Default for ServerOptions {
             max_payload: p::DEFAULT_MAX_PAYLOAD,
             max_connections: 1024,
             grace: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -232,7 +237,15 @@ impl Server {
                 let _guard = guard;
                 let span = tracing::info_span!("conn", id, %peer);
                 let _e = span.enter();
-                match Connection::new(stream, &_guard.0) {
+                let socket = match open_socket(stream, &_guard.0) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        warn!("cannot set up the connection: {e}");
+                        return;
+                    }
+                };
+                match Connection::new(socket, &_guard.0) {
                     Ok(mut c) => c.serve(),
                     Err(e) => warn!("cannot set up the connection: {e}"),
                 }
@@ -240,6 +253,21 @@ impl Server {
         if let Err(e) = spawned {
             // The guard went down with the closure: the count is already right.
             warn!("cannot start a thread for a connection: {e}");
+        }
+    }
+}
+
+/// The connection's byte stream: the TCP socket itself, or, with TLS, the pump's end once the
+/// handshake (bounded in time, so a silent client cannot hold a thread) succeeded.
+fn open_socket(stream: TcpStream, shared: &Shared) -> io::Result<Socket> {
+    stream.set_nodelay(true)?;
+    match &shared.opts.tls {
+        None => Ok(Socket::Tcp(stream)),
+        Some(tls) => {
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+            let socket = tls.accept(stream)?;
+            Ok(socket)
         }
     }
 }
@@ -262,7 +290,7 @@ impl Drop for ActiveGuard {
 /// The socket's read side: retries the periodic timeouts, and gives up at a frame boundary once
 /// the server is stopping (mid-frame it keeps reading, so a request in flight is finished).
 struct ConnReader<'a> {
-    stream: TcpStream,
+    stream: Socket,
     stopping: &'a AtomicBool,
     at_boundary: bool,
     deadline: Option<Instant>,
@@ -344,14 +372,13 @@ type Broken = RemoteError;
 struct Connection<'a> {
     shared: &'a Shared,
     reader: BufReader<ConnReader<'a>>,
-    writer: BufWriter<TcpStream>,
+    writer: BufWriter<Socket>,
     version: u16,
     payload: Vec<u8>,
 }
 
 impl<'a> Connection<'a> {
-    fn new(stream: TcpStream, shared: &'a Shared) -> io::Result<Connection<'a>> {
-        stream.set_nodelay(true)?;
+    fn new(stream: Socket, shared: &'a Shared) -> io::Result<Connection<'a>> {
         stream.set_read_timeout(Some(POLL))?;
         let write_side = stream.try_clone()?;
         Ok(Connection {

@@ -94,9 +94,18 @@ impl FdbConfig {
                     l.config.describe_into(s, depth + 2)?;
                 }
             }
-            FdbConfig::Remote { host, port, token } => {
+            FdbConfig::Remote {
+                host,
+                port,
+                token,
+                tls,
+            } => {
                 let t = if token.is_some() { " (with token)" } else { "" };
-                writeln!(s, "{pad}remote {host}:{port}{t}")?;
+                let tls = match tls {
+                    Some(t) => format!(" over TLS (CA {})", t.ca.display()),
+                    None => String::new(),
+                };
+                writeln!(s, "{pad}remote {host}:{port}{t}{tls}")?;
             }
             FdbConfig::Mirror { children, quorum } => {
                 let q = quorum.map_or("all".into(), |q| q.to_string());

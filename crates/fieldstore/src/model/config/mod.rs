@@ -111,6 +111,15 @@ pub enum DistHash {
     Database,
 }
 
+/// `tls:` of a remote config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteTls {
+    /// PEM file of the CA certificate(s) that signed the server's certificate.
+    pub ca: PathBuf,
+    /// The name the server's certificate must carry (default: `host`).
+    pub server_name: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FdbConfig {
     Local(LocalConfig),
@@ -127,6 +136,8 @@ pub enum FdbConfig {
         host: String,
         port: u16,
         token: Option<String>,
+        /// Connect with TLS, trusting these CA certificates.
+        tls: Option<RemoteTls>,
     },
     /// Writes go to every child; `quorum` children must succeed (`None`: all).
     Mirror {

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::discover::{process_env, Env};
 use super::{
-    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, Root, SelectLane, Space,
-    HANDLERS, TYPES,
+    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, RemoteTls, Root, SelectLane,
+    Space, HANDLERS, TYPES,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -567,7 +567,7 @@ impl Walk<'_> {
                 let m = self.map(
                     v,
                     path,
-                    &with(&["host", "port", "token", "engine", "store"]),
+                    &with(&["host", "port", "token", "tls", "engine", "store"]),
                 )?;
                 let host = self
                     .string(m, "host", path)?
@@ -579,10 +579,25 @@ impl Walk<'_> {
                         self.err(&join(path, "port"), format!("port {p} is not in 1-65535"))
                     })?,
                 };
+                let tls = match m.get("tls") {
+                    None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+                    Some(v) => {
+                        let tp = join(path, "tls");
+                        let t = self.map(v, &tp, &["ca", "server_name"])?;
+                        let ca = self
+                            .string(t, "ca", &tp)?
+                            .ok_or_else(|| self.err(&tp, "missing required key 'ca' (a PEM file of the CA that signed the server's certificate)"))?;
+                        Some(RemoteTls {
+                            ca: self.path_value(&ca, None, &join(&tp, "ca"))?,
+                            server_name: self.string(t, "server_name", &tp)?,
+                        })
+                    }
+                };
                 Ok(FdbConfig::Remote {
                     host,
                     port,
                     token: self.string(m, "token", path)?,
+                    tls,
                 })
             }
             "mirror" => {
@@ -1034,9 +1049,18 @@ mod tests {
             FdbConfig::Remote {
                 host: "h".into(),
                 port: 7000,
-                token: Some("s3cret".into())
+                token: Some("s3cret".into()),
+                tls: None,
             }
         );
+        let c =
+            parse("type: remote\nhost: h\ntls: {ca: /etc/ca.pem, server_name: store1}").unwrap();
+        assert!(matches!(c, FdbConfig::Remote { tls: Some(ref t), .. }
+            if t.ca == Path::new("/etc/ca.pem") && t.server_name.as_deref() == Some("store1")));
+        let e = parse("type: remote\nhost: h\ntls: {server_name: x}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing required key 'ca'"), "{e}");
         let c = parse("type: mirror\nquorum: 1\nfdbs:\n- {type: remote, host: a}\n- {type: remote, host: b}\n").unwrap();
         assert!(
             matches!(c, FdbConfig::Mirror { quorum: Some(1), ref children } if children.len() == 2)

@@ -1,0 +1,328 @@
+//! The byte stream under the protocol: a plain TCP socket, or, with TLS, one end of a local
+//! socket pair whose other end a pump thread carries through rustls to the TCP socket.
+//!
+//! The protocol code reads on one thread while it writes on another (split halves, read
+//! timeouts to notice a shutdown, a peek to see whether an idle connection died). A rustls
+//! session cannot be split, so rather than teach all of that about TLS, TLS connections look to
+//! the protocol code exactly like plain ones: a socket with the same operations.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+/// A connected socket, plain or carrying TLS through a pump.
+pub enum Socket {
+    Tcp(TcpStream),
+    /// The local end of a TLS pump.
+    Tls(UnixStream),
+}
+
+impl Socket {
+    pub fn try_clone(&self) -> io::Result<Socket> {
+        Ok(match self {
+            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
+            Socket::Tls(s) => Socket::Tls(s.try_clone()?),
+        })
+    }
+
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(t),
+            Socket::Tls(s) => s.set_read_timeout(t),
+        }
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_nonblocking(on),
+            Socket::Tls(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.peek(buf),
+            // SAFETY: recv with MSG_PEEK into a valid buffer of the given length.
+            Socket::Tls(s) => {
+                let n = unsafe {
+                    libc::recv(
+                        s.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_PEEK,
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            }
+        }
+    }
+
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.shutdown(how),
+            Socket::Tls(s) => s.shutdown(how),
+        }
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn tls_error(context: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{context}: {e}"))
+}
+
+/// A server's TLS identity, loaded from PEM files.
+#[derive(Clone, Debug)]
+pub struct TlsAcceptor(Arc<rustls::ServerConfig>);
+
+impl TlsAcceptor {
+    pub fn from_pem_files(cert: &Path, key: &Path) -> io::Result<TlsAcceptor> {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| tls_error(&format!("reading certificates from {}", cert.display()), e))?;
+        if certs.is_empty() {
+            return Err(tls_error(
+                &format!("{}", cert.display()),
+                "no PEM certificate in it",
+            ));
+        }
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| tls_error(&format!("reading a private key from {}", key.display()), e))?;
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_error("TLS setup", e))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| tls_error("the certificate and key do not make a TLS identity", e))?;
+        Ok(TlsAcceptor(Arc::new(config)))
+    }
+
+    /// Completes the handshake (bounded by the socket's timeouts) and starts the pump.
+    pub fn accept(&self, tcp: TcpStream) -> io::Result<Socket> {
+        let conn = rustls::ServerConnection::new(self.0.clone())
+            .map_err(|e| tls_error("TLS session", e))?;
+        start(rustls::Connection::Server(conn), tcp)
+    }
+}
+
+/// A client's trust: the CA certificates that may sign the server's, and the name to check.
+#[derive(Clone, Debug)]
+pub struct TlsConnector {
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl TlsConnector {
+    pub fn from_ca_file(ca: &Path) -> io::Result<TlsConnector> {
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = CertificateDer::pem_file_iter(ca)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| tls_error(&format!("reading CA certificates from {}", ca.display()), e))?;
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| tls_error(&format!("a CA certificate in {}", ca.display()), e))?;
+        }
+        if roots.is_empty() {
+            return Err(tls_error(
+                &format!("{}", ca.display()),
+                "no PEM certificate in it",
+            ));
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_error("TLS setup", e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(TlsConnector {
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn connect(&self, server_name: &str, tcp: TcpStream) -> io::Result<Socket> {
+        let name = ServerName::try_from(server_name.to_string())
+            .map_err(|e| tls_error(&format!("server name '{server_name}'"), e))?;
+        let conn = rustls::ClientConnection::new(self.config.clone(), name)
+            .map_err(|e| tls_error("TLS session", e))?;
+        start(rustls::Connection::Client(conn), tcp)
+    }
+}
+
+/// Plaintext waiting for the application side, at most this much before TCP reads pause.
+const PENDING: usize = 1 << 20;
+
+fn start(mut conn: rustls::Connection, mut tcp: TcpStream) -> io::Result<Socket> {
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp)
+            .map_err(|e| tls_error("TLS handshake", e))?;
+    }
+    let (app, pump_end) = UnixStream::pair()?;
+    std::thread::Builder::new()
+        .name("tls-pump".into())
+        .spawn(move || {
+            if let Err(e) = pump(conn, tcp, pump_end) {
+                tracing::debug!("TLS connection ended: {e}");
+            }
+        })?;
+    Ok(Socket::Tls(app))
+}
+
+/// Moves bytes both ways between the TLS session on `tcp` and the local socket `app` until both
+/// directions are closed. Non-blocking on both sides, so a peer that stops reading stalls only
+/// its own direction.
+fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Result<()> {
+    tcp.set_nonblocking(true)?;
+    app.set_nonblocking(true)?;
+    let (mut tcp_r, mut tcp_w) = (&tcp, &tcp);
+    let (mut app_r, mut app_w) = (&app, &app);
+    let mut to_app: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut tcp_eof, mut app_eof, mut app_shut) = (false, false, false);
+    loop {
+        // Plaintext out of the session, towards the application.
+        while to_app.len() < PENDING {
+            match conn.reader().read(&mut buf) {
+                Ok(0) => {
+                    tcp_eof = true;
+                    break;
+                }
+                Ok(n) => to_app.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        while !to_app.is_empty() {
+            match app_w.write(&to_app) {
+                Ok(n) => {
+                    to_app.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The application closed its end: nothing more to deliver.
+                Err(_) => return Ok(()),
+            }
+        }
+        if tcp_eof && to_app.is_empty() && !app_shut {
+            let _ = app.shutdown(Shutdown::Write);
+            app_shut = true;
+        }
+        while conn.wants_write() {
+            match conn.write_tls(&mut tcp_w) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if app_eof && !conn.wants_write() {
+            let _ = tcp.shutdown(Shutdown::Write);
+            if tcp_eof || app_shut {
+                return Ok(());
+            }
+        }
+        if tcp_eof && app_shut && app_eof {
+            return Ok(());
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: tcp.as_raw_fd(),
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: app.as_raw_fd(),
+                events: 0,
+                revents: 0,
+            },
+        ];
+        if !tcp_eof && to_app.len() < PENDING {
+            fds[0].events |= libc::POLLIN;
+        }
+        // A closed side would report hang-up forever: leave it out of the poll.
+        if tcp_eof && !conn.wants_write() {
+            fds[0].fd = -1;
+        }
+        if conn.wants_write() {
+            fds[0].events |= libc::POLLOUT;
+        }
+        // Take more from the application only once the session has sent what it holds.
+        if !app_eof && !conn.wants_write() {
+            fds[1].events |= libc::POLLIN;
+        }
+        if !to_app.is_empty() {
+            fds[1].events |= libc::POLLOUT;
+        }
+        if app_eof && to_app.is_empty() {
+            fds[1].fd = -1;
+        }
+        // SAFETY: two valid pollfd entries.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, 1000) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds[0].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && !tcp_eof {
+            match conn.read_tls(&mut tcp_r) {
+                Ok(0) => tcp_eof = true,
+                Ok(_) => {
+                    if let Err(e) = conn.process_new_packets() {
+                        // Tell the peer why, then give up on the connection.
+                        let _ = conn.write_tls(&mut tcp_w);
+                        return Err(tls_error("TLS", e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if fds[1].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && !app_eof {
+            match app_r.read(&mut buf) {
+                Ok(0) => {
+                    app_eof = true;
+                    conn.send_close_notify();
+                }
+                Ok(n) => conn.writer().write_all(&buf[..n])?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    app_eof = true;
+                    conn.send_close_notify();
+                }
+            }
+        }
+    }
+}
