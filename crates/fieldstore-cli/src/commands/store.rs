@@ -237,7 +237,8 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         if args.full && el.masked && !args.porcelain {
             line.push_str(" (masked)");
         }
-        writeln!(out, "{line}")?;
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
     }
     out.flush()?;
     if n == 0 && !args.porcelain && !args.json {

@@ -101,7 +101,7 @@ impl SplitKey {
     /// FDB5's porcelain form `{db}{index}{datum}`. Absent optional keywords (empty values) are
     /// left out, as FDB5 prints them.
     pub fn porcelain(&self) -> String {
-        let mut s = String::new();
+        let mut s = String::with_capacity(160);
         for k in [&self.db, &self.index, &self.datum] {
             s.push('{');
             let mut first = true;
