@@ -60,6 +60,8 @@ for r in $(seq 1 "$R"); do
   # The machine's limit in the same round: the corpus copied to the same filesystem, fdatasync'd.
   sync; t0=$(now); dd if="$work/small.grib" of="$work/dd.out" bs=8M conv=fdatasync status=none
   echo "$(now) - $t0" | bc >> "$work/dd.limit"; rm -f "$work/dd.out"
+  # The disk drifts from minute to minute: also compare within the round.
+  echo "scale=3; $(tail -1 "$work/dd.limit") / $(tail -1 "$work/write.fieldstore")" | bc >> "$work/ratio.dd"
   # Memory copy bandwidth (mbw, memcpy of 512 MiB): the ceiling for retrieves from page cache.
   mbw -q -n 2 -t0 512 | awk '/^AVG/ {print $9}' >> "$work/memcpy.limit"
 done
@@ -77,6 +79,7 @@ done
 dd_s=$(stats "$work/dd.limit" | cut -d' ' -f1)
 echo
 echo "machine limit: the same $((size / 1048576)) MiB copied with dd conv=fdatasync to the same filesystem: median $dd_s s ($(echo "$size / $dd_s / 1048576" | bc) MiB/s)"
+echo "archive MiB/s as a share of dd's in the same round: median $(stats "$work/ratio.dd" | awk '{printf "%.0f %% (%.0f-%.0f %%)", $1 * 100, $2 * 100, $3 * 100}')"
 echo "memcpy (mbw, 512 MiB): median $(stats "$work/memcpy.limit" | cut -d' ' -f1) MiB/s; retrieve all MiB/s: FDB5 $(echo "$size / $(stats "$work/readall.fdb5" | cut -d' ' -f1) / 1048576" | bc), fieldstore $(echo "$size / $(stats "$work/readall.fieldstore" | cut -d' ' -f1) / 1048576" | bc)"
 echo "archive MiB/s: FDB5 $(echo "$size / $(stats "$work/write.fdb5" | cut -d' ' -f1) / 1048576" | bc), fieldstore $(echo "$size / $(stats "$work/write.fieldstore" | cut -d' ' -f1) / 1048576" | bc)"
 echo "fields/s archive: FDB5 $(echo "$fields / $(stats "$work/write.fdb5" | cut -d' ' -f1)" | bc), fieldstore $(echo "$fields / $(stats "$work/write.fieldstore" | cut -d' ' -f1)" | bc)"
