@@ -2,7 +2,7 @@
 //! section 0), without loading the whole input. ecCodes hands back a handle even for garbage, so
 //! this check is ours.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::{ErrorKind, Read};
 
 use super::error::GribError;
 
@@ -65,9 +65,62 @@ fn check_message(bytes: &[u8], source: &str, number: usize, offset: u64) -> Resu
     Ok(())
 }
 
+/// A read buffer that can hold back a few bytes while reading more behind them: the search for
+/// `GRIB` must see a magic that straddles two reads whole (a `BufReader` only refills when
+/// empty, so 3 bytes `GRI` left at the end of its buffer could never meet their `B`).
+struct Lookahead<R> {
+    inner: R,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+const LOOKAHEAD: usize = 1 << 20;
+
+impl<R: Read> Lookahead<R> {
+    /// At least `n` buffered bytes, fewer only at the end of the input.
+    fn fill_at_least(&mut self, n: usize) -> std::io::Result<&[u8]> {
+        if self.buf.len() - self.pos < n {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+            let mut chunk = vec![0u8; LOOKAHEAD.max(n)];
+            while self.buf.len() < n {
+                match self.inner.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(&self.buf[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.buf.len());
+    }
+}
+
+impl<R: Read> Read for Lookahead<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            // Large reads (a big message's body) go straight to the caller.
+            if out.len() >= LOOKAHEAD {
+                return self.inner.read(out);
+            }
+            self.fill_at_least(1)?;
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
 /// Reads messages one at a time from any reader (file, stdin): memory is one message.
 pub struct MessageReader<R: Read> {
-    inner: BufReader<R>,
+    inner: Lookahead<R>,
     source: String,
     offset: u64,
     number: usize,
@@ -77,7 +130,11 @@ pub struct MessageReader<R: Read> {
 impl<R: Read> MessageReader<R> {
     pub fn new(reader: R, source_name: impl Into<String>) -> Self {
         MessageReader {
-            inner: BufReader::with_capacity(1 << 20, reader),
+            inner: Lookahead {
+                inner: reader,
+                buf: Vec::with_capacity(LOOKAHEAD),
+                pos: 0,
+            },
             source: source_name.into(),
             offset: 0,
             number: 0,
@@ -97,9 +154,8 @@ impl<R: Read> MessageReader<R> {
     fn seek_magic(&mut self) -> Result<(u64, bool), GribError> {
         let mut skipped = 0u64;
         loop {
-            let buf = match self.inner.fill_buf() {
+            let buf = match self.inner.fill_at_least(4) {
                 Ok(b) => b,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.io(e)),
             };
             if buf.is_empty() {
@@ -107,37 +163,16 @@ impl<R: Read> MessageReader<R> {
             }
             if let Some(i) = buf.windows(4).position(|w| w == b"GRIB") {
                 self.inner.consume(i);
-                skipped += i as u64;
-                // Make sure the whole magic is buffered before declaring victory.
-                let whole = match self.inner.fill_buf() {
-                    Ok(buf) => buf.len() >= 4 && &buf[..4] == b"GRIB",
-                    Err(e) => return Err(self.io(e)),
-                };
-                if whole {
-                    return Ok((skipped, true));
-                }
-                // Only part of the magic is buffered: step one byte and look again.
-                let mut one = [0u8; 1];
-                match self.inner.read(&mut one) {
-                    Ok(0) => return Ok((skipped, false)),
-                    Ok(_) => skipped += 1,
-                    Err(e) => return Err(self.io(e)),
-                }
-                continue;
+                return Ok((skipped + i as u64, true));
             }
-            // Keep the last 3 bytes: the magic may straddle two reads.
-            let keep = buf.len().min(3);
-            let n = buf.len() - keep;
-            if n == 0 {
-                // Fewer than 4 bytes left in the buffer: read them out one by one.
-                let mut one = [0u8; 1];
-                match self.inner.read(&mut one) {
-                    Ok(0) => return Ok((skipped, false)),
-                    Ok(_) => skipped += 1,
-                    Err(e) => return Err(self.io(e)),
-                }
-                continue;
+            if buf.len() < 4 {
+                // The end of the input, too short to hold a magic.
+                let n = buf.len();
+                self.inner.consume(n);
+                return Ok((skipped + n as u64, false));
             }
+            // Keep the last 3 bytes: the magic may straddle this read and the next.
+            let n = buf.len() - 3;
             self.inner.consume(n);
             skipped += n as u64;
         }
@@ -333,6 +368,56 @@ mod tests {
         v.extend(std::iter::repeat_n(0xAB, body));
         v.extend_from_slice(b"7777");
         v
+    }
+
+    /// Hands out at most `step` bytes per read, as a pipe does.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        pos: usize,
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.step).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_magic_straddling_the_read_buffer_is_found() {
+        // The second message's `GRIB` starts 0..6 bytes before the 1 MiB boundary of the
+        // reader's buffer: once it was skipped as junk when 1-3 bytes of it fell before.
+        for before in 0..=6usize {
+            let mut data = fake2(LOOKAHEAD - HEADER - 4 - before);
+            data.extend(fake2(10));
+            data.extend(fake2(3 << 20));
+            data.extend(fake2(10));
+            let got = read_all(&data).unwrap();
+            assert_eq!(got.len(), 4, "magic {before} bytes before the boundary");
+            assert_eq!(got[1].offset as usize, LOOKAHEAD - before);
+        }
+    }
+
+    #[test]
+    fn any_read_sizes_give_the_same_messages() {
+        let mut data = Vec::new();
+        for (i, body) in [10usize, 300, 5, 70_000, 1, 2 << 20, 17].iter().enumerate() {
+            if i == 3 {
+                data.extend_from_slice(b"GRI"); // a false start is junk, not a message
+            }
+            data.extend(fake2(*body));
+        }
+        for step in [1, 2, 3, 4, 5, 7, 4096, 1 << 20, usize::MAX] {
+            let r = Trickle { data: &data, pos: 0, step };
+            let msgs: Vec<_> = MessageReader::new(r, "t").collect();
+            // The junk `GRI` stops the stream where it is, after three messages.
+            assert_eq!(msgs.len(), 4, "step {step}");
+            assert!(msgs[..3].iter().all(|m| m.is_ok()));
+            assert!(msgs[3].as_ref().unwrap_err().to_string().contains("3 bytes of non-GRIB"));
+        }
     }
 
     fn fake1(body: usize) -> Vec<u8> {
