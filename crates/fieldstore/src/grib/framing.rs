@@ -72,6 +72,8 @@ struct Lookahead<R> {
     inner: R,
     buf: Vec<u8>,
     pos: usize,
+    /// Where reads land before joining `buf`; allocated once.
+    chunk: Vec<u8>,
 }
 
 const LOOKAHEAD: usize = 1 << 20;
@@ -82,11 +84,13 @@ impl<R: Read> Lookahead<R> {
         if self.buf.len() - self.pos < n {
             self.buf.drain(..self.pos);
             self.pos = 0;
-            let mut chunk = vec![0u8; LOOKAHEAD.max(n)];
+            if self.chunk.len() < LOOKAHEAD.max(n) {
+                self.chunk.resize(LOOKAHEAD.max(n), 0);
+            }
             while self.buf.len() < n {
-                match self.inner.read(&mut chunk) {
+                match self.inner.read(&mut self.chunk) {
                     Ok(0) => break,
-                    Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                    Ok(k) => self.buf.extend_from_slice(&self.chunk[..k]),
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -134,6 +138,7 @@ impl<R: Read> MessageReader<R> {
                 inner: reader,
                 buf: Vec::with_capacity(LOOKAHEAD),
                 pos: 0,
+                chunk: Vec::new(),
             },
             source: source_name.into(),
             offset: 0,
@@ -411,12 +416,20 @@ mod tests {
             data.extend(fake2(*body));
         }
         for step in [1, 2, 3, 4, 5, 7, 4096, 1 << 20, usize::MAX] {
-            let r = Trickle { data: &data, pos: 0, step };
+            let r = Trickle {
+                data: &data,
+                pos: 0,
+                step,
+            };
             let msgs: Vec<_> = MessageReader::new(r, "t").collect();
             // The junk `GRI` stops the stream where it is, after three messages.
             assert_eq!(msgs.len(), 4, "step {step}");
             assert!(msgs[..3].iter().all(|m| m.is_ok()));
-            assert!(msgs[3].as_ref().unwrap_err().to_string().contains("3 bytes of non-GRIB"));
+            assert!(msgs[3]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("3 bytes of non-GRIB"));
         }
     }
 
