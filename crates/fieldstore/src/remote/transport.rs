@@ -184,6 +184,8 @@ impl TlsConnector {
 
 /// Plaintext waiting for the application side, at most this much before TCP reads pause.
 const PENDING: usize = 1 << 20;
+/// How long a pump waits for the peer to close after the local side closed.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
 fn start(mut conn: rustls::Connection, mut tcp: TcpStream) -> io::Result<Socket> {
     while conn.is_handshaking() {
@@ -212,7 +214,13 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
     let mut to_app: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     let (mut tcp_eof, mut app_eof, mut app_shut) = (false, false, false);
+    // Once our side has closed, the peer gets this long to close too; a peer that never does
+    // must not keep the thread.
+    let mut closed_at: Option<std::time::Instant> = None;
     loop {
+        if closed_at.is_some_and(|t| t.elapsed() > CLOSE_GRACE) {
+            return Ok(());
+        }
         // Plaintext out of the session, towards the application.
         while to_app.len() < PENDING {
             match conn.reader().read(&mut buf) {
@@ -247,7 +255,10 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
             }
         }
         if app_eof && !conn.wants_write() {
-            let _ = tcp.shutdown(Shutdown::Write);
+            if closed_at.is_none() {
+                closed_at = Some(std::time::Instant::now());
+                let _ = tcp.shutdown(Shutdown::Write);
+            }
             if tcp_eof || app_shut {
                 return Ok(());
             }
