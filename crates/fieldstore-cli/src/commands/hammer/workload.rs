@@ -82,6 +82,12 @@ impl Shape {
         if self.steps == 0 {
             bail!("--steps must be at least 1");
         }
+        if self.expver.chars().count() != 4 {
+            bail!(
+                "--expver {}: GRIB needs exactly 4 characters (e.g. 0001, hmmr)",
+                self.expver
+            );
+        }
         if self.points < 16 {
             bail!("--points must be at least 16 (each field carries a 20-byte stamp in its data)");
         }
