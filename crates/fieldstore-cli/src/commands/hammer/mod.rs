@@ -492,8 +492,8 @@ impl<'a> Worker<'a> {
             self.bar.inc(1);
             let problem = match got {
                 Err(e) => Some(format!("{e:#}")),
-                Ok(_) if !verify => None,
                 Ok(_) if buf.is_empty() => Some("not found".into()),
+                Ok(_) if !verify => None,
                 Ok(_) => match self.payloads.check(f, &buf) {
                     Err(e) => Some(e),
                     Ok(s) if s.key_crc != key_crc(self.shape, f) => {
