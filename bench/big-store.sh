@@ -11,18 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
 R=${2:-5}
-bench/install-deps >/dev/null
-cargo build --release -q
-schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
+. bench/lib.sh
+bench_setup
 cache=${BENCH_CACHE:-$HOME/.cache/fieldstore-bench}
 mkdir -p "$cache"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cp target/release/fieldstore "$work/fieldstore"
-fs=$work/fieldstore
-unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
-export FDB_HOME="$work/home"
-mkdir -p "$FDB_HOME"
 
 # Shape: 50 members x 25 levels x 16 params = 20,000 fields a step; 64 grid points (~330 B) a field,
 # so the store's size is its index, not its data.
@@ -48,7 +40,6 @@ if [ ! -s "$corpus" ]; then
 fi
 size=$(stat -c %s "$corpus")
 
-now() { date +%s.%N; }
 fdb5_root=$cache/fdb5-$fields
 if [ ! -e "$fdb5_root/.complete" ]; then
   echo "building the FDB5 store (fdb-write, once; cached in $fdb5_root)" >&2
@@ -106,7 +97,6 @@ print(" ".join("%.4f %.4f %.4f" % (r[c]["median"], r[c]["min"], r[c]["max"]) for
 listed=$(wc -l < "$work/out.list.fieldstore")
 [ "$listed" = "$fields" ] || { echo "listed $listed fields, expected $fields" >&2; exit 1; }
 
-stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
 echo "| workload ($fields fields, one database, ECMWF schema) | FDB5 median s (min-max) | peak RSS MiB | fieldstore median s (min-max) | peak RSS MiB | FDB5 / fieldstore |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for w in archive list partial readone; do

@@ -8,17 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000}
 R=${2:-3}
-bench/install-deps >/dev/null
-cargo build --release -q
-schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# A copy, so that a rebuild during the run cannot change what is measured.
-cp target/release/fieldstore "$work/fieldstore"
-fs=$work/fieldstore
-export FDB_HOME="$work/home"
-mkdir -p "$FDB_HOME"
-unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE
+. bench/lib.sh
+bench_setup
 
 # Corpus: oper fc on 10 pressure levels x 4 params, steps to reach about N fields of ~2 KiB.
 steps=$(( (N + 39) / 40 ))
@@ -32,7 +23,6 @@ one="retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,
 echo "$req" > "$work/all.req"
 echo "$one" > "$work/one.req"
 
-now() { date +%s.%N; }
 # run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM. Dirty pages left by
 # the previous step are written back first (untimed), so neither system pays for the other's I/O.
 run() { local name=$1 sys=$2; shift 2; local t0; sync; t0=$(now); "$@" >/dev/null 2>&1; echo "$(now) - $t0" | bc >> "$work/$name.$sys"; }
@@ -72,7 +62,6 @@ for r in $(seq 1 "$R"); do
   mbw -q -n 2 -t0 512 | awk '/^AVG/ {print $9}' >> "$work/memcpy.limit"
 done
 
-stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
 echo "| workload ($fields fields, $((size / fields)) B each) | FDB5 median s (min-max) | fieldstore median s (min-max) | FDB5 / fieldstore |"
 echo "| --- | --- | --- | --- |"
 for w in write list readall readone; do

@@ -10,16 +10,8 @@ cd "$(dirname "$0")/.."
 N=${1:-10000}
 R=${2:-3}
 WRITERS=${WRITERS:-1 2 4 8}
-bench/install-deps >/dev/null
-cargo build --release -q
-schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cp target/release/fieldstore "$work/fieldstore"
-fs=$work/fieldstore
-unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
-export FDB_HOME="$work/home"
-mkdir -p "$FDB_HOME"
+. bench/lib.sh
+bench_setup
 
 # One corpus file per step range, for every split: 4 params x 2 levels = 8 fields a step.
 steps=$(( (N + 7) / 8 ))
@@ -35,7 +27,6 @@ for k in $WRITERS; do
 done
 size=$(cat "$work"/c1.*.grib | wc -c)
 
-now() { date +%s.%N; }
 # Busy and total CPU ticks of the whole machine, to tell when the CPUs are saturated.
 ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
 for r in $(seq 1 "$R"); do
@@ -62,7 +53,6 @@ for r in $(seq 1 "$R"); do
   echo "$(now) - $t0" | bc >> "$work/dd"; rm -f "$work/dd.out"
 done
 
-stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
 rate() { echo "scale=0; $1 / ($2)" | bc; }
 echo "| writers ($fields fields, $((size / fields)) B each) | FDB5 median s (min-max) | FDB5 fields/s | FDB5 CPU busy | fieldstore median s (min-max) | fieldstore fields/s | fieldstore MiB/s | fieldstore CPU busy | FDB5 / fieldstore time |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"

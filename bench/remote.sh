@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 N=${1:-10000}
 R=${2:-3}
 L=${3:-32}
+. bench/lib.sh
 bench/install-deps >/dev/null
 cargo build --release -q
 fs=$PWD/target/release/fieldstore
@@ -51,7 +52,6 @@ for r in $(seq 1 "$R"); do
   wait
 done
 
-now() { date +%s.%N; }
 # run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
 run() {
   local name=$1 sys=$2; shift 2
@@ -116,7 +116,6 @@ for r in $(seq 1 "$R"); do
   done
 done
 
-stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
 read -r tcp tcpmin tcpmax <<<"$(stats "$work/iperf")"
 echo "loopback TCP (iperf3, 1 stream): median $(printf %.0f "$tcp") MiB/s ($(printf %.0f "$tcpmin")-$(printf %.0f "$tcpmax"))"
 echo

@@ -1,0 +1,23 @@
+# Shared by the benchmark scripts (sourced): set-up, timing and statistics.
+
+# Installs what the benchmarks need, builds, and makes a private work directory ($work, removed on
+# exit) holding a copy of the binary ($fs), so a rebuild during the run cannot change what is
+# measured. FDB5 and fieldstore see no config but the one each step names; FDB_HOME points at an
+# empty directory (fdb-read 5.10.8 without it silently retrieves nothing).
+bench_setup() {
+  bench/install-deps >/dev/null
+  cargo build --release -q
+  schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
+  work=$(mktemp -d -p "${1:-${TMPDIR:-/tmp}}")
+  trap 'rm -rf "$work"' EXIT
+  cp target/release/fieldstore "$work/fieldstore"
+  fs=$work/fieldstore
+  unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
+  export FDB_HOME="$work/home"
+  mkdir -p "$FDB_HOME"
+}
+
+now() { date +%s.%N; }
+
+# Median, minimum and maximum of the numbers in a file, one per line.
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
