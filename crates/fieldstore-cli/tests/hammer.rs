@@ -182,3 +182,50 @@ fn daos_patterns_run_clean_with_real_processes() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("at least 2 processes"));
 }
+
+#[test]
+fn the_hammer_runs_unchanged_through_a_dist_config() {
+    let s = Store::new();
+    let (a, b) = (s.dir.path().join("a"), s.dir.path().join("b"));
+    std::fs::write(
+        &s.config,
+        format!(
+            "type: dist\nlanes:\n- {{id: a, type: local, spaces: [{{roots: [{{path: {}}}]}}]}}\n- {{id: b, type: local, spaces: [{{roots: [{{path: {}}}]}}]}}\n",
+            a.display(),
+            b.display()
+        ),
+    )
+    .unwrap();
+    let mut args = SHAPE.to_vec();
+    args.extend(["--processes", "2"]);
+    assert_eq!(s.hammer(&args)["errors"], 0);
+    let mut read = SHAPE.to_vec();
+    read.extend(["--mode", "read", "--verify"]);
+    assert_eq!(phase(&s.hammer(&read), "retrieve")["fields"], 180);
+    let mut list = SHAPE.to_vec();
+    list.extend(["--mode", "list"]);
+    assert_eq!(phase(&s.hammer(&list), "list")["fields"], 180);
+    // Each lane holds part of the forecast, together all of it.
+    let mut total = 0;
+    for lane in [&a, &b] {
+        let config = lane.with_extension("yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+                lane.display()
+            ),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_fieldstore"))
+            .arg("--config")
+            .arg(&config)
+            .args(["list", "--all", "--porcelain"])
+            .output()
+            .unwrap();
+        let n = String::from_utf8_lossy(&o.stdout).lines().count();
+        assert!(n > 30, "lane {} holds {n} fields", lane.display());
+        total += n;
+    }
+    assert_eq!(total, 180);
+}
