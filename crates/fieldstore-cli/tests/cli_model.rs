@@ -1,21 +1,13 @@
 //! The model commands, driven through the real binary as a user would.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fieldstore(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+    let mut c = common::fieldstore();
     c.args(args);
-    for v in [
-        "FDB_CONFIG",
-        "FDB5_CONFIG",
-        "FDB_CONFIG_FILE",
-        "FDB5_CONFIG_FILE",
-        "FDB_HOME",
-        "FDB5_HOME",
-    ] {
-        c.env_remove(v);
-    }
     for (k, v) in env {
         c.env(k, v);
     }

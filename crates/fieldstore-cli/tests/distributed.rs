@@ -5,6 +5,8 @@
 //! The tests run one at a time (see `SERIAL`): each already uses every core of a small machine, and
 //! interleaving them would only make the timings printed meaningless.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -25,20 +27,8 @@ const DB_FIRST: &str = "class=od,expver=0001,date=20261121,time=1200,levtype=pl,
 const DB: &str = "class=od,expver=0001,date=20261122,time=1200,levtype=pl";
 
 fn fieldstore(config: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+    let mut c = common::fieldstore();
     c.arg("--config").arg(config).args(args);
-    for v in [
-        "FDB_CONFIG",
-        "FDB5_CONFIG",
-        "FDB_CONFIG_FILE",
-        "FDB5_CONFIG_FILE",
-        "FDB_HOME",
-        "FDB5_HOME",
-        "FIELDSTORE_TOKEN",
-        "FIELDSTORE_LOG",
-    ] {
-        c.env_remove(v);
-    }
     c
 }
 

@@ -1,8 +1,10 @@
 //! The composing frontends through the real CLI: select routes by metadata, mirror survives a lost
 //! child for reads, filter trims what is archived, dist spreads over lanes.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 struct Dir(tempfile::TempDir);
 
@@ -25,17 +27,8 @@ impl Dir {
     }
 
     fn run(&self, config: &Path, args: &[&str]) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+        let mut c = common::fieldstore();
         c.args(args).env("FDB_CONFIG_FILE", config);
-        for v in [
-            "FDB_CONFIG",
-            "FDB5_CONFIG",
-            "FDB5_CONFIG_FILE",
-            "FDB_HOME",
-            "FDB5_HOME",
-        ] {
-            c.env_remove(v);
-        }
         c.output().unwrap()
     }
 
@@ -231,7 +224,7 @@ fn diagnostics_reports_what_a_job_did() {
         ),
     );
     // Each CLI run is one handle: one summary appended per run.
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+    let mut cmd = common::fieldstore();
     cmd.args(["write", f.to_str().unwrap()])
         .env("FDB_CONFIG_FILE", &c)
         .env("FIELDSTORE_LOG", "fieldstore::diagnostics=info");

@@ -1,8 +1,10 @@
 //! `fieldstore hammer` through the real binary, with real worker processes: what it writes is in
 //! the store, read-back verification catches missing fields, and the DAOS patterns run clean.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 struct Store {
     dir: tempfile::TempDir,
@@ -27,7 +29,7 @@ impl Store {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+        let mut c = common::fieldstore();
         c.arg("--config").arg(&self.config).args(args);
         c.env("TMPDIR", self.dir.path());
         c.output().unwrap()
@@ -217,7 +219,7 @@ fn the_hammer_runs_unchanged_through_a_dist_config() {
             ),
         )
         .unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_fieldstore"))
+        let o = common::fieldstore()
             .arg("--config")
             .arg(&config)
             .args(["list", "--all", "--porcelain"])

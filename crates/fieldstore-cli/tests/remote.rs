@@ -2,6 +2,8 @@
 //! byte-identical to local access, every operation, authentication, hostile and vanishing
 //! clients, 200 concurrent clients, kill -9, SIGTERM, and a slow reader's effect on memory.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -93,19 +95,8 @@ impl Store {
     }
 
     fn command(&self, config: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+        let mut c = common::fieldstore();
         c.arg("--config").arg(self.path(config)).args(args);
-        for v in [
-            "FDB_CONFIG",
-            "FDB5_CONFIG",
-            "FDB_CONFIG_FILE",
-            "FDB5_CONFIG_FILE",
-            "FDB_HOME",
-            "FDB5_HOME",
-            "FIELDSTORE_TOKEN",
-        ] {
-            c.env_remove(v);
-        }
         c
     }
 

@@ -1,6 +1,8 @@
 //! DESIGN.md §2 semantics with real processes: many writers, readers during writes, kill -9,
 //! masking, and bad input that must change nothing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -27,18 +29,9 @@ impl Store {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
+        let mut c = common::fieldstore();
         c.args(args)
             .env("FDB_CONFIG_FILE", self.path("config.yaml"));
-        for v in [
-            "FDB_CONFIG",
-            "FDB5_CONFIG",
-            "FDB5_CONFIG_FILE",
-            "FDB_HOME",
-            "FDB5_HOME",
-        ] {
-            c.env_remove(v);
-        }
         c
     }
 
