@@ -184,6 +184,8 @@ impl TlsConnector {
 
 /// Plaintext waiting for the application side, at most this much before TCP reads pause.
 const PENDING: usize = 1 << 20;
+/// Bytes taken from either side per read.
+const APP_READ: usize = 64 << 10;
 /// How long a pump waits for the peer to close after the local side closed.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
@@ -207,12 +209,17 @@ fn start(mut conn: rustls::Connection, mut tcp: TcpStream) -> io::Result<Socket>
 /// directions are closed. Non-blocking on both sides, so a peer that stops reading stalls only
 /// its own direction.
 fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Result<()> {
+    // The session takes at most one read of `buf` at a time (only when it has sent everything),
+    // so a limit above that size means `write_all` below never meets a full buffer.
+    conn.set_buffer_limit(Some(4 * APP_READ));
     tcp.set_nonblocking(true)?;
     app.set_nonblocking(true)?;
     let (mut tcp_r, mut tcp_w) = (&tcp, &tcp);
     let (mut app_r, mut app_w) = (&app, &app);
+    // Plaintext for the application: `to_app[sent..]` is still to be written.
     let mut to_app: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 << 10];
+    let mut sent = 0usize;
+    let mut buf = vec![0u8; APP_READ];
     let (mut tcp_eof, mut app_eof, mut app_shut) = (false, false, false);
     // Once our side has closed, the peer gets this long to close too; a peer that never does
     // must not keep the thread.
@@ -222,7 +229,7 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
             return Ok(());
         }
         // Plaintext out of the session, towards the application.
-        while to_app.len() < PENDING {
+        while to_app.len() - sent < PENDING {
             match conn.reader().read(&mut buf) {
                 Ok(0) => {
                     tcp_eof = true;
@@ -233,17 +240,27 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
                 Err(e) => return Err(e),
             }
         }
-        while !to_app.is_empty() {
-            match app_w.write(&to_app) {
+        while sent < to_app.len() {
+            match app_w.write(&to_app[sent..]) {
                 Ok(n) => {
-                    to_app.drain(..n);
+                    sent += n;
+                    if sent == to_app.len() {
+                        to_app.clear();
+                        sent = 0;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // The application closed its end: nothing more to deliver.
                 Err(_) => return Ok(()),
             }
         }
-        if tcp_eof && to_app.is_empty() && !app_shut {
+        // Drop what was delivered once it is large, so a reader that never quite catches up
+        // cannot make the buffer grow (amortised: one move per PENDING bytes).
+        if sent >= PENDING {
+            to_app.drain(..sent);
+            sent = 0;
+        }
+        if tcp_eof && sent == to_app.len() && !app_shut {
             let _ = app.shutdown(Shutdown::Write);
             app_shut = true;
         }
@@ -278,7 +295,7 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
                 revents: 0,
             },
         ];
-        if !tcp_eof && to_app.len() < PENDING {
+        if !tcp_eof && to_app.len() - sent < PENDING {
             fds[0].events |= libc::POLLIN;
         }
         // A closed side would report hang-up forever: leave it out of the poll.
@@ -292,10 +309,10 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
         if !app_eof && !conn.wants_write() {
             fds[1].events |= libc::POLLIN;
         }
-        if !to_app.is_empty() {
+        if sent < to_app.len() {
             fds[1].events |= libc::POLLOUT;
         }
-        if app_eof && to_app.is_empty() {
+        if app_eof && sent == to_app.len() {
             fds[1].fd = -1;
         }
         // SAFETY: two valid pollfd entries.
