@@ -61,15 +61,19 @@ pub struct HammerArgs {
     /// The first member's number.
     #[arg(long, alias = "number", default_value_t = 1)]
     first_member: u32,
+    /// Forecast steps (0, 1, 2, ... times --step-interval hours).
     #[arg(long, alias = "nsteps", default_value_t = 10)]
     steps: u32,
     /// Hours between steps.
     #[arg(long, default_value_t = 1)]
     step_interval: u32,
+    /// Levels: the first N of 37 pressure levels from 1000 hPa, or model levels 1..N (ml).
     #[arg(long, alias = "nlevels", default_value_t = 10)]
     levels: u32,
+    /// Parameters: the first N of 16 real ones (t, u, v, q, ...; surface: 2t, 10u, ...).
     #[arg(long, alias = "nparams", default_value_t = 10)]
     params: u32,
+    /// Pressure levels, model levels or surface (one level).
     #[arg(long, default_value = "pl", value_parser = ["pl", "ml", "sfc"])]
     levtype: String,
     /// Grid points per field (about 2 bytes each: 1000 ≈ 2 KiB, 5000000 ≈ 10 MiB).
@@ -86,6 +90,7 @@ pub struct HammerArgs {
     iterations: u32,
     #[arg(long, default_value = "od")]
     class: String,
+    /// Experiment version (4 characters): keeps hammer data apart from real data.
     #[arg(long, default_value = "hmmr")]
     expver: String,
     /// Forecast date (default: today).
