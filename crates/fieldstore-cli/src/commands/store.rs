@@ -16,7 +16,9 @@ use super::request::read_requests;
 use crate::context::Session;
 
 const BATCH: usize = 256;
-const BATCH_BYTES: usize = 64 << 20;
+/// Small enough that large fields' buffers come back to the reader soon (fresh memory costs page
+/// faults and zeroing), large enough to decode several at once.
+const BATCH_BYTES: usize = 16 << 20;
 
 /// MARS keys of each message, decoded on `threads` threads, in input order.
 fn decode_keys(batch: &[GribMessage], threads: usize) -> Vec<Result<Key, GribError>> {
@@ -92,9 +94,11 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<GribMessage>, GribError>>(1);
+            // Archived messages' buffers go back to the reader to be filled again.
+            let (spare_tx, spare_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BATCH);
             let reader_name = name.clone();
             scope.spawn(move || {
-                let mut messages = MessageReader::new(reader, reader_name);
+                let mut messages = MessageReader::new(reader, reader_name).recycling(spare_rx);
                 loop {
                     let mut batch = Vec::with_capacity(BATCH);
                     let mut batch_bytes = 0usize;
@@ -137,6 +141,9 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
                     fields += 1;
                     bytes += msg.bytes.len() as u64;
                     bar.set_position(msg.offset + msg.bytes.len() as u64);
+                }
+                for msg in batch {
+                    let _ = spare_tx.try_send(msg.bytes);
                 }
             }
             Ok(())

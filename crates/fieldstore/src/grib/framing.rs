@@ -3,6 +3,7 @@
 //! this check is ours.
 
 use std::io::{ErrorKind, Read};
+use std::sync::mpsc::Receiver;
 
 use super::error::GribError;
 
@@ -70,57 +71,64 @@ fn check_message(bytes: &[u8], source: &str, number: usize, offset: u64) -> Resu
 /// empty, so 3 bytes `GRI` left at the end of its buffer could never meet their `B`).
 struct Lookahead<R> {
     inner: R,
+    /// Zeroed once; `pos..end` holds the bytes not yet consumed.
     buf: Vec<u8>,
     pos: usize,
-    /// Where reads land before joining `buf`; allocated once.
-    chunk: Vec<u8>,
+    end: usize,
 }
 
 const LOOKAHEAD: usize = 1 << 20;
+/// Reads at least this large skip the buffer: a large message's body lands where it belongs,
+/// copied once.
+const DIRECT: usize = 64 << 10;
 
 impl<R: Read> Lookahead<R> {
     /// At least `n` buffered bytes, fewer only at the end of the input.
     fn fill_at_least(&mut self, n: usize) -> std::io::Result<&[u8]> {
-        if self.buf.len() - self.pos < n {
-            self.buf.drain(..self.pos);
+        if self.end - self.pos < n {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
             self.pos = 0;
-            if self.chunk.len() < LOOKAHEAD.max(n) {
-                self.chunk.resize(LOOKAHEAD.max(n), 0);
+            if self.buf.len() < LOOKAHEAD.max(n) {
+                self.buf.resize(LOOKAHEAD.max(n), 0);
             }
-            while self.buf.len() < n {
-                match self.inner.read(&mut self.chunk) {
+            while self.end < n {
+                match self.inner.read(&mut self.buf[self.end..]) {
                     Ok(0) => break,
-                    Ok(k) => self.buf.extend_from_slice(&self.chunk[..k]),
+                    Ok(k) => self.end += k,
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
             }
         }
-        Ok(&self.buf[self.pos..])
+        Ok(&self.buf[self.pos..self.end])
     }
 
     fn consume(&mut self, n: usize) {
-        self.pos = (self.pos + n).min(self.buf.len());
+        self.pos = (self.pos + n).min(self.end);
     }
 }
 
 impl<R: Read> Read for Lookahead<R> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos == self.buf.len() {
-            self.buf.clear();
+        if self.pos == self.end {
             self.pos = 0;
-            // Large reads (a big message's body) go straight to the caller.
-            if out.len() >= LOOKAHEAD {
+            self.end = 0;
+            if out.len() >= DIRECT {
                 return self.inner.read(out);
             }
             self.fill_at_least(1)?;
         }
-        let n = out.len().min(self.buf.len() - self.pos);
+        let n = out.len().min(self.end - self.pos);
         out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
         self.pos += n;
         Ok(n)
     }
 }
+
+/// Messages are read into buffers grown this much at a time, so a corrupt length cannot make us
+/// allocate terabytes before the input runs out.
+const GROW: usize = 64 << 20;
 
 /// Reads messages one at a time from any reader (file, stdin): memory is one message.
 pub struct MessageReader<R: Read> {
@@ -129,6 +137,9 @@ pub struct MessageReader<R: Read> {
     offset: u64,
     number: usize,
     done: bool,
+    /// Buffers of messages the consumer is done with: reusing them spares the page faults and
+    /// zeroing of fresh memory, which cost as much as the read itself for large fields.
+    spares: Option<Receiver<Vec<u8>>>,
 }
 
 impl<R: Read> MessageReader<R> {
@@ -136,15 +147,22 @@ impl<R: Read> MessageReader<R> {
         MessageReader {
             inner: Lookahead {
                 inner: reader,
-                buf: Vec::with_capacity(LOOKAHEAD),
+                buf: Vec::new(),
                 pos: 0,
-                chunk: Vec::new(),
+                end: 0,
             },
             source: source_name.into(),
             offset: 0,
             number: 0,
             done: false,
+            spares: None,
         }
+    }
+
+    /// Reads later messages into the buffers that arrive on `spares` (when one is waiting).
+    pub fn recycling(mut self, spares: Receiver<Vec<u8>>) -> Self {
+        self.spares = Some(spares);
+        self
     }
 
     fn io(&self, e: std::io::Error) -> GribError {
@@ -230,20 +248,33 @@ impl<R: Read> MessageReader<R> {
                 length: len,
             });
         }
-        // Grown as bytes arrive, so a corrupt length cannot make us allocate terabytes.
-        let mut bytes = Vec::with_capacity((len as usize).min(64 << 20));
-        bytes.extend_from_slice(&head);
-        let got = (&mut self.inner)
-            .take(len - HEADER as u64)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.io(e))?;
-        if (got + HEADER) as u64 != len {
+        let mut bytes = self
+            .spares
+            .as_ref()
+            .and_then(|r| r.try_recv().ok())
+            .unwrap_or_default();
+        // A recycled buffer is resized without being cleared: only growth is zeroed.
+        let mut have = HEADER;
+        let mut complete = true;
+        while (have as u64) < len {
+            let upto = (have + GROW).min(len as usize);
+            bytes.resize(upto, 0);
+            let got = read_full(&mut self.inner, &mut bytes[have..upto]).map_err(|e| self.io(e))?;
+            have += got;
+            if have < upto {
+                complete = false;
+                break;
+            }
+        }
+        bytes.truncate(have);
+        bytes[..HEADER].copy_from_slice(&head);
+        if !complete {
             return Err(GribError::Truncated {
                 source_name: self.source.clone(),
                 message: number,
                 offset,
                 expected: len,
-                got: (got + HEADER) as u64,
+                got: have as u64,
             });
         }
         check_message(&bytes, &self.source, number, offset)?;
@@ -431,6 +462,47 @@ mod tests {
                 .to_string()
                 .contains("3 bytes of non-GRIB"));
         }
+    }
+
+    #[test]
+    fn recycled_buffers_hold_exactly_the_next_message() {
+        // Spare buffers longer and shorter than the messages, full of stale bytes.
+        let sizes = [3usize << 20, 10, 1 << 20, 70_000, 5 << 20, 1];
+        let mut data = Vec::new();
+        let mut want = Vec::new();
+        for (i, &body) in sizes.iter().enumerate() {
+            let mut m = fake2(body);
+            m[HEADER..HEADER + body].fill(i as u8);
+            data.extend_from_slice(&m);
+            want.push(m);
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        for n in [4 << 20, 5, 2 << 20, 100, 6 << 20, 64] {
+            tx.send(vec![0xEE; n]).unwrap();
+        }
+        let r = Trickle {
+            data: &data,
+            pos: 0,
+            step: 100_000,
+        };
+        let got: Vec<_> = MessageReader::new(r, "t")
+            .recycling(rx)
+            .map(|m| m.unwrap().bytes)
+            .collect();
+        assert_eq!(got, want);
+
+        // A message cut short is an error even in a long recycled buffer.
+        let mut cut = fake2(2 << 20);
+        cut.truncate(1 << 20);
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        tx.send(vec![0u8; 4 << 20]).unwrap();
+        let e = MessageReader::new(&cut[..], "t")
+            .recycling(rx)
+            .next()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1048576"), "{e}");
     }
 
     fn fake1(body: usize) -> Vec<u8> {

@@ -30,8 +30,8 @@ pub const DEFAULT_MAX_PAYLOAD: u64 = 1 << 30;
 /// Default size of the chunks retrieve and list stream back in.
 pub const DEFAULT_CHUNK_SIZE: usize = 10 << 20;
 
-/// First allocation for a payload; it grows only as bytes actually arrive.
-const INITIAL_RESERVE: u64 = 16 << 20;
+/// First allocation for a payload; it doubles only as bytes actually arrive.
+const FIRST_STEP: usize = 256 << 10;
 
 /// What a frame carries. The numbers are the wire values and never change meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -236,12 +236,22 @@ pub fn read_frame<R: Read>(
         return Err(RemoteError::Closed);
     }
     let h = parse_header(&header, max_payload)?;
-    payload.clear();
-    payload.reserve(h.length.min(INITIAL_RESERVE) as usize);
-    let got = r.by_ref().take(h.length).read_to_end(payload)?;
-    if got as u64 != h.length {
-        return Err(RemoteError::Truncated);
+    // Grown as bytes arrive (doubling from 256 KiB), so a huge announced length costs nothing up
+    // front. The reused buffer only ever grows, so after the first large frame nothing is
+    // zeroed, and bytes are read straight into it: one copy out of the socket.
+    let length = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
+    let mut have = 0usize;
+    while have < length {
+        let upto = have + (length - have).min(have.max(FIRST_STEP));
+        if payload.len() < upto {
+            payload.resize(upto, 0);
+        }
+        if !fill(r, &mut payload[have..upto])? {
+            return Err(RemoteError::Truncated);
+        }
+        have = upto;
     }
+    payload.truncate(length);
     let mut trailer = [0u8; TRAILER_LEN];
     if !fill(r, &mut trailer)? {
         return Err(RemoteError::Truncated);
@@ -641,7 +651,7 @@ mod tests {
         let mut buf = Vec::new();
         let e = read_frame(&mut &f[..], u64::MAX, &mut buf).unwrap_err();
         assert!(matches!(e, RemoteError::Truncated), "{e}");
-        assert!(buf.capacity() <= INITIAL_RESERVE as usize);
+        assert!(buf.capacity() <= FIRST_STEP);
     }
 
     #[test]
