@@ -312,6 +312,57 @@ fn remote_archive_list_and_read_are_byte_identical_to_local() {
     assert_eq!(got, want, "every archived field reads back byte for byte");
 }
 
+/// Large fields from a file go out with sendfile, small ones and anything from stdin from
+/// memory: each way, and mixed in one file, every byte arrives.
+#[test]
+fn fields_sent_from_the_file_and_from_memory_arrive_intact() {
+    let s = Store::new();
+    let _server = s.serve(&[]);
+    let large = s.sample("large.grib", "0/6", 300_000);
+    let small = s.sample("small.grib", "12", 100);
+    let piped = s.sample("piped.grib", "18", 200_000);
+    let sizes: Vec<usize> = messages(&large).iter().map(Vec::len).collect();
+    assert!(sizes.iter().all(|&n| n > 256 << 10), "{sizes:?}");
+    // large, small, large in one file: the sendfile offsets must stay right around a small one.
+    let mut mixed = std::fs::read(&large).unwrap();
+    let cut: usize = sizes[..4].iter().sum();
+    let tail = mixed.split_off(cut);
+    mixed.extend(std::fs::read(&small).unwrap());
+    mixed.extend(tail);
+    std::fs::write(s.path("mixed.grib"), &mixed).unwrap();
+    s.ok(
+        "remote.yaml",
+        &["write", s.path("mixed.grib").to_str().unwrap()],
+    );
+    let mut child = s
+        .command("remote.yaml", &["write", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&piped).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    s.read("remote.yaml", &all_fields("0/6/12/18"), "r.grib");
+    let mut want = messages(&s.path("mixed.grib"));
+    want.extend(messages(&piped));
+    let mut got = messages(&s.path("r.grib"));
+    want.sort();
+    got.sort();
+    assert_eq!(got.len(), 16);
+    assert_eq!(got, want, "every field reads back byte for byte");
+}
+
 #[test]
 fn every_operation_works_remotely() {
     let s = Store::new();

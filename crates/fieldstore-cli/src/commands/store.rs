@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use fieldstore::api::ListOptions;
-use fieldstore::grib::{mars_keys, GribError, GribMessage, MessageReader};
+use fieldstore::api::{FileSpan, ListOptions};
+use fieldstore::grib::{mars_keys, GribError, GribMessage, MessageReader, SliceMessages};
 use fieldstore::model::request::Request;
 use fieldstore::model::Key;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -21,9 +21,9 @@ const BATCH: usize = 256;
 const BATCH_BYTES: usize = 16 << 20;
 
 /// MARS keys of each message, decoded on `threads` threads, in input order.
-fn decode_keys(batch: &[GribMessage], threads: usize) -> Vec<Result<Key, GribError>> {
+fn decode_keys(batch: &[(usize, u64, &[u8])], threads: usize) -> Vec<Result<Key, GribError>> {
     if threads <= 1 || batch.len() < 8 {
-        return batch.iter().map(|m| mars_keys(&m.bytes)).collect();
+        return batch.iter().map(|m| mars_keys(m.2)).collect();
     }
     let chunk = batch.len().div_ceil(threads);
     std::thread::scope(|s| {
@@ -32,7 +32,7 @@ fn decode_keys(batch: &[GribMessage], threads: usize) -> Vec<Result<Key, GribErr
             .map(|c| {
                 (
                     c.len(),
-                    s.spawn(move || c.iter().map(|m| mars_keys(&m.bytes)).collect::<Vec<_>>()),
+                    s.spawn(move || c.iter().map(|m| mars_keys(m.2)).collect::<Vec<_>>()),
                 )
             })
             .collect();
@@ -65,98 +65,199 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
     if inputs.is_empty() {
         inputs.push(PathBuf::from("-"));
     }
-    let (mut fields, mut bytes) = (0usize, 0u64);
+    let mut totals = Totals::default();
     let started = std::time::Instant::now();
     for path in &inputs {
-        let (reader, name, size): (Box<dyn Read + Send>, String, u64) = if path.as_os_str() == "-" {
-            (Box::new(io::stdin()), "<stdin>".into(), 0)
+        if path.as_os_str() == "-" {
+            write_stream(
+                Box::new(io::stdin()),
+                "<stdin>",
+                fdb,
+                args.verbose,
+                &mut totals,
+            )?;
+            continue;
+        }
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let name = path.display().to_string();
+        let meta = f
+            .metadata()
+            .with_context(|| format!("cannot stat {name}"))?;
+        if meta.is_file() && meta.len() > 0 {
+            write_mapped(&f, &name, meta.len(), fdb, args.verbose, &mut totals)?;
         } else {
-            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-            let size = f.metadata().map(|m| m.len()).unwrap_or(0);
-            (Box::new(f), path.display().to_string(), size)
-        };
-        let bar = if size > 64 << 20 && !args.verbose {
-            let b = ProgressBar::new(size);
-            b.set_style(
-                ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            b.set_message(name.clone());
-            b
-        } else {
-            ProgressBar::hidden()
-        };
-        // Key extraction (ecCodes, ~0.5 ms a message) is the CPU cost: decode a batch on all
-        // cores, then archive in input order. A thread reads the next batch meanwhile, so input
-        // and store I/O overlap. Memory: at most three batches of messages.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<GribMessage>, GribError>>(1);
-            // Archived messages' buffers go back to the reader to be filled again.
-            let (spare_tx, spare_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BATCH);
-            let reader_name = name.clone();
-            scope.spawn(move || {
-                let mut messages = MessageReader::new(reader, reader_name).recycling(spare_rx);
-                loop {
-                    let mut batch = Vec::with_capacity(BATCH);
-                    let mut batch_bytes = 0usize;
-                    while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-                        match messages.next() {
-                            Some(Ok(m)) => {
-                                batch_bytes += m.bytes.len();
-                                batch.push(m);
-                            }
-                            Some(Err(e)) => {
-                                // Deliver what came before, then the error.
-                                let _ = tx.send(Ok(batch));
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                            None => break,
-                        }
-                    }
-                    if batch.is_empty() || tx.send(Ok(batch)).is_err() {
-                        return;
-                    }
-                }
-            });
-            for batch in rx {
-                // Any error stops here without a flush: nothing of this run becomes visible.
-                let batch = batch?;
-                let keys = decode_keys(&batch, threads);
-                for (msg, key) in batch.iter().zip(keys) {
-                    let at = || format!("{name}: message {} at offset {}", msg.number, msg.offset);
-                    let key = key.with_context(at)?;
-                    if args.verbose {
-                        eprintln!(
-                            "{name}: message {} at offset {} ({} bytes): {key}",
-                            msg.number,
-                            msg.offset,
-                            msg.bytes.len()
-                        );
-                    }
-                    fdb.archive_grib(&key, &msg.bytes).with_context(at)?;
-                    fields += 1;
-                    bytes += msg.bytes.len() as u64;
-                    bar.set_position(msg.offset + msg.bytes.len() as u64);
-                }
-                for msg in batch {
-                    let _ = spare_tx.try_send(msg.bytes);
-                }
-            }
-            Ok(())
-        })?;
-        bar.finish_and_clear();
+            write_stream(Box::new(f), &name, fdb, args.verbose, &mut totals)?;
+        }
     }
     fdb.flush()?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "archived {fields} fields, {:.1} MiB in {secs:.2} s ({:.0} fields/s)",
-        bytes as f64 / 1048576.0,
-        fields as f64 / secs.max(1e-9)
+        "archived {} fields, {:.1} MiB in {secs:.2} s ({:.0} fields/s)",
+        totals.fields,
+        totals.bytes as f64 / 1048576.0,
+        totals.fields as f64 / secs.max(1e-9)
     );
+    Ok(())
+}
+
+#[derive(Default)]
+struct Totals {
+    fields: usize,
+    bytes: u64,
+}
+
+fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
+    if size <= 64 << 20 || verbose {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(size);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b.set_message(name.to_string());
+    b
+}
+
+/// Archives one batch in input order, its keys decoded on all cores first (ecCodes, ~0.5 ms a
+/// message, is the CPU cost). Any error stops here without a flush: nothing of this run
+/// becomes visible.
+fn archive_batch(
+    batch: &[(usize, u64, &[u8])],
+    name: &str,
+    file: Option<&File>,
+    fdb: &dyn fieldstore::api::Fdb,
+    verbose: bool,
+    bar: &ProgressBar,
+    totals: &mut Totals,
+) -> Result<()> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let keys = decode_keys(batch, threads);
+    for (&(number, offset, bytes), key) in batch.iter().zip(keys) {
+        let at = || format!("{name}: message {number} at offset {offset}");
+        let key = key.with_context(at)?;
+        if verbose {
+            eprintln!(
+                "{name}: message {number} at offset {offset} ({} bytes): {key}",
+                bytes.len()
+            );
+        }
+        match file {
+            Some(file) => fdb.archive_grib_from_file(&key, bytes, FileSpan { file, offset }),
+            None => fdb.archive_grib(&key, bytes),
+        }
+        .with_context(at)?;
+        totals.fields += 1;
+        totals.bytes += bytes.len() as u64;
+        bar.set_position(offset + bytes.len() as u64);
+    }
+    Ok(())
+}
+
+/// A regular file is mapped, not read: its messages are archived from the page cache without
+/// a copy, and a remote store sends them straight from the file. (As with any mapped input,
+/// truncating the file while it is being archived kills the process with SIGBUS.)
+fn write_mapped(
+    file: &File,
+    name: &str,
+    size: u64,
+    fdb: &dyn fieldstore::api::Fdb,
+    verbose: bool,
+    totals: &mut Totals,
+) -> Result<()> {
+    // SAFETY: the map is read-only and lives only for this call; see above for truncation.
+    let map = unsafe { memmap2::Mmap::map(file) }.with_context(|| format!("cannot map {name}"))?;
+    let _ = map.advise(memmap2::Advice::Sequential);
+    let bar = progress_bar(name, size, verbose);
+    let mut messages = SliceMessages::new(&map, name);
+    loop {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut batch_bytes = 0usize;
+        let mut failure = None;
+        while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
+            match messages.next() {
+                Some(Ok(m)) => {
+                    batch_bytes += m.2.len();
+                    batch.push(m);
+                }
+                Some(Err(e)) => {
+                    failure = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if batch.is_empty() && failure.is_none() {
+            break;
+        }
+        // What came before an error is archived (not flushed), then the error stops the run.
+        archive_batch(&batch, name, Some(file), fdb, verbose, &bar, totals)?;
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Standard input and other streams: a thread reads the next batch while this one is
+/// archived, so input and store I/O overlap. Memory: at most three batches of messages.
+fn write_stream(
+    reader: Box<dyn Read + Send>,
+    name: &str,
+    fdb: &dyn fieldstore::api::Fdb,
+    verbose: bool,
+    totals: &mut Totals,
+) -> Result<()> {
+    // The size of a stream is not known: no progress bar.
+    let bar = ProgressBar::hidden();
+    std::thread::scope(|scope| -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<GribMessage>, GribError>>(1);
+        // Archived messages' buffers go back to the reader to be filled again.
+        let (spare_tx, spare_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BATCH);
+        let reader_name = name.to_string();
+        scope.spawn(move || {
+            let mut messages = MessageReader::new(reader, reader_name).recycling(spare_rx);
+            loop {
+                let mut batch = Vec::with_capacity(BATCH);
+                let mut batch_bytes = 0usize;
+                while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
+                    match messages.next() {
+                        Some(Ok(m)) => {
+                            batch_bytes += m.bytes.len();
+                            batch.push(m);
+                        }
+                        Some(Err(e)) => {
+                            // Deliver what came before, then the error.
+                            let _ = tx.send(Ok(batch));
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                        None => break,
+                    }
+                }
+                if batch.is_empty() || tx.send(Ok(batch)).is_err() {
+                    return;
+                }
+            }
+        });
+        for batch in rx {
+            let batch = batch?;
+            let slices: Vec<_> = batch
+                .iter()
+                .map(|m| (m.number, m.offset, m.bytes.as_slice()))
+                .collect();
+            archive_batch(&slices, name, None, fdb, verbose, &bar, totals)?;
+            drop(slices);
+            for msg in batch {
+                let _ = spare_tx.try_send(msg.bytes);
+            }
+        }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
     Ok(())
 }
 

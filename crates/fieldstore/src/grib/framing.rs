@@ -325,39 +325,56 @@ impl<R: Read> Iterator for MessageReader<R> {
 /// (number, offset, bytes) of one message in a buffer.
 pub type FramedSlice<'a> = (usize, u64, &'a [u8]);
 
-/// Zero-copy framing of an in-memory buffer (a memory-mapped file, Python bytes):
-/// yields (number, offset, message bytes).
-pub fn split_slice<'a>(data: &'a [u8], source: &str) -> Result<Vec<FramedSlice<'a>>, GribError> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let number = out.len() + 1;
-        let rest = &data[pos..];
-        let start = rest.windows(4).position(|w| w == b"GRIB");
-        match start {
-            None if out.is_empty() => {
+/// Zero-copy framing of an in-memory buffer (a memory-mapped file, Python bytes): yields
+/// (number, offset, message bytes) one at a time, then stops after the first error.
+pub struct SliceMessages<'a> {
+    data: &'a [u8],
+    source: String,
+    pos: usize,
+    number: usize,
+    done: bool,
+}
+
+impl<'a> SliceMessages<'a> {
+    pub fn new(data: &'a [u8], source: impl Into<String>) -> Self {
+        SliceMessages {
+            data,
+            source: source.into(),
+            pos: 0,
+            number: 0,
+            done: false,
+        }
+    }
+
+    fn next_message(&mut self) -> Result<Option<FramedSlice<'a>>, GribError> {
+        let (pos, source) = (self.pos, self.source.as_str());
+        let number = self.number + 1;
+        let rest = &self.data[pos..];
+        if rest.is_empty() {
+            if self.number == 0 {
+                return Err(GribError::NotGrib {
+                    source_name: source.into(),
+                    len: 0,
+                });
+            }
+            return Ok(None);
+        }
+        match rest.windows(4).position(|w| w == b"GRIB") {
+            None if self.number == 0 => {
                 return Err(GribError::NotGrib {
                     source_name: source.into(),
                     len: rest.len() as u64,
                 })
             }
-            Some(i) if i > 0 => {
+            Some(0) => {}
+            found => {
                 return Err(GribError::Junk {
                     source_name: source.into(),
                     message: number,
                     offset: pos as u64,
-                    len: i as u64,
+                    len: found.unwrap_or(rest.len()) as u64,
                 })
             }
-            None => {
-                return Err(GribError::Junk {
-                    source_name: source.into(),
-                    message: number,
-                    offset: pos as u64,
-                    len: rest.len() as u64,
-                })
-            }
-            Some(_) => {}
         }
         if rest.len() < HEADER {
             return Err(GribError::Truncated {
@@ -380,16 +397,30 @@ pub fn split_slice<'a>(data: &'a [u8], source: &str) -> Result<Vec<FramedSlice<'
         }
         let msg = &rest[..len as usize];
         check_message(msg, source, number, pos as u64)?;
-        out.push((number, pos as u64, msg));
-        pos += len as usize;
+        self.pos += msg.len();
+        self.number = number;
+        Ok(Some((number, pos as u64, msg)))
     }
-    if out.is_empty() {
-        return Err(GribError::NotGrib {
-            source_name: source.into(),
-            len: 0,
-        });
+}
+
+impl<'a> Iterator for SliceMessages<'a> {
+    type Item = Result<FramedSlice<'a>, GribError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.next_message().transpose();
+        if !matches!(r, Some(Ok(_))) {
+            self.done = true;
+        }
+        r
     }
-    Ok(out)
+}
+
+/// Every message of an in-memory buffer, or the first framing error.
+pub fn split_slice<'a>(data: &'a [u8], source: &str) -> Result<Vec<FramedSlice<'a>>, GribError> {
+    SliceMessages::new(data, source).collect()
 }
 
 #[cfg(test)]
@@ -503,6 +534,42 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("1048576"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Framing a mapped file and framing a stream agree on every input: the same messages,
+        /// then the same error (or none).
+        #[test]
+        fn slices_and_streams_frame_alike(
+            parts in proptest::collection::vec((0usize..3, 0usize..3000), 0..8),
+            step in 1usize..5000,
+        ) {
+            let mut data = Vec::new();
+            for (kind, n) in parts {
+                match kind {
+                    0 => data.extend(fake2(n)),
+                    1 => data.extend(std::iter::repeat_n(b'x', n % 7)),
+                    _ => {
+                        let mut m = fake2(n);
+                        m.truncate(m.len() / 2);
+                        data.extend(m);
+                    }
+                }
+            }
+            let stream: Vec<_> = MessageReader::new(Trickle { data: &data, pos: 0, step }, "t")
+                .map(|m| m.map(|m| (m.number, m.offset, m.bytes)).map_err(|e| e.to_string()))
+                .collect();
+            let slices: Vec<_> = SliceMessages::new(&data, "t")
+                .map(|m| m.map(|(n, o, b)| (n, o, b.to_vec())).map_err(|e| e.to_string()))
+                .collect();
+            type Framed = Result<(usize, u64, Vec<u8>), String>;
+            let ok = |v: &[Framed]| v.iter().filter(|m| m.is_ok()).cloned().collect::<Vec<_>>();
+            proptest::prop_assert_eq!(ok(&stream), ok(&slices));
+            proptest::prop_assert_eq!(
+                stream.iter().any(|m| m.is_err()),
+                slices.iter().any(|m| m.is_err())
+            );
+        }
     }
 
     fn fake1(body: usize) -> Vec<u8> {

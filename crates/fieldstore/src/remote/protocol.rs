@@ -194,13 +194,31 @@ pub fn write_frame<W: Write>(
     request: u64,
     parts: &[&[u8]],
 ) -> io::Result<u64> {
-    let length: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    write_frame_with(w, version, kind, request, parts, &[], |_| Ok(()))
+}
+
+/// As `write_frame`, with a last part `tail` that `send_tail` puts on the wire itself (from a
+/// file, with sendfile) after everything before it went through `w`.
+pub fn write_frame_with<W: Write>(
+    w: &mut W,
+    version: u16,
+    kind: MsgType,
+    request: u64,
+    parts: &[&[u8]],
+    tail: &[u8],
+    send_tail: impl FnOnce(&mut W) -> io::Result<()>,
+) -> io::Result<u64> {
+    let length: u64 = parts.iter().map(|p| p.len() as u64).sum::<u64>() + tail.len() as u64;
     let header = encode_header(version, kind, request, length);
     let mut crc = crc32c::crc32c(&header);
     w.write_all(&header)?;
     for p in parts {
         crc = crc32c::crc32c_append(crc, p);
         w.write_all(p)?;
+    }
+    if !tail.is_empty() {
+        crc = crc32c::crc32c_append(crc, tail);
+        send_tail(w)?;
     }
     let mut trailer = [0u8; TRAILER_LEN];
     trailer[0..4].copy_from_slice(&crc.to_be_bytes());
