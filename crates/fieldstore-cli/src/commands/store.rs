@@ -391,8 +391,9 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
 }
 
 /// Retrieves are copied in chunks this big: large fields go to the output in few writes
-/// (`io::copy` would move them 8 KiB at a time).
-const COPY_CHUNK: usize = 8 << 20;
+/// (`io::copy` would move them 8 KiB at a time), and a remote store's 10 MiB data frames land
+/// in it directly.
+const COPY_CHUNK: usize = 16 << 20;
 
 fn copy_large(from: &mut dyn Read, to: &mut dyn Write, chunk: &mut [u8]) -> io::Result<u64> {
     let mut total = 0u64;

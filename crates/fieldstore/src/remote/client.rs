@@ -32,6 +32,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const POOL: usize = 4;
 /// Replies may carry a whole chunk of a retrieve; the server's chunk size is far below this.
 const MAX_REPLY: u64 = 1 << 32;
+/// A retrieve's caller reading into a buffer at least this big gets data frames written
+/// straight into it.
+const DIRECT_READ: usize = 1 << 20;
 /// Fields at least this big are sent from their file (sendfile), not from memory.
 const SENDFILE_FROM: usize = 256 << 10;
 
@@ -521,8 +524,22 @@ impl Read for RemoteRead<'_> {
             let Some(c) = self.conn.as_mut() else {
                 return Ok(0);
             };
-            match p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload) {
-                Ok(h) => {
+            // A caller reading in large pieces gets data frames straight into its buffer.
+            let direct: &mut [u8] = if buf.len() >= DIRECT_READ {
+                buf
+            } else {
+                &mut []
+            };
+            match p::read_frame_to(&mut c.reader, MAX_REPLY, direct, &mut c.payload) {
+                Ok((h, true)) if h.kind == MsgType::Data && h.request == self.request => {
+                    self.received += h.length;
+                    return Ok(h.length as usize);
+                }
+                Ok((h, landed_direct)) => {
+                    if landed_direct {
+                        c.payload.clear();
+                        c.payload.extend_from_slice(&buf[..h.length as usize]);
+                    }
                     if !self.take_frame(h)? {
                         return Ok(0);
                     }

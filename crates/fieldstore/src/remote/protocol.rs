@@ -249,15 +249,52 @@ pub fn read_frame<R: Read>(
     max_payload: u64,
     payload: &mut Vec<u8>,
 ) -> Result<FrameHeader, RemoteError> {
+    read_frame_to(r, max_payload, &mut [], payload).map(|(h, _)| h)
+}
+
+/// As `read_frame`, but a non-empty payload that fits in `direct` is read straight into it
+/// (`true`), sparing the copy out of `payload`; any other goes to `payload` (`false`).
+pub fn read_frame_to<R: Read>(
+    r: &mut R,
+    max_payload: u64,
+    direct: &mut [u8],
+    payload: &mut Vec<u8>,
+) -> Result<(FrameHeader, bool), RemoteError> {
     let mut header = [0u8; HEADER_LEN];
     if !fill(r, &mut header)? {
         return Err(RemoteError::Closed);
     }
     let h = parse_header(&header, max_payload)?;
-    // Grown as bytes arrive (doubling from 256 KiB), so a huge announced length costs nothing up
-    // front. The reused buffer only ever grows, so after the first large frame nothing is
-    // zeroed, and bytes are read straight into it: one copy out of the socket.
     let length = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
+    let into_direct = length > 0 && length <= direct.len();
+    if into_direct {
+        if !fill(r, &mut direct[..length])? {
+            return Err(RemoteError::Truncated);
+        }
+    } else {
+        read_payload(r, length, payload)?;
+    }
+    let mut trailer = [0u8; TRAILER_LEN];
+    if !fill(r, &mut trailer)? {
+        return Err(RemoteError::Truncated);
+    }
+    let body: &[u8] = if into_direct {
+        &direct[..length]
+    } else {
+        payload
+    };
+    check_trailer(&header, body, &trailer)?;
+    Ok((h, into_direct))
+}
+
+/// Grown as bytes arrive (doubling from 256 KiB), so a huge announced length costs nothing up
+/// front. The reused buffer only ever grows, so after the first large frame nothing is zeroed,
+/// and bytes are read straight into it: one copy out of the socket.
+fn read_payload<R: Read>(
+    r: &mut R,
+    length: usize,
+    payload: &mut Vec<u8>,
+) -> Result<(), RemoteError> {
     let mut have = 0usize;
     while have < length {
         let upto = have + (length - have).min(have.max(FIRST_STEP));
@@ -270,12 +307,7 @@ pub fn read_frame<R: Read>(
         have = upto;
     }
     payload.truncate(length);
-    let mut trailer = [0u8; TRAILER_LEN];
-    if !fill(r, &mut trailer)? {
-        return Err(RemoteError::Truncated);
-    }
-    check_trailer(&header, payload, &trailer)?;
-    Ok(h)
+    Ok(())
 }
 
 /// Decodes the first frame of a byte slice: its header, payload and the bytes it used.
@@ -561,6 +593,28 @@ mod tests {
         let mut v = Vec::new();
         write_frame(&mut v, 1, kind, 7, &[payload]).unwrap();
         v
+    }
+
+    #[test]
+    fn payloads_land_directly_only_when_they_fit_and_are_checked_there_too() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let f = frame(MsgType::Data, &data);
+        let (mut direct, mut payload) = (vec![0u8; 200_000], vec![9u8; 5]);
+        let (h, landed) = read_frame_to(&mut &f[..], 1 << 20, &mut direct, &mut payload).unwrap();
+        assert!(landed);
+        assert_eq!(&direct[..h.length as usize], &data[..]);
+        let mut small = vec![0u8; 99_999];
+        let (_, landed) = read_frame_to(&mut &f[..], 1 << 20, &mut small, &mut payload).unwrap();
+        assert!(!landed);
+        assert_eq!(payload, data);
+        // A reused, longer buffer holds exactly the new payload.
+        let short = frame(MsgType::Data, b"abc");
+        read_frame_to(&mut &short[..], 1 << 20, &mut [], &mut payload).unwrap();
+        assert_eq!(payload, b"abc");
+        let mut bad = f.clone();
+        bad[HEADER_LEN + 500] ^= 1;
+        let e = read_frame_to(&mut &bad[..], 1 << 20, &mut direct, &mut payload).unwrap_err();
+        assert!(matches!(e, RemoteError::Checksum { .. }), "{e}");
     }
 
     #[test]

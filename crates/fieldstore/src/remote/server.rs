@@ -913,12 +913,13 @@ fn produce(
     empty: Receiver<Vec<u8>>,
 ) {
     loop {
+        // A recycled buffer is resized, not cleared: only growth is zeroed.
         let mut buf = empty.try_recv().unwrap_or_default();
-        buf.clear();
-        buf.reserve_exact(chunk);
-        match stream.by_ref().take(chunk as u64).read_to_end(&mut buf) {
+        buf.resize(chunk, 0);
+        match fill_chunk(&mut *stream, &mut buf) {
             Ok(0) => return,
-            Ok(_) => {
+            Ok(n) => {
+                buf.truncate(n);
                 if full.send(Ok(buf)).is_err() {
                     return;
                 }
@@ -929,6 +930,20 @@ fn produce(
             }
         }
     }
+}
+
+/// Reads until `buf` is full or the stream ends; how many bytes it holds.
+fn fill_chunk(stream: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// Compares without stopping at the first difference, so timing does not reveal the token.
