@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::RemoteError;
 use crate::api::{ControlAction, ControlIdentifier, ListElement, Location};
+use crate::checksum::{crc32c, crc32c_append, Crc32c};
 use crate::model::request::Request;
 use crate::model::schema::SplitKey;
 use crate::model::Key;
@@ -173,12 +174,16 @@ fn check_trailer(
     payload: &[u8],
     trailer: &[u8; TRAILER_LEN],
 ) -> Result<(), RemoteError> {
+    check_summed_trailer(crc32c_append(crc32c(header), payload), trailer)
+}
+
+/// Checks a trailer against the checksum computed over the header and payload as they came.
+fn check_summed_trailer(computed: u32, trailer: &[u8; TRAILER_LEN]) -> Result<(), RemoteError> {
     let end = [trailer[4], trailer[5], trailer[6], trailer[7]];
     if end != END_MARKER {
         return Err(RemoteError::BadEndMarker { found: end });
     }
     let found = u32::from_be_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
-    let computed = crc32c::crc32c_append(crc32c::crc32c(header), payload);
     if computed != found {
         return Err(RemoteError::Checksum { computed, found });
     }
@@ -210,18 +215,30 @@ pub fn write_frame_with<W: Write>(
 ) -> io::Result<u64> {
     let length: u64 = parts.iter().map(|p| p.len() as u64).sum::<u64>() + tail.len() as u64;
     let header = encode_header(version, kind, request, length);
-    let mut crc = crc32c::crc32c(&header);
+    let mut crc = Crc32c::new();
+    crc.update(&header);
     w.write_all(&header)?;
     for p in parts {
-        crc = crc32c::crc32c_append(crc, p);
+        crc.update(p);
         w.write_all(p)?;
     }
     if !tail.is_empty() {
-        crc = crc32c::crc32c_append(crc, tail);
-        send_tail(w)?;
+        // The checksum of a large tail is computed while it is being sent, not before.
+        let mut summing = crc.clone();
+        crc = std::thread::scope(|s| {
+            let summing = s.spawn(move || {
+                summing.update(tail);
+                summing
+            });
+            let sent = send_tail(w);
+            let sum = summing
+                .join()
+                .map_err(|_| io::Error::other("the checksum thread panicked"))?;
+            sent.map(|()| sum)
+        })?;
     }
     let mut trailer = [0u8; TRAILER_LEN];
-    trailer[0..4].copy_from_slice(&crc.to_be_bytes());
+    trailer[0..4].copy_from_slice(&crc.value().to_be_bytes());
     trailer[4..8].copy_from_slice(&END_MARKER);
     w.write_all(&trailer)?;
     Ok(length + FRAME_OVERHEAD)
@@ -229,12 +246,27 @@ pub fn write_frame_with<W: Write>(
 
 /// Reads until `buf` is full; `Ok(false)` if the stream ended before the first byte.
 fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<bool, RemoteError> {
+    fill_summing(r, buf, None)
+}
+
+/// As `fill`, adding each piece to the running checksum `crc` as it arrives, while it is still
+/// in the CPU's cache: no second pass over a large payload.
+fn fill_summing<R: Read>(
+    r: &mut R,
+    buf: &mut [u8],
+    mut crc: Option<&mut Crc32c>,
+) -> Result<bool, RemoteError> {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(RemoteError::Truncated),
-            Ok(n) => got += n,
+            Ok(n) => {
+                if let Some(c) = crc.as_deref_mut() {
+                    c.update(&buf[got..got + n]);
+                }
+                got += n;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(RemoteError::Io(e)),
         }
@@ -267,23 +299,20 @@ pub fn read_frame_to<R: Read>(
     let h = parse_header(&header, max_payload)?;
     let length = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
     let into_direct = length > 0 && length <= direct.len();
+    let mut crc = Crc32c::new();
+    crc.update(&header);
     if into_direct {
-        if !fill(r, &mut direct[..length])? {
+        if !fill_summing(r, &mut direct[..length], Some(&mut crc))? {
             return Err(RemoteError::Truncated);
         }
     } else {
-        read_payload(r, length, payload)?;
+        read_payload(r, length, payload, &mut crc)?;
     }
     let mut trailer = [0u8; TRAILER_LEN];
     if !fill(r, &mut trailer)? {
         return Err(RemoteError::Truncated);
     }
-    let body: &[u8] = if into_direct {
-        &direct[..length]
-    } else {
-        payload
-    };
-    check_trailer(&header, body, &trailer)?;
+    check_summed_trailer(crc.value(), &trailer)?;
     Ok((h, into_direct))
 }
 
@@ -294,6 +323,7 @@ fn read_payload<R: Read>(
     r: &mut R,
     length: usize,
     payload: &mut Vec<u8>,
+    crc: &mut Crc32c,
 ) -> Result<(), RemoteError> {
     let mut have = 0usize;
     while have < length {
@@ -301,7 +331,7 @@ fn read_payload<R: Read>(
         if payload.len() < upto {
             payload.resize(upto, 0);
         }
-        if !fill(r, &mut payload[have..upto])? {
+        if !fill_summing(r, &mut payload[have..upto], Some(crc))? {
             return Err(RemoteError::Truncated);
         }
         have = upto;

@@ -338,7 +338,7 @@ impl Payloads {
 }
 
 pub fn key_crc(shape: &Shape, f: &FieldId) -> u32 {
-    crc32c::crc32c(shape.key_text(f).as_bytes())
+    fieldstore::checksum::crc32c(shape.key_text(f).as_bytes())
 }
 
 #[cfg(test)]

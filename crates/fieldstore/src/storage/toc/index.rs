@@ -181,12 +181,13 @@ impl IndexFile {
             }
             let first = chunk[0].values.as_bytes();
             table.extend_from_slice(&(start as u64).to_le_bytes());
-            table.extend_from_slice(&crc32c::crc32c(&buf[start..]).to_le_bytes());
+            table.extend_from_slice(&crate::checksum::crc32c(&buf[start..]).to_le_bytes());
             table.extend_from_slice(&(first.len() as u16).to_le_bytes());
             table.extend_from_slice(first);
         }
         let table_offset = buf.len() as u64;
-        let meta_crc = crc32c::crc32c_append(crc32c::crc32c(&buf[..header_end]), &table);
+        let meta_crc =
+            crate::checksum::crc32c_append(crate::checksum::crc32c(&buf[..header_end]), &table);
         buf.extend_from_slice(&table);
         buf.extend_from_slice(&table_offset.to_le_bytes());
         buf.extend_from_slice(&(dedup.len().div_ceil(BLOCK) as u32).to_le_bytes());
@@ -225,7 +226,7 @@ impl IndexFile {
         let (header, header_end, tail) = match version {
             1 => {
                 let (body, tail) = buf.split_at(buf.len() - 4);
-                if crc32c::crc32c(body) != le(tail) as u32 {
+                if crate::checksum::crc32c(body) != le(tail) as u32 {
                     return Err(corrupt(buf.len() - 4, "checksum mismatch"));
                 }
                 (body.get(12..12 + hlen), 12 + hlen, None)
@@ -241,8 +242,8 @@ impl IndexFile {
                 if table_offset < 12 + hlen || table_offset > table_end {
                     return Err(corrupt(buf.len() - TRAILER, "block table out of bounds"));
                 }
-                let meta = crc32c::crc32c_append(
-                    crc32c::crc32c(&buf[..12 + hlen]),
+                let meta = crate::checksum::crc32c_append(
+                    crate::checksum::crc32c(&buf[..12 + hlen]),
                     &buf[table_offset..table_end],
                 );
                 if meta != le(&t[12..16]) as u32 {
@@ -370,7 +371,7 @@ impl IndexFile {
         let decoded = block.starts.get_or_init(|| {
             let bytes = &self.map[..block.end];
             if let Some(crc) = block.crc {
-                if crc32c::crc32c(&bytes[block.start..]) != crc {
+                if crate::checksum::crc32c(&bytes[block.start..]) != crc {
                     return Err(format!(
                         "block {b} at offset {}: checksum mismatch",
                         block.start
@@ -587,7 +588,7 @@ mod tests {
         for x in entries {
             encode_entry(&mut buf, x);
         }
-        let crc = crc32c::crc32c(&buf);
+        let crc = crate::checksum::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());
         std::fs::write(p, buf).unwrap();
     }

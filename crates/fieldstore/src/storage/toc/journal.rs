@@ -54,9 +54,9 @@ pub fn encode(records: &[Record]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in records {
         let payload = serde_json::to_vec(r).unwrap_or_default();
-        let mut crc = crc32c::crc32c(&[r.kind()]);
-        crc = crc32c::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
-        crc = crc32c::crc32c_append(crc, &payload);
+        let mut crc = crate::checksum::crc32c(&[r.kind()]);
+        crc = crate::checksum::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
+        crc = crate::checksum::crc32c_append(crc, &payload);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(FORMAT_VERSION as u16).to_le_bytes());
         out.push(r.kind());
@@ -88,9 +88,9 @@ fn parse_at(buf: &[u8]) -> Parsed {
     let Some(payload) = buf.get(HEADER..HEADER + len) else {
         return Parsed::Bad("record extends past the end of the file".into());
     };
-    let mut c = crc32c::crc32c(&[kind]);
-    c = crc32c::crc32c_append(c, &(len as u32).to_le_bytes());
-    c = crc32c::crc32c_append(c, payload);
+    let mut c = crate::checksum::crc32c(&[kind]);
+    c = crate::checksum::crc32c_append(c, &(len as u32).to_le_bytes());
+    c = crate::checksum::crc32c_append(c, payload);
     if c != crc {
         return Parsed::Bad("checksum mismatch".into());
     }
