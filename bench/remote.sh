@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Remote access through one `fieldstore server` on loopback, against local access to the same kind
-# of store and against the loopback TCP bandwidth (iperf3, one stream) as the limit, in one run.
+# of store and against the loopback TCP bandwidth (iperf3, one stream) as the limit, in one run;
+# also that stream written to a file on the stores' filesystem (iperf3 -F), the limit once bytes
+# must be stored.
 # Workloads: archive+flush and retrieve-all of many small fields, and of a few large ones. Each is
 # repeated on a fresh store; medians (min-max) are reported, because the machine is shared. The
 # anchor: the same workloads through FDB5's own `fdb-server` (5.10.8) with a `type: remote` client
@@ -42,6 +44,9 @@ base="class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,
 echo "retrieve,$base,levelist=1000/925/850/700/500/400/300/250/200/100,param=130/131/132/133,step=0/to/$((steps - 1))/by/1" > "$work/small.req"
 echo "retrieve,$base,levelist=1000/500,param=130/131,step=0/to/$((lsteps - 1))/by/1" > "$work/large.req"
 
+# Each round's stores, outputs and the iperf3 file together reach ~8 times the large corpus.
+warm_memory $(( (8 * large_size >> 30) + 1 )) "$work"
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Loopback TCP bandwidth, one stream, as many seconds as it takes to be stable.
@@ -52,6 +57,16 @@ for r in $(seq 1 "$R"); do
   iperf3 -c 127.0.0.1 -p "$p" -t 5 -J > "$work/iperf.json"
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20)' "$work/iperf.json" >> "$work/iperf"
   wait
+  # The same stream, but the receiver stores what arrives in a file next to the stores
+  # (iperf3 -F, 1 MiB writes): the bandwidth left for any remote archive on this machine once
+  # the bytes must also be written down, with no checksum, no index and no GRIB to read.
+  p=$(free_port)
+  iperf3 -s -1 -p "$p" -F "$work/iperf-received" >/dev/null 2>&1 &
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p "$p" -n "$large_size" -l 1M -J > "$work/iperf.json"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20)' "$work/iperf.json" >> "$work/iperf-file"
+  wait
+  rm -f "$work/iperf-received"
 done
 
 # run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
@@ -120,9 +135,11 @@ done
 
 read -r tcp tcpmin tcpmax <<<"$(stats "$work/iperf")"
 echo "loopback TCP (iperf3, 1 stream): median $(printf %.0f "$tcp") MiB/s ($(printf %.0f "$tcpmin")-$(printf %.0f "$tcpmax"))"
+read -r tcpf tcpfmin tcpfmax <<<"$(stats "$work/iperf-file")"
+echo "loopback TCP into a file on the stores' filesystem (iperf3 -F, 1 MiB writes, $((large_size / 1048576)) MiB): median $(printf %.0f "$tcpf") MiB/s ($(printf %.0f "$tcpfmin")-$(printf %.0f "$tcpfmax")), $(printf %.0f "$(echo "100 * $tcpf / $tcp" | bc -l)") % of TCP"
 echo
-echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP | FDB5 via fdb-server median s | FDB5 remote |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP | remote / TCP into a file | FDB5 via fdb-server median s | FDB5 remote |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for w in write-small read-small write-large read-large; do
   read -r lm lmin lmax <<<"$(stats "$work/$w.local")"
   read -r rm rmin rmax <<<"$(stats "$work/$w.remote")"
@@ -145,7 +162,7 @@ for w in write-small read-small write-large read-large; do
     fdb5_s="$fm ($fmin-$fmax)"
     if [ "${w#*-}" = small ]; then fdb5_t=$(printf "%.0f fields/s" "$(echo "$n / $fm" | bc -l)"); else fdb5_t=$(printf "%.0f MiB/s" "$(echo "$size / $fm / 1048576" | bc -l)"); fi
   fi
-  printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% | %s | %s |\n" "$op" "$label" \
+  printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% | %.0f %% | %s | %s |\n" "$op" "$label" \
     "$lm" "$lmin" "$lmax" "$rm" "$rmin" "$rmax" "$lt" "$rt" \
-    "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)" "$fdb5_s" "$fdb5_t"
+    "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)" "$(echo "100 * $rr / $tcpf" | bc -l)" "$fdb5_s" "$fdb5_t"
 done
