@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use fieldstore::api::{FileSpan, ListOptions};
+use fieldstore::api::ListOptions;
 use fieldstore::grib::{mars_keys, GribError, GribMessage, MessageReader, SliceMessages};
 use fieldstore::model::request::Request;
 use fieldstore::model::Key;
@@ -127,7 +127,6 @@ fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
 fn archive_batch(
     batch: &[(usize, u64, &[u8])],
     name: &str,
-    file: Option<&File>,
     fdb: &dyn fieldstore::api::Fdb,
     verbose: bool,
     bar: &ProgressBar,
@@ -144,11 +143,7 @@ fn archive_batch(
                 bytes.len()
             );
         }
-        match file {
-            Some(file) => fdb.archive_grib_from_file(&key, bytes, FileSpan { file, offset }),
-            None => fdb.archive_grib(&key, bytes),
-        }
-        .with_context(at)?;
+        fdb.archive_grib(&key, bytes).with_context(at)?;
         totals.fields += 1;
         totals.bytes += bytes.len() as u64;
         bar.set_position(offset + bytes.len() as u64);
@@ -156,9 +151,9 @@ fn archive_batch(
     Ok(())
 }
 
-/// A regular file is mapped, not read: its messages are archived from the page cache without
-/// a copy, and a remote store sends them straight from the file. (As with any mapped input,
-/// truncating the file while it is being archived kills the process with SIGBUS.)
+/// A regular file is mapped, not read: its messages are archived (or sent to a server) from the
+/// page cache without a copy into this process first. (As with any mapped input, truncating the
+/// file while it is being archived kills the process with SIGBUS.)
 fn write_mapped(
     file: &File,
     name: &str,
@@ -193,7 +188,7 @@ fn write_mapped(
             break;
         }
         // What came before an error is archived (not flushed), then the error stops the run.
-        archive_batch(&batch, name, Some(file), fdb, verbose, &bar, totals)?;
+        archive_batch(&batch, name, fdb, verbose, &bar, totals)?;
         if let Some(e) = failure {
             return Err(e.into());
         }
@@ -249,7 +244,7 @@ fn write_stream(
                 .iter()
                 .map(|m| (m.number, m.offset, m.bytes.as_slice()))
                 .collect();
-            archive_batch(&slices, name, None, fdb, verbose, &bar, totals)?;
+            archive_batch(&slices, name, fdb, verbose, &bar, totals)?;
             drop(slices);
             for msg in batch {
                 let _ = spare_tx.try_send(msg.bytes);

@@ -1,20 +1,11 @@
 //! The one interface every frontend implements (local, select, dist, mirror, filter, remote...).
 
-use std::fs::File;
 use std::io::Read;
 
 use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use super::error::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
-
-/// Where in a file a field's bytes also are, so a transport can send them from the file
-/// without copying them through memory (sendfile).
-#[derive(Debug, Clone, Copy)]
-pub struct FileSpan<'a> {
-    pub file: &'a File,
-    pub offset: u64,
-}
 
 pub type ListIter<'a> = Box<dyn Iterator<Item = Result<ListElement, ApiError>> + Send + 'a>;
 
@@ -31,18 +22,6 @@ pub trait Fdb: Send + Sync {
     /// Stores one GRIB field whose MARS keys the caller already read with ecCodes (so decoding can
     /// run on many threads): values are canonicalised as FDB5 does, not refused for their form.
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError>;
-
-    /// As `archive_grib`, for bytes that are also `data.len()` bytes of a file at `span`.
-    /// Frontends that route pass the span on; the remote one sends from the file.
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        let _ = span;
-        self.archive_grib(mars_key, data)
-    }
 
     /// Makes everything archived through this handle durable and visible to every reader.
     fn flush(&self) -> Result<(), ApiError>;

@@ -8,5 +8,5 @@ pub mod local;
 
 pub use element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location};
 pub use error::ApiError;
-pub use fdb::{Fdb, FileSpan};
+pub use fdb::Fdb;
 pub use local::LocalFdb;

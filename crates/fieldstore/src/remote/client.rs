@@ -19,7 +19,7 @@ use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
     WireListElement,
 };
-use crate::api::fdb::{FileSpan, ListIter};
+use crate::api::fdb::ListIter;
 use crate::api::{
     ApiError, AxesMap, ControlAction, ControlIdentifier, Fdb, ListElement, ListOptions,
 };
@@ -35,8 +35,8 @@ const MAX_REPLY: u64 = 1 << 32;
 /// A retrieve's caller reading into a buffer at least this big gets data frames written
 /// straight into it.
 const DIRECT_READ: usize = 1 << 20;
-/// Fields at least this big are sent from their file (sendfile), not from memory.
-const SENDFILE_FROM: usize = 256 << 10;
+/// Fields at least this big have their checksum computed on a second thread as they are sent.
+const OVERLAP_FROM: usize = 256 << 10;
 
 struct Connection {
     reader: BufReader<Socket>,
@@ -355,13 +355,7 @@ impl RemoteFdb {
         self.call(kind, query)
     }
 
-    fn send_archive(
-        &self,
-        key: Option<&Key>,
-        grib: bool,
-        data: &[u8],
-        span: Option<FileSpan<'_>>,
-    ) -> Result<(), ApiError> {
+    fn send_archive(&self, key: Option<&Key>, grib: bool, data: &[u8]) -> Result<(), ApiError> {
         let mut s = lock(&self.archive);
         if s.conn.is_none() {
             s.conn = Some(self.connect(Role::Archive)?);
@@ -369,28 +363,22 @@ impl RemoteFdb {
         let prefix = p::encode_archive_prefix(key, grib);
         let id = self.id();
         let sent = match s.conn.as_mut() {
-            Some(c) => match span {
-                None => p::write_frame(
-                    &mut c.writer,
-                    c.version,
-                    MsgType::Archive,
-                    id,
-                    &[&prefix, data],
-                ),
-                Some(span) => p::write_frame_with(
-                    &mut c.writer,
-                    c.version,
-                    MsgType::Archive,
-                    id,
-                    &[&prefix],
-                    data,
-                    |w| {
-                        w.flush()?;
-                        w.get_ref()
-                            .send_file(span.file, span.offset, data.len() as u64)
-                    },
-                ),
-            },
+            // A large field's checksum is computed while it is being sent.
+            Some(c) if data.len() >= OVERLAP_FROM => p::write_frame_overlapped(
+                &mut c.writer,
+                c.version,
+                MsgType::Archive,
+                id,
+                &prefix,
+                data,
+            ),
+            Some(c) => p::write_frame(
+                &mut c.writer,
+                c.version,
+                MsgType::Archive,
+                id,
+                &[&prefix, data],
+            ),
             None => Err(io::Error::other("no connection")),
         };
         match sent {
@@ -674,22 +662,11 @@ impl Fdb for RemoteFdb {
     }
 
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
-        self.send_archive(key, false, data, None)
+        self.send_archive(key, false, data)
     }
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
-        self.send_archive(Some(mars_key), true, data, None)
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        // Small fields are cheaper to copy than to send with a system call of their own.
-        let span = (data.len() >= SENDFILE_FROM).then_some(span);
-        self.send_archive(Some(mars_key), true, data, span)
+        self.send_archive(Some(mars_key), true, data)
     }
 
     fn flush(&self) -> Result<(), ApiError> {

@@ -199,21 +199,7 @@ pub fn write_frame<W: Write>(
     request: u64,
     parts: &[&[u8]],
 ) -> io::Result<u64> {
-    write_frame_with(w, version, kind, request, parts, &[], |_| Ok(()))
-}
-
-/// As `write_frame`, with a last part `tail` that `send_tail` puts on the wire itself (from a
-/// file, with sendfile) after everything before it went through `w`.
-pub fn write_frame_with<W: Write>(
-    w: &mut W,
-    version: u16,
-    kind: MsgType,
-    request: u64,
-    parts: &[&[u8]],
-    tail: &[u8],
-    send_tail: impl FnOnce(&mut W) -> io::Result<()>,
-) -> io::Result<u64> {
-    let length: u64 = parts.iter().map(|p| p.len() as u64).sum::<u64>() + tail.len() as u64;
+    let length: u64 = parts.iter().map(|p| p.len() as u64).sum();
     let header = encode_header(version, kind, request, length);
     let mut crc = Crc32c::new();
     crc.update(&header);
@@ -222,26 +208,47 @@ pub fn write_frame_with<W: Write>(
         crc.update(p);
         w.write_all(p)?;
     }
-    if !tail.is_empty() {
-        // The checksum of a large tail is computed while it is being sent, not before.
-        let mut summing = crc.clone();
-        crc = std::thread::scope(|s| {
-            let summing = s.spawn(move || {
-                summing.update(tail);
-                summing
-            });
-            let sent = send_tail(w);
-            let sum = summing
-                .join()
-                .map_err(|_| io::Error::other("the checksum thread panicked"))?;
-            sent.map(|()| sum)
-        })?;
-    }
-    let mut trailer = [0u8; TRAILER_LEN];
-    trailer[0..4].copy_from_slice(&crc.value().to_be_bytes());
-    trailer[4..8].copy_from_slice(&END_MARKER);
-    w.write_all(&trailer)?;
+    write_trailer(w, crc.value())?;
     Ok(length + FRAME_OVERHEAD)
+}
+
+/// As `write_frame` with parts `head` and `body`, the checksum of a large `body` computed on a
+/// second thread while it is written: the send does not wait for a pass over the bytes.
+pub fn write_frame_overlapped<W: Write>(
+    w: &mut W,
+    version: u16,
+    kind: MsgType,
+    request: u64,
+    head: &[u8],
+    body: &[u8],
+) -> io::Result<u64> {
+    let length = (head.len() + body.len()) as u64;
+    let header = encode_header(version, kind, request, length);
+    let mut crc = Crc32c::new();
+    crc.update(&header);
+    crc.update(head);
+    w.write_all(&header)?;
+    w.write_all(head)?;
+    let crc = std::thread::scope(|s| {
+        let summing = s.spawn(move || {
+            crc.update(body);
+            crc.value()
+        });
+        let written = w.write_all(body);
+        let sum = summing
+            .join()
+            .map_err(|_| io::Error::other("the checksum thread panicked"))?;
+        written.map(|()| sum)
+    })?;
+    write_trailer(w, crc)?;
+    Ok(length + FRAME_OVERHEAD)
+}
+
+fn write_trailer<W: Write>(w: &mut W, crc: u32) -> io::Result<()> {
+    let mut trailer = [0u8; TRAILER_LEN];
+    trailer[0..4].copy_from_slice(&crc.to_be_bytes());
+    trailer[4..8].copy_from_slice(&END_MARKER);
+    w.write_all(&trailer)
 }
 
 /// Reads until `buf` is full; `Ok(false)` if the stream ended before the first byte.
@@ -623,6 +630,18 @@ mod tests {
         let mut v = Vec::new();
         write_frame(&mut v, 1, kind, 7, &[payload]).unwrap();
         v
+    }
+
+    #[test]
+    fn an_overlapped_checksum_gives_the_same_frame() {
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let mut plain = Vec::new();
+        write_frame(&mut plain, 1, MsgType::Archive, 9, &[b"meta", &body]).unwrap();
+        let mut overlapped = Vec::new();
+        let n = write_frame_overlapped(&mut overlapped, 1, MsgType::Archive, 9, b"meta", &body)
+            .unwrap();
+        assert_eq!(overlapped, plain);
+        assert_eq!(n as usize, plain.len());
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! session cannot be split, so rather than teach all of that about TLS, TLS connections look to
 //! the protocol code exactly like plain ones: a socket with the same operations.
 
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -67,42 +66,6 @@ impl Socket {
                 }
             }
         }
-    }
-
-    /// Sends `len` bytes of `file` from `offset` with sendfile: on TCP the kernel hands the
-    /// file's cached pages to the socket without copying them.
-    pub fn send_file(&self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {
-        let out = match self {
-            Socket::Tcp(s) => s.as_raw_fd(),
-            Socket::Tls(s) => s.as_raw_fd(),
-        };
-        let end = offset
-            .checked_add(len)
-            .ok_or_else(|| io::Error::other("file span overflows"))?;
-        while offset < end {
-            let mut off = libc::off_t::try_from(offset)
-                .map_err(|_| io::Error::other("file offset beyond off_t"))?;
-            let count = usize::try_from(end - offset)
-                .unwrap_or(usize::MAX)
-                .min(1 << 30);
-            // SAFETY: both descriptors are open for the call; `off` is a valid off_t.
-            let n = unsafe { libc::sendfile(out, file.as_raw_fd(), &mut off, count) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("the file ended at byte {offset}, before the field did"),
-                ));
-            }
-            offset += n as u64;
-        }
-        Ok(())
     }
 
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
-use crate::api::fdb::{Fdb, FileSpan, ListIter};
+use crate::api::fdb::{Fdb, ListIter};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -371,21 +371,6 @@ impl Fdb for DiagnosticsFdb {
             mars_key,
             data.len() as u64,
             || self.child.archive_grib(mars_key, data),
-            |_| 1,
-        )
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        self.call(
-            Op::Archive,
-            mars_key,
-            data.len() as u64,
-            || self.child.archive_grib_from_file(mars_key, data, span),
             |_| 1,
         )
     }

@@ -12,7 +12,7 @@ use md5::{Digest, Md5};
 
 use super::{combine_errors, field_key, merge_axes, ChainRead};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use crate::api::fdb::{Fdb, FileSpan, ListIter};
+use crate::api::fdb::{Fdb, ListIter};
 use crate::api::ApiError;
 use crate::model::config::DistHash;
 use crate::model::request::Request;
@@ -217,15 +217,6 @@ impl Fdb for DistFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.place(mars_key, |f| f.archive_grib(mars_key, data))
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        self.place(mars_key, |f| f.archive_grib_from_file(mars_key, data, span))
     }
 
     fn flush(&self) -> Result<(), ApiError> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{field_key, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use crate::api::fdb::{Fdb, FileSpan, ListIter};
+use crate::api::fdb::{Fdb, ListIter};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -68,19 +68,6 @@ impl Fdb for FilterFdb {
             return Ok(());
         }
         self.child.archive_grib(mars_key, data)
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        if !self.keeps(mars_key) {
-            self.drop_one(mars_key);
-            return Ok(());
-        }
-        self.child.archive_grib_from_file(mars_key, data, span)
     }
 
     fn flush(&self) -> Result<(), ApiError> {

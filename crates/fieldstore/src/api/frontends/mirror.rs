@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{combine_errors, field_key};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use crate::api::fdb::{Fdb, FileSpan, ListIter};
+use crate::api::fdb::{Fdb, ListIter};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -98,15 +98,6 @@ impl Fdb for MirrorFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.to_all(|f| f.archive_grib(mars_key, data))
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        self.to_all(|f| f.archive_grib_from_file(mars_key, data, span))
     }
 
     fn flush(&self) -> Result<(), ApiError> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{combine_errors, field_key, merge_axes, ChainRead, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use crate::api::fdb::{Fdb, FileSpan, ListIter};
+use crate::api::fdb::{Fdb, ListIter};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -103,17 +103,6 @@ impl Fdb for SelectFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.lane_for(mars_key)?.fdb.archive_grib(mars_key, data)
-    }
-
-    fn archive_grib_from_file(
-        &self,
-        mars_key: &Key,
-        data: &[u8],
-        span: FileSpan<'_>,
-    ) -> Result<(), ApiError> {
-        self.lane_for(mars_key)?
-            .fdb
-            .archive_grib_from_file(mars_key, data, span)
     }
 
     fn flush(&self) -> Result<(), ApiError> {
