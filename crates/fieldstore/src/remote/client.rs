@@ -35,8 +35,6 @@ const MAX_REPLY: u64 = 1 << 32;
 /// A retrieve's caller reading into a buffer at least this big gets data frames written
 /// straight into it.
 const DIRECT_READ: usize = 1 << 20;
-/// Fields at least this big have their checksum computed on a second thread as they are sent.
-const OVERLAP_FROM: usize = 256 << 10;
 
 struct Connection {
     reader: BufReader<Socket>,
@@ -363,8 +361,7 @@ impl RemoteFdb {
         let prefix = p::encode_archive_prefix(key, grib);
         let id = self.id();
         let sent = match s.conn.as_mut() {
-            // A large field's checksum is computed while it is being sent.
-            Some(c) if data.len() >= OVERLAP_FROM => p::write_frame_overlapped(
+            Some(c) if data.len() >= p::PIECE => p::write_frame_pieces(
                 &mut c.writer,
                 c.version,
                 MsgType::Archive,
