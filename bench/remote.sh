@@ -70,11 +70,16 @@ for r in $(seq 1 "$R"); do
 done
 
 # run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
+# Also notes the CPU time the hypervisor took from this VM meanwhile (steal, in 1/100 s), which
+# tells a slow run on a busy host from a slow program.
+steal() { awk '/^cpu / {print $9}' /proc/stat; }
 run() {
   local name=$1 sys=$2; shift 2
-  local t0; t0=$(now)
+  local t0 s0; t0=$(now); s0=$(steal)
   "$@" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }
-  echo "$(now) - $t0" | bc >> "$work/$name.$sys"
+  local secs; secs=$(echo "$(now) - $t0" | bc)
+  echo "$secs" >> "$work/$name.$sys"
+  printf '%.3f (steal %d) ' "$secs" $(( $(steal) - s0 )) >> "$work/$name.$sys.runs"
 }
 
 # run_or_hang: as run, but a command still running after 60 s is stopped and recorded as a hang.
@@ -165,4 +170,11 @@ for w in write-small read-small write-large read-large; do
   printf "| %s, %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %.0f %% | %.0f %% | %.0f %% | %s | %s |\n" "$op" "$label" \
     "$lm" "$lmin" "$lmax" "$rm" "$rmin" "$rmax" "$lt" "$rt" \
     "$(echo "100 * $lm / $rm" | bc -l)" "$(echo "100 * $rr / $tcp" | bc -l)" "$(echo "100 * $rr / $tcpf" | bc -l)" "$fdb5_s" "$fdb5_t"
+done
+echo
+echo "Each run in order, seconds (hypervisor steal in 1/100 s):"
+for w in write-small read-small write-large read-large; do
+  for sys in local remote; do
+    echo "- $w $sys: $(cat "$work/$w.$sys.runs")"
+  done
 done
