@@ -121,19 +121,17 @@ fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
     b
 }
 
-/// Archives one batch in input order, its keys decoded on all cores first (ecCodes, ~0.5 ms a
-/// message, is the CPU cost). Any error stops here without a flush: nothing of this run
-/// becomes visible.
+/// Archives one batch in input order under the keys decoded for it. Any error stops here
+/// without a flush: nothing of this run becomes visible.
 fn archive_batch(
     batch: &[(usize, u64, &[u8])],
+    keys: Vec<Result<Key, GribError>>,
     name: &str,
     fdb: &dyn fieldstore::api::Fdb,
     verbose: bool,
     bar: &ProgressBar,
     totals: &mut Totals,
 ) -> Result<()> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let keys = decode_keys(batch, threads);
     for (&(number, offset, bytes), key) in batch.iter().zip(keys) {
         let at = || format!("{name}: message {number} at offset {offset}");
         let key = key.with_context(at)?;
@@ -151,6 +149,10 @@ fn archive_batch(
     Ok(())
 }
 
+fn decoding_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// A regular file is mapped, not read: its messages are archived (or sent to a server) from the
 /// page cache without a copy into this process first. (As with any mapped input, truncating the
 /// file while it is being archived kills the process with SIGBUS.)
@@ -166,33 +168,63 @@ fn write_mapped(
     let map = unsafe { memmap2::Mmap::map(file) }.with_context(|| format!("cannot map {name}"))?;
     let _ = map.advise(memmap2::Advice::Sequential);
     let bar = progress_bar(name, size, verbose);
-    let mut messages = SliceMessages::new(&map, name);
-    loop {
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut batch_bytes = 0usize;
-        let mut failure = None;
-        while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-            match messages.next() {
-                Some(Ok(m)) => {
-                    batch_bytes += m.2.len();
-                    batch.push(m);
+    let map = &map[..];
+    // A second thread frames the next batch, decodes its keys (ecCodes, ~0.5 ms a message, on
+    // all cores) and maps its pages in, while this one archives the batch before: the sending
+    // thread does nothing but send.
+    type Framed<'m> = (Vec<(usize, u64, &'m [u8])>, Vec<Result<Key, GribError>>);
+    std::thread::scope(|scope| -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Framed<'_>, GribError>>(1);
+        let source = name.to_string();
+        scope.spawn(move || {
+            let mut messages = SliceMessages::new(map, source);
+            let threads = decoding_threads();
+            loop {
+                let mut batch = Vec::with_capacity(BATCH);
+                let mut batch_bytes = 0usize;
+                let mut failure = None;
+                while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
+                    match messages.next() {
+                        Some(Ok(m)) => {
+                            batch_bytes += m.2.len();
+                            batch.push(m);
+                        }
+                        Some(Err(e)) => {
+                            failure = Some(e);
+                            break;
+                        }
+                        None => break,
+                    }
                 }
-                Some(Err(e)) => {
-                    failure = Some(e);
-                    break;
+                let ended = batch.is_empty();
+                if !ended {
+                    let keys = decode_keys(&batch, threads);
+                    for (_, _, bytes) in &batch {
+                        for page in bytes.iter().step_by(4096) {
+                            std::hint::black_box(*page);
+                        }
+                    }
+                    if tx.send(Ok((batch, keys))).is_err() {
+                        return;
+                    }
                 }
-                None => break,
+                // What came before an error is archived (not flushed), then the error stops
+                // the run.
+                if let Some(e) = failure {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                if ended {
+                    return;
+                }
             }
+        });
+        for framed in rx {
+            let (batch, keys) = framed?;
+            archive_batch(&batch, keys, name, fdb, verbose, &bar, totals)?;
         }
-        if batch.is_empty() && failure.is_none() {
-            break;
-        }
-        // What came before an error is archived (not flushed), then the error stops the run.
-        archive_batch(&batch, name, fdb, verbose, &bar, totals)?;
-        if let Some(e) = failure {
-            return Err(e.into());
-        }
-    }
+        Ok(())
+    })?;
     bar.finish_and_clear();
     Ok(())
 }
@@ -244,7 +276,8 @@ fn write_stream(
                 .iter()
                 .map(|m| (m.number, m.offset, m.bytes.as_slice()))
                 .collect();
-            archive_batch(&slices, name, fdb, verbose, &bar, totals)?;
+            let keys = decode_keys(&slices, decoding_threads());
+            archive_batch(&slices, keys, name, fdb, verbose, &bar, totals)?;
             drop(slices);
             for msg in batch {
                 let _ = spare_tx.try_send(msg.bytes);
