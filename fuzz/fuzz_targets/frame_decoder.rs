@@ -3,7 +3,8 @@
 //! merely announces (lengths up to 2^64 are tried under a generous limit).
 
 use fieldstore::remote::protocol::{
-    decode_archive, decode_frame, from_json, read_frame, Hello, Query, WireListElement,
+    decode_archive, decode_frame, from_json, read_frame, read_frame_to, Hello, Query,
+    WireListElement,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -25,4 +26,16 @@ fuzz_target!(|data: &[u8]| {
         payloads(&payload);
     }
     assert!(payload.capacity() <= data.len().max(16 << 20));
+    // Payloads that fit land in the caller's buffer instead, checked the same way.
+    let mut r = data;
+    let mut direct = [0u8; 4096];
+    while let Ok((h, landed)) = read_frame_to(&mut r, u64::MAX, &mut direct, &mut payload) {
+        let body = if landed {
+            &direct[..h.length as usize]
+        } else {
+            &payload[..]
+        };
+        assert_eq!(body.len() as u64, h.length);
+        payloads(body);
+    }
 });

@@ -7,7 +7,9 @@ use fieldstore::model::types::Context;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let _ = parse_requests(text);
     if let Ok(r) = parse_request(text) {
         let printed = r.to_string();

@@ -8,10 +8,23 @@ use fieldstore::model::Key;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(schema) = Schema::parse(text, "fuzz") {
         let cx = Context::default();
-        let key = Key::from_pairs([("class", "od"), ("expver", "0001"), ("stream", "oper"), ("date", "20190109"), ("time", "1200"), ("type", "fc"), ("levtype", "pl"), ("step", "6"), ("levelist", "500"), ("param", "130")]);
+        let key = Key::from_pairs([
+            ("class", "od"),
+            ("expver", "0001"),
+            ("stream", "oper"),
+            ("date", "20190109"),
+            ("time", "1200"),
+            ("type", "fc"),
+            ("levtype", "pl"),
+            ("step", "6"),
+            ("levelist", "500"),
+            ("param", "130"),
+        ]);
         let _ = schema.split(&key, &cx, false);
         let _ = schema.split(&key, &cx, true);
         let vals = vec!["od".to_string()];
