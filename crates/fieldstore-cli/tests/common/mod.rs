@@ -3,22 +3,17 @@
 
 use std::process::Command;
 
-/// Variables a developer's or CI's shell may hold that would redirect a command.
-const INHERITED: [&str; 8] = [
-    "FDB_CONFIG",
-    "FDB5_CONFIG",
-    "FDB_CONFIG_FILE",
-    "FDB5_CONFIG_FILE",
-    "FDB_HOME",
-    "FDB5_HOME",
-    "FIELDSTORE_TOKEN",
-    "FIELDSTORE_LOG",
-];
+/// Besides the config discovery variables, what a developer's or CI's shell may hold that would
+/// change which server a command talks to or what it logs.
+const INHERITED: [&str; 2] = ["FIELDSTORE_TOKEN", "FIELDSTORE_LOG"];
 
 /// A `fieldstore` command with a clean environment; tests set what they need after this.
 pub fn fieldstore() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fieldstore"));
-    for v in INHERITED {
+    for v in fieldstore::model::config::ENV_STEPS
+        .iter()
+        .chain(&INHERITED)
+    {
         c.env_remove(v);
     }
     c

@@ -92,7 +92,7 @@ pub fn discover_from_process(explicit: Option<&Path>) -> Result<LoadedConfig, Co
 }
 
 /// The variables discovery reads, in precedence order, with what each one holds.
-const ENV_STEPS: &[&str] = &[
+pub const ENV_STEPS: &[&str] = &[
     "FDB_CONFIG",
     "FDB5_CONFIG",
     "FDB_CONFIG_FILE",

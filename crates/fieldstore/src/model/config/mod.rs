@@ -10,7 +10,8 @@ mod parse;
 use std::path::PathBuf;
 
 pub use discover::{
-    discover, discover_from_process, embedded_default, process_env, ConfigSource, Env, LoadedConfig,
+    discover, discover_from_process, embedded_default, process_env, ConfigSource, Env,
+    LoadedConfig, ENV_STEPS,
 };
 pub use parse::{from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection};
 
