@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod checksum;
+mod fill;
 pub mod grib;
 pub mod model;
 pub mod open;

@@ -6,6 +6,7 @@ use std::io::{ErrorKind, Read};
 use std::sync::mpsc::Receiver;
 
 use super::error::GribError;
+use crate::fill::read_full;
 
 /// One framed message and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,19 +287,6 @@ impl<R: Read> MessageReader<R> {
             bytes,
         }))
     }
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 impl<R: Read> Iterator for MessageReader<R> {

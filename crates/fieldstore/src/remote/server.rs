@@ -916,7 +916,7 @@ fn produce(
         // A recycled buffer is resized, not cleared: only growth is zeroed.
         let mut buf = empty.try_recv().unwrap_or_default();
         buf.resize(chunk, 0);
-        match fill_chunk(&mut *stream, &mut buf) {
+        match crate::fill::read_full(&mut *stream, &mut buf) {
             Ok(0) => return,
             Ok(n) => {
                 buf.truncate(n);
@@ -930,20 +930,6 @@ fn produce(
             }
         }
     }
-}
-
-/// Reads until `buf` is full or the stream ends; how many bytes it holds.
-fn fill_chunk(stream: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// Compares without stopping at the first difference, so timing does not reveal the token.
