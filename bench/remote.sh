@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Remote access through one `fieldstore server` on loopback, against local access to the same kind
 # of store and against the loopback TCP bandwidth (iperf3, one stream) as the limit, in one run;
-# also that stream written to a file on the stores' filesystem (iperf3 -F), the limit once bytes
-# must be stored.
+# also that stream written to a file on the stores' filesystem (iperf3 -F), and the large corpus
+# copied into a fresh file there (dd): the limits once bytes must be stored.
+# Every round runs all of them in turn (TCP, TCP into a file, dd, FDB5, local, remote), so each
+# archive is set against limits measured a few seconds away; ratios are taken per round and their
+# median reported, because this VM's cost of writing into fresh memory swings 2-5x between runs
+# (bench/NOTES.md, "Fresh memory on this VM").
 # Workloads: archive+flush and retrieve-all of many small fields, and of a few large ones. Each is
 # repeated on a fresh store; medians (min-max) are reported, because the machine is shared. The
 # anchor: the same workloads through FDB5's own `fdb-server` (5.10.8) with a `type: remote` client
@@ -49,17 +53,17 @@ warm_memory $(( (8 * large_size >> 30) + 1 )) "$work"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# Loopback TCP bandwidth, one stream, as many seconds as it takes to be stable.
-for r in $(seq 1 "$R"); do
+# Loopback TCP bandwidth, one stream, 5 s; then the same stream stored by the receiver in a file
+# next to the stores (iperf3 -F, 1 MiB writes: no checksum, no index, no GRIB to read); then the
+# large corpus copied into a fresh file there (dd, 1 MiB blocks: storing alone, no network).
+limits() {
+  local p
   p=$(free_port)
   iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
   sleep 0.5
   iperf3 -c 127.0.0.1 -p "$p" -t 5 -J > "$work/iperf.json"
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20)' "$work/iperf.json" >> "$work/iperf"
   wait
-  # The same stream, but the receiver stores what arrives in a file next to the stores
-  # (iperf3 -F, 1 MiB writes): the bandwidth left for any remote archive on this machine once
-  # the bytes must also be written down, with no checksum, no index and no GRIB to read.
   p=$(free_port)
   iperf3 -s -1 -p "$p" -F "$work/iperf-received" >/dev/null 2>&1 &
   sleep 0.5
@@ -67,7 +71,11 @@ for r in $(seq 1 "$R"); do
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20)' "$work/iperf.json" >> "$work/iperf-file"
   wait
   rm -f "$work/iperf-received"
-done
+  local t0; t0=$(now)
+  dd if="$work/large.grib" of="$work/dd-copy" bs=1M status=none
+  echo "$large_size / ($(now) - $t0) / 1048576" | bc -l >> "$work/dd"
+  rm -f "$work/dd-copy"
+}
 
 # run NAME SYSTEM COMMAND...: appends the elapsed seconds to $work/NAME.SYSTEM
 # Also notes the CPU time the hypervisor took from this VM meanwhile (steal, in 1/100 s), which
@@ -97,6 +105,7 @@ run_or_hang() {
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 for r in $(seq 1 "$R"); do
+  limits
   # FDB5 through its own server: the same corpora, same schema.
   root="$work/root-fdb5"; mkdir -p "$root"
   p=$(free_port)
@@ -136,12 +145,53 @@ for r in $(seq 1 "$R"); do
   for k in small large; do
     cmp -s "$work/out-$k-local" "$work/out-$k-remote" || { echo "$k: remote and local retrieves differ" >&2; exit 1; }
   done
+  # This round's remote and local archive of large fields against this round's limits.
+  tcp_r=$(tail -1 "$work/iperf"); file_r=$(tail -1 "$work/iperf-file"); dd_r=$(tail -1 "$work/dd")
+  rem_r=$(echo "$large_size / $(tail -1 "$work/write-large.remote") / 1048576" | bc -l)
+  loc_r=$(echo "$large_size / $(tail -1 "$work/write-large.local") / 1048576" | bc -l)
+  echo "100 * $rem_r / $tcp_r" | bc -l >> "$work/ratio-remote-tcp"
+  echo "100 * $rem_r / $file_r" | bc -l >> "$work/ratio-remote-file"
+  echo "100 * $file_r / $tcp_r" | bc -l >> "$work/ratio-file-tcp"
+  echo "100 * $dd_r / $tcp_r" | bc -l >> "$work/ratio-dd-tcp"
+  printf -- "- round %d: TCP %.0f MiB/s, TCP into a file %.0f, dd %.0f, local archive %.0f, remote archive %.0f MiB/s: remote %.0f %% of TCP, %.0f %% of TCP into a file\n" \
+    "$r" "$tcp_r" "$file_r" "$dd_r" "$loc_r" "$rem_r" "$(echo "100 * $rem_r / $tcp_r" | bc -l)" "$(echo "100 * $rem_r / $file_r" | bc -l)" >> "$work/rounds"
 done
+
+# What every `write` process pays whatever its size (start, ecCodes loading its definitions,
+# connect, flush): one field, timed by hyperfine, local and through a server.
+$fs sample --out "$work/one.grib" --params t --levels 500 --steps 0 --points 1000 2>/dev/null
+root="$work/root-one"; mkdir -p "$root"
+printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$root" > "$work/local.yaml"
+"$fs" --config "$work/local.yaml" server --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+server_pid=$!
+for _ in $(seq 1 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
+port=$(sed -n 's/^listening on .*://p' "$work/server.out")
+printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
+for sys in local remote; do
+  hyperfine -N -w 2 -r 10 --export-json "$work/one-$sys.json" "$fs --config $work/$sys.yaml write $work/one.grib" >/dev/null 2>&1
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["median"])' "$work/one-$sys.json" > "$work/one.$sys"
+done
+kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
+rm -rf "$root"
 
 read -r tcp tcpmin tcpmax <<<"$(stats "$work/iperf")"
 echo "loopback TCP (iperf3, 1 stream): median $(printf %.0f "$tcp") MiB/s ($(printf %.0f "$tcpmin")-$(printf %.0f "$tcpmax"))"
 read -r tcpf tcpfmin tcpfmax <<<"$(stats "$work/iperf-file")"
 echo "loopback TCP into a file on the stores' filesystem (iperf3 -F, 1 MiB writes, $((large_size / 1048576)) MiB): median $(printf %.0f "$tcpf") MiB/s ($(printf %.0f "$tcpfmin")-$(printf %.0f "$tcpfmax")), $(printf %.0f "$(echo "100 * $tcpf / $tcp" | bc -l)") % of TCP"
+read -r ddm ddmin ddmax <<<"$(stats "$work/dd")"
+echo "copy of the large corpus into a fresh file there (dd, 1 MiB blocks): median $(printf %.0f "$ddm") MiB/s ($(printf %.0f "$ddmin")-$(printf %.0f "$ddmax"))"
+echo
+echo "Large-field archive against the limits of the same round (median of the per-round ratios, min-max):"
+for k in remote-tcp:"remote archive / TCP" remote-file:"remote archive / TCP into a file" file-tcp:"TCP into a file / TCP" dd-tcp:"dd into a file / TCP"; do
+  read -r m lo hi <<<"$(stats "$work/ratio-${k%%:*}")"
+  printf -- "- %s: %.0f %% (%.0f-%.0f)\n" "${k#*:}" "$m" "$lo" "$hi"
+done
+cat "$work/rounds"
+one_l=$(cat "$work/one.local"); one_r=$(cat "$work/one.remote")
+read -r rm_large _ _ <<<"$(stats "$work/write-large.remote")"
+net=$(echo "$large_size / ($rm_large - $one_r) / 1048576" | bc -l)
+printf "\nFixed cost of a \`write\` process (one field, hyperfine median of 10): local %.0f ms, remote %.0f ms.\n" "$(echo "1000 * $one_l" | bc -l)" "$(echo "1000 * $one_r" | bc -l)"
+printf "Remote archive of large fields net of it: %.0f MiB/s, %.0f %% of the median TCP.\n" "$net" "$(echo "100 * $net / $tcp" | bc -l)"
 echo
 echo "| workload | local median s (min-max) | remote median s (min-max) | local | remote | remote / local | remote / TCP | remote / TCP into a file | FDB5 via fdb-server median s | FDB5 remote |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
