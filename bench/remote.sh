@@ -149,12 +149,13 @@ for r in $(seq 1 "$R"); do
   tcp_r=$(tail -1 "$work/iperf"); file_r=$(tail -1 "$work/iperf-file"); dd_r=$(tail -1 "$work/dd")
   rem_r=$(echo "$large_size / $(tail -1 "$work/write-large.remote") / 1048576" | bc -l)
   loc_r=$(echo "$large_size / $(tail -1 "$work/write-large.local") / 1048576" | bc -l)
-  echo "100 * $rem_r / $tcp_r" | bc -l >> "$work/ratio-remote-tcp"
-  echo "100 * $rem_r / $file_r" | bc -l >> "$work/ratio-remote-file"
+  rem_tcp=$(echo "100 * $rem_r / $tcp_r" | bc -l); rem_file=$(echo "100 * $rem_r / $file_r" | bc -l)
+  echo "$rem_tcp" >> "$work/ratio-remote-tcp"
+  echo "$rem_file" >> "$work/ratio-remote-file"
   echo "100 * $file_r / $tcp_r" | bc -l >> "$work/ratio-file-tcp"
   echo "100 * $dd_r / $tcp_r" | bc -l >> "$work/ratio-dd-tcp"
   printf -- "- round %d: TCP %.0f MiB/s, TCP into a file %.0f, dd %.0f, local archive %.0f, remote archive %.0f MiB/s: remote %.0f %% of TCP, %.0f %% of TCP into a file\n" \
-    "$r" "$tcp_r" "$file_r" "$dd_r" "$loc_r" "$rem_r" "$(echo "100 * $rem_r / $tcp_r" | bc -l)" "$(echo "100 * $rem_r / $file_r" | bc -l)" >> "$work/rounds"
+    "$r" "$tcp_r" "$file_r" "$dd_r" "$loc_r" "$rem_r" "$rem_tcp" "$rem_file" >> "$work/rounds"
 done
 
 # What every `write` process pays whatever its size (start, ecCodes loading its definitions,
