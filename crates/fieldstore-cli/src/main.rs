@@ -1,4 +1,8 @@
 //! `fieldstore`: the command-line tool. Subcommands mirror FDB5's `fdb-*` tools.
+#![deny(clippy::print_stdout)]
+
+#[macro_use]
+mod output;
 
 mod commands;
 mod context;

@@ -5,23 +5,23 @@ use anyhow::Result;
 use crate::context::Session;
 
 pub fn run(session: &Session) -> Result<()> {
-    println!("fieldstore {}", env!("CARGO_PKG_VERSION"));
-    println!("ecCodes {}", fieldstore::grib::eccodes_version());
+    outln!("fieldstore {}", env!("CARGO_PKG_VERSION"))?;
+    outln!("ecCodes {}", fieldstore::grib::eccodes_version())?;
     let loaded = session.config()?;
-    println!("config: {}", loaded.source);
-    println!("how it was found:");
+    outln!("config: {}", loaded.source)?;
+    outln!("how it was found:")?;
     for line in &loaded.explanation {
-        println!("  {line}");
+        outln!("  {line}")?;
     }
-    println!("frontends:");
+    outln!("frontends:")?;
     for line in loaded.config.describe().lines() {
-        println!("  {line}");
+        outln!("  {line}")?;
     }
     match session.schema_path()? {
-        Some(p) => println!("schema: {}", p.display()),
-        None => println!("schema: built-in default"),
+        Some(p) => outln!("schema: {}", p.display())?,
+        None => outln!("schema: built-in default")?,
     }
     let schema = session.schema()?;
-    println!("schema rules: {} paths", schema.paths().len());
+    outln!("schema rules: {} paths", schema.paths().len())?;
     Ok(())
 }

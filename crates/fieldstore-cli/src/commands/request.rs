@@ -54,7 +54,7 @@ pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
                     };
                     canonical.set(kw, vals);
                 }
-                println!("{canonical}");
+                outln!("{canonical}")?;
                 if schema {
                     let mode = if req.verb() == Some("retrieve") {
                         ExpandMode::Retrieve
@@ -72,13 +72,13 @@ pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
                                 .collect::<Vec<_>>()
                                 .join(",")
                         };
-                        println!(
+                        outln!(
                             "  rule at line {}: {{{}}}{{{}}}{{{}}}",
                             e.line,
                             fmt(&e.levels[0]),
                             fmt(&e.levels[1]),
                             fmt(&e.levels[2])
-                        );
+                        )?;
                     }
                 }
             }

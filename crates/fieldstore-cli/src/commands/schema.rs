@@ -32,7 +32,7 @@ pub fn run(cmd: SchemaCmd, session: &Session) -> Result<()> {
     match cmd {
         SchemaCmd::Check { file } => {
             let s = Schema::from_file(&file)?;
-            println!("{}: ok ({} rule paths)", file.display(), s.paths().len());
+            outln!("{}: ok ({} rule paths)", file.display(), s.paths().len())?;
         }
         SchemaCmd::Split {
             schema,
@@ -47,9 +47,9 @@ pub fn run(cmd: SchemaCmd, session: &Session) -> Result<()> {
             let split = schema
                 .split(&key, &session.type_context(), strict)
                 .with_context(|| format!("cannot split {key}"))?;
-            println!("{}", split.porcelain());
+            outln!("{}", split.porcelain())?;
         }
-        SchemaCmd::Show => print!("{}", session.schema()?.text()),
+        SchemaCmd::Show => out!("{}", session.schema()?.text())?,
     }
     Ok(())
 }

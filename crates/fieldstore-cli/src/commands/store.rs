@@ -453,10 +453,10 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     let req = one_request(args.request.as_deref(), args.all)?;
     let axes = fdb.axes(&req, args.level)?;
     if args.json {
-        println!("{}", serde_json::to_string(&axes)?);
+        outln!("{}", serde_json::to_string(&axes)?)?;
     } else {
         for (k, v) in &axes {
-            println!("{k}: {}", v.iter().cloned().collect::<Vec<_>>().join("/"));
+            outln!("{k}: {}", v.iter().cloned().collect::<Vec<_>>().join("/"))?;
         }
     }
     Ok(())
@@ -470,7 +470,7 @@ pub fn where_(request: String, session: &Session) -> Result<()> {
         bail!("no database matches {req}");
     }
     for d in dirs {
-        println!("{d}");
+        outln!("{d}")?;
     }
     Ok(())
 }
@@ -486,29 +486,28 @@ pub struct DoitArgs {
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    print_dry_run(session.fdb()?.wipe(&req, a.doit)?, a.doit);
-    Ok(())
+    print_dry_run(session.fdb()?.wipe(&req, a.doit)?, a.doit)
 }
 
 pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    print_dry_run(session.fdb()?.purge(&req, a.doit)?, a.doit);
-    Ok(())
+    print_dry_run(session.fdb()?.purge(&req, a.doit)?, a.doit)
 }
 
-fn print_dry_run(lines: Vec<String>, doit: bool) {
+fn print_dry_run(lines: Vec<String>, doit: bool) -> Result<()> {
     for line in lines {
-        println!("{line}");
+        outln!("{line}")?;
     }
     if !doit {
         eprintln!("dry run: nothing was deleted (add --doit)");
     }
+    Ok(())
 }
 
 pub fn stats(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
     for line in session.fdb()?.stats(&req)? {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(())
 }
@@ -516,7 +515,7 @@ pub fn stats(request: String, session: &Session) -> Result<()> {
 pub fn compact(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
     for line in session.fdb()?.compact(&req)? {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(())
 }
@@ -524,7 +523,7 @@ pub fn compact(request: String, session: &Session) -> Result<()> {
 pub fn dump(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
     for line in session.fdb()?.dump(&req)? {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(())
 }
@@ -570,7 +569,7 @@ pub fn control(a: ControlArgs, session: &Session) -> Result<()> {
         );
     }
     for line in session.fdb()?.control(&req, action, &ids)? {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(())
 }
