@@ -54,7 +54,7 @@ fn every_printing_command_ends_quietly_on_a_closed_pipe() {
         vec!["control", "status", db],
         vec!["request", "expand", "retrieve,class=od,param=t/u,step=0/to/24/by/6"],
         vec!["schema", "show"],
-        vec!["read", &"class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,param=t,step=0"[..], "-"],
+        vec!["read", "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,param=t,step=0", "-"],
     ];
     for args in commands {
         let mut child = common::fieldstore()
