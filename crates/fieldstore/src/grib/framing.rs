@@ -161,7 +161,11 @@ impl Skipped {
         self.other += len;
         self.stretches += 1;
         if self.stretches == 1 {
-            let what = if zeros { "zero bytes" } else { "bytes of non-GRIB data" };
+            let what = if zeros {
+                "zero bytes"
+            } else {
+                "bytes of non-GRIB data"
+            };
             tracing::warn!(
                 "{source}: skipped {len} {what} at offset {offset}, after message {after} (ecCodes and FDB5 skip them too)"
             );
@@ -332,7 +336,11 @@ impl<R: Read> MessageReader<R> {
             }
             // Keep the last 3 bytes (the magic may straddle this read and the next), unless this
             // is the end of the input, too short to hold a magic.
-            let n = if buf.len() < 4 { buf.len() } else { buf.len() - 3 };
+            let n = if buf.len() < 4 {
+                buf.len()
+            } else {
+                buf.len() - 3
+            };
             zeros &= buf[..n].iter().all(|&b| b == 0);
             self.inner.consume(n);
             skipped += n as u64;
@@ -524,9 +532,8 @@ impl<'a> SliceMessages<'a> {
         }
         let len = match announced_length(rest, source, number, pos as u64)? {
             Length::Exact(len) => len,
-            Length::LargeGrib1(coded) => large_grib1_length(rest, coded).map_err(|n| {
-                truncated(source, number, pos as u64, n as u64, rest.len() as u64)
-            })?,
+            Length::LargeGrib1(coded) => large_grib1_length(rest, coded)
+                .map_err(|n| truncated(source, number, pos as u64, n as u64, rest.len() as u64))?,
         };
         check_length(len, source, number, pos as u64)?;
         if (rest.len() as u64) < len {
@@ -765,14 +772,7 @@ mod tests {
             })
             .collect();
         for step in [1, 7, 4096, usize::MAX] {
-            let mut reader = MessageReader::new(
-                Trickle {
-                    data,
-                    pos: 0,
-                    step,
-                },
-                "t",
-            );
+            let mut reader = MessageReader::new(Trickle { data, pos: 0, step }, "t");
             let streamed: Result<Vec<_>, _> = reader.by_ref().collect();
             assert_eq!(streamed, slices, "read {step} bytes at a time");
             assert_eq!(reader.skipped(), framer.skipped(), "read {step} at a time");
@@ -824,7 +824,9 @@ mod tests {
         let (msgs, skipped) = frame_both(&data);
         let msgs = msgs.unwrap();
         assert_eq!(
-            msgs.iter().map(|m| (m.number, m.offset)).collect::<Vec<_>>(),
+            msgs.iter()
+                .map(|m| (m.number, m.offset))
+                .collect::<Vec<_>>(),
             [(1, 0), (2, 38), (3, 578)]
         );
         assert_eq!(
@@ -860,7 +862,16 @@ mod tests {
         data.extend_from_slice(b"GRIB\0\0");
         let (r, _) = frame_both(&data);
         assert!(
-            matches!(r, Err(GribError::Truncated { message: 2, offset: 120, expected: 16, got: 6, .. })),
+            matches!(
+                r,
+                Err(GribError::Truncated {
+                    message: 2,
+                    offset: 120,
+                    expected: 16,
+                    got: 6,
+                    ..
+                })
+            ),
             "{r:?}"
         );
         // The length does not lead to `7777`.
@@ -880,7 +891,14 @@ mod tests {
         data.extend(fake1(5));
         let (r, _) = frame_both(&data);
         assert!(
-            matches!(r, Err(GribError::Edition { message: 2, offset: 120, .. })),
+            matches!(
+                r,
+                Err(GribError::Edition {
+                    message: 2,
+                    offset: 120,
+                    ..
+                })
+            ),
             "{r:?}"
         );
     }
