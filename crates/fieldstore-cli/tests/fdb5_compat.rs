@@ -4,20 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
-fn have_fdb5() -> bool {
-    Command::new("fdb-write").arg("--help").output().is_ok()
-}
-
-fn run(c: &mut Command) -> String {
-    let o = c.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{c:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+#[path = "common/fdb5.rs"]
+mod fdb5;
+use fdb5::{configured, fdb5_listing, have_fdb5, run};
 
 /// GRIB messages of a file, sorted: retrieval order is not part of the comparison.
 fn messages(path: &Path) -> Vec<Vec<u8>> {
@@ -79,12 +68,9 @@ fn same_corpus_same_config_same_answers() {
     let config = p("config.yaml");
     std::fs::write(&config, format!("type: local\nengine: toc\nschema: {}\nspaces:\n- handler: Default\n  roots:\n  - path: {}\n", schema.display(), root.display())).unwrap();
     std::fs::create_dir_all(p("home")).unwrap();
+    let home = p("home");
     let env = |c: &mut Command| {
-        c.env("FDB5_CONFIG_FILE", &config)
-            .env("FDB_HOME", p("home"))
-            .env_remove("FDB_CONFIG")
-            .env_remove("FDB5_CONFIG")
-            .env_remove("FDB_CONFIG_FILE");
+        configured(c, &config, &home);
     };
     // FDB5 5.10.8 (metkit 1.9) takes one stream per request and needs parameter ids.
     let base = "class=od,expver=0001,date=20261122,time=1200,domain=g";
@@ -99,14 +85,7 @@ fn same_corpus_same_config_same_answers() {
     let mut c = Command::new("fdb-write");
     env(&mut c);
     run(c.args([pl.to_str().unwrap(), sfc.to_str().unwrap()]));
-    let mut c = Command::new("fdb-list");
-    env(&mut c);
-    let mut theirs: Vec<String> = run(c.args(["--porcelain", "--all", "--minimum-keys="]))
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(str::to_string)
-        .collect();
-    theirs.sort();
+    let theirs = fdb5_listing(&config, &home);
     let mut c = Command::new("fdb-read");
     env(&mut c);
     let req_file = p("req");

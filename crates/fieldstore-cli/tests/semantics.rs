@@ -244,20 +244,44 @@ fn bad_input_is_refused_and_changes_nothing() {
     std::fs::write(&truncated, &bytes[..bytes.len() - 100]).unwrap();
     assert_changes_nothing(&s, &truncated, "message 8 at offset");
 
-    let junk = s.path("junk.grib");
-    let mut j = bytes[..one].to_vec();
-    j.extend_from_slice(b"this is not grib");
-    j.extend_from_slice(&bytes[one..]);
-    std::fs::write(&junk, &j).unwrap();
-    assert_changes_nothing(&s, &junk, "16 bytes of non-GRIB data at offset");
+    let bad_end = s.path("bad-end.grib");
+    let mut b = bytes.clone();
+    b[2 * one - 1] = b'8';
+    std::fs::write(&bad_end, &b).unwrap();
+    assert_changes_nothing(&s, &bad_end, "message 2 at offset");
+
+    let leading = s.path("leading.grib");
+    let mut l = b"this is not grib".to_vec();
+    l.extend_from_slice(&bytes);
+    std::fs::write(&leading, &l).unwrap();
+    assert_changes_nothing(&s, &leading, "16 bytes of non-GRIB data at offset 0");
 
     let text = s.path("notes.txt");
     std::fs::write(&text, "hello, this is plain text\n").unwrap();
     assert_changes_nothing(&s, &text, "no GRIB message found");
 
+    // Bytes between messages are skipped, as ecCodes and FDB5 skip them, with a warning unless
+    // they are zero padding.
+    let junk = s.path("junk.grib");
+    let mut j = bytes[..one].to_vec();
+    j.extend_from_slice(b"this is not grib");
+    j.extend_from_slice(&bytes[one..]);
+    std::fs::write(&junk, &j).unwrap();
+    let before = s.list(&[]);
+    let o = s.run(&["write", junk.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "skipped 16 bytes of non-GRIB data at offset {one}, after message 1"
+        )),
+        "{err}"
+    );
+    assert_eq!(s.list(&[]), before);
+
     // Good fields first, then a refusal: none of the good ones may become visible either.
     let fresh = Store::new();
-    let o = fresh.run(&["write", junk.to_str().unwrap()]);
+    let o = fresh.run(&["write", truncated.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(
         fresh.list(&[]).is_empty(),

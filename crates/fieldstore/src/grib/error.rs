@@ -4,6 +4,8 @@
 pub enum GribError {
     #[error("{source_name}: no GRIB message found ({len} bytes of other data)")]
     NotGrib { source_name: String, len: u64 },
+    /// Data before the first message (FDB5 refuses such input too); data between messages is
+    /// skipped, see `framing`.
     #[error(
         "{source_name}: {len} bytes of non-GRIB data at offset {offset}, before message {message}"
     )]

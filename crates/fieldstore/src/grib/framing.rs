@@ -1,6 +1,14 @@
 //! Splits a byte stream into GRIB messages by their own framing (`GRIB` … `7777`, length from
 //! section 0), without loading the whole input. ecCodes hands back a handle even for garbage, so
 //! this check is ours.
+//!
+//! What lies between messages is skipped, as ecCodes' reader and FDB5's `fdb-write` skip it:
+//! MARS pads GRIB1 messages with zeros after `7777` to a multiple of 120 bytes, and other tools
+//! leave other bytes. A short run of zeros is padding and passes silently; anything else is
+//! skipped with a warning, since it may be a message that lost its header. Each message is the
+//! bytes from `GRIB` to `7777`, as FDB5 stores it. Data before the first message is refused (FDB5
+//! refuses it too: such a file is most likely not GRIB), and so is a message that does not frame
+//! (cut short, length past the end of the input, no `7777` where its length says).
 
 use std::io::{ErrorKind, Read};
 use std::sync::mpsc::Receiver;
@@ -19,32 +27,42 @@ pub struct GribMessage {
 
 const HEADER: usize = 16;
 
+/// Zero bytes after a message, fewer than this, are padding: MARS pads GRIB1 messages to a
+/// multiple of 120 bytes, other writers to 4 or 8. More zeros than any padding needs may be where
+/// a message should have been, so they get a warning like any other skipped data.
+pub const PADDING: u64 = 120;
+
+/// Messages are never longer than this: a corrupt length is reported rather than waited for.
+const MAX_MESSAGE: u64 = 1 << 40;
+
+/// How a message's length is coded in its section 0.
+enum Length {
+    Exact(u64),
+    /// ECMWF's convention for GRIB1 messages over 8 MiB: the 24-bit length (top bit set) may
+    /// count 120-byte blocks, corrected from section 4; see `large_grib1_length`.
+    LargeGrib1(u64),
+}
+
 /// The total length announced by a section 0 (`head` holds at least 16 bytes starting at `GRIB`).
 fn announced_length(
     head: &[u8],
     source: &str,
     number: usize,
     offset: u64,
-) -> Result<u64, GribError> {
+) -> Result<Length, GribError> {
     let edition = head.get(7).copied().unwrap_or(0);
     match edition {
         1 => {
             let len = (u64::from(head[4]) << 16) | (u64::from(head[5]) << 8) | u64::from(head[6]);
             if len & 0x80_0000 != 0 {
-                // ECMWF's convention for GRIB1 messages over 8 MiB needs section 4 to decode.
-                return Err(GribError::Edition {
-                    source_name: source.into(),
-                    message: number,
-                    offset,
-                    edition: 1,
-                });
+                return Ok(Length::LargeGrib1(len));
             }
-            Ok(len)
+            Ok(Length::Exact(len))
         }
         2 => {
             let mut b = [0u8; 8];
             b.copy_from_slice(&head[8..16]);
-            Ok(u64::from_be_bytes(b))
+            Ok(Length::Exact(u64::from_be_bytes(b)))
         }
         e => Err(GribError::Edition {
             source_name: source.into(),
@@ -53,6 +71,50 @@ fn announced_length(
             edition: e,
         }),
     }
+}
+
+/// The length of a GRIB1 message whose 24-bit length has its top bit set, decoded as ecCodes'
+/// reader (`read_GRIB` in `grib_io.c`) decodes it: when section 4's own length is below 120, it
+/// is a correction, and the real length is `(coded & 0x7fffff) * 120 - correction + 4`;
+/// otherwise the coded length is the length (a plain message of 8 to 16 MiB). Section 4's
+/// length comes after sections 1, 2 and 3, whose presence section 1's flags say.
+///
+/// `Err(n)`: `prefix` (the message's first bytes) must hold at least `n` bytes to tell.
+fn large_grib1_length(prefix: &[u8], coded: u64) -> Result<u64, usize> {
+    let u24 = |at: usize| -> Result<u64, usize> {
+        prefix
+            .get(at..at + 3)
+            .map(|b| (u64::from(b[0]) << 16) | (u64::from(b[1]) << 8) | u64::from(b[2]))
+            .ok_or(at + 3)
+    };
+    // Section 1 starts at 8; its 8th byte holds the flags: 0x80 section 2, 0x40 section 3.
+    let flags = *prefix.get(15).ok_or(16usize)?;
+    // Lengths are 24-bit, so these sums cannot overflow; nonsense lands on no `7777`.
+    let mut at = 8 + u24(8)? as usize;
+    if flags & 0x80 != 0 {
+        at += u24(at)? as usize;
+    }
+    if flags & 0x40 != 0 {
+        at += u24(at)? as usize;
+    }
+    let sec4 = u24(at)?;
+    if sec4 < 120 {
+        Ok(((coded & 0x7f_ffff) * 120 + 4).saturating_sub(sec4))
+    } else {
+        Ok(coded)
+    }
+}
+
+fn check_length(len: u64, source: &str, number: usize, offset: u64) -> Result<(), GribError> {
+    if len < (HEADER + 4) as u64 || len > MAX_MESSAGE {
+        return Err(GribError::BadEnd {
+            source_name: source.into(),
+            message: number,
+            offset,
+            length: len,
+        });
+    }
+    Ok(())
 }
 
 fn check_message(bytes: &[u8], source: &str, number: usize, offset: u64) -> Result<(), GribError> {
@@ -65,6 +127,61 @@ fn check_message(bytes: &[u8], source: &str, number: usize, offset: u64) -> Resu
         });
     }
     Ok(())
+}
+
+fn truncated(source: &str, number: usize, offset: u64, expected: u64, got: u64) -> GribError {
+    GribError::Truncated {
+        source_name: source.into(),
+        message: number,
+        offset,
+        expected,
+        got,
+    }
+}
+
+/// What framing skipped so far: the same for a mapped file and a stream of the same bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Bytes of zero padding after messages (fewer than [`PADDING`] at a time), not reported.
+    pub padding: u64,
+    /// Other bytes after messages, skipped with a warning.
+    pub other: u64,
+    /// How many stretches of other bytes.
+    pub stretches: u64,
+}
+
+impl Skipped {
+    /// Accounts for `len` bytes at `offset` after message `after`, and warns about the first
+    /// stretch that is not padding (one line, however many follow: see `finish`).
+    fn note(&mut self, source: &str, offset: u64, len: u64, zeros: bool, after: usize) {
+        if zeros && len < PADDING {
+            self.padding += len;
+            return;
+        }
+        self.other += len;
+        self.stretches += 1;
+        if self.stretches == 1 {
+            let what = if zeros {
+                "zero bytes"
+            } else {
+                "bytes of non-GRIB data"
+            };
+            tracing::warn!(
+                "{source}: skipped {len} {what} at offset {offset}, after message {after} (ecCodes and FDB5 skip them too)"
+            );
+        }
+    }
+
+    /// At the end of the input: how much more was skipped after the first warning.
+    fn finish(&self, source: &str) {
+        if self.stretches > 1 {
+            tracing::warn!(
+                "{source}: skipped {} stretches of non-GRIB data between messages, {} bytes in all",
+                self.stretches,
+                self.other
+            );
+        }
+    }
 }
 
 /// A read buffer that can hold back a few bytes while reading more behind them: the search for
@@ -135,12 +252,39 @@ const GROW: usize = 64 << 20;
 pub struct MessageReader<R: Read> {
     inner: Lookahead<R>,
     source: String,
+    /// Of the next byte not yet consumed.
     offset: u64,
     number: usize,
     done: bool,
+    skipped: Skipped,
     /// Buffers of messages the consumer is done with: reusing them spares the page faults and
     /// zeroing of fresh memory, which cost as much as the read itself for large fields.
     spares: Option<Receiver<Vec<u8>>>,
+}
+
+fn io_error(source: &str, offset: u64, e: std::io::Error) -> GribError {
+    GribError::Io {
+        source_name: source.into(),
+        offset,
+        reason: e.to_string(),
+    }
+}
+
+/// What is before the first message, or an input without one: refused (see the module doc).
+fn leading_data(source: &str, skipped: u64, found: bool) -> GribError {
+    if found {
+        GribError::Junk {
+            source_name: source.into(),
+            message: 1,
+            offset: 0,
+            len: skipped,
+        }
+    } else {
+        GribError::NotGrib {
+            source_name: source.into(),
+            len: skipped,
+        }
+    }
 }
 
 impl<R: Read> MessageReader<R> {
@@ -156,6 +300,7 @@ impl<R: Read> MessageReader<R> {
             offset: 0,
             number: 0,
             done: false,
+            skipped: Skipped::default(),
             spares: None,
         }
     }
@@ -166,101 +311,117 @@ impl<R: Read> MessageReader<R> {
         self
     }
 
-    fn io(&self, e: std::io::Error) -> GribError {
-        GribError::Io {
-            source_name: self.source.clone(),
-            offset: self.offset,
-            reason: e.to_string(),
-        }
+    /// What was skipped between and after the messages read so far.
+    pub fn skipped(&self) -> Skipped {
+        self.skipped
     }
 
-    /// Skips to the next `GRIB`; returns how many bytes were skipped and whether one was found.
-    fn seek_magic(&mut self) -> Result<(u64, bool), GribError> {
+    /// Skips to the next `GRIB`; returns how many bytes were skipped, whether they were all
+    /// zeros, and whether a magic was found.
+    fn seek_magic(&mut self) -> Result<(u64, bool, bool), GribError> {
         let mut skipped = 0u64;
+        let mut zeros = true;
         loop {
             let buf = match self.inner.fill_at_least(4) {
                 Ok(b) => b,
-                Err(e) => return Err(self.io(e)),
+                Err(e) => return Err(io_error(&self.source, self.offset + skipped, e)),
             };
             if buf.is_empty() {
-                return Ok((skipped, false));
+                return Ok((skipped, zeros, false));
             }
             if let Some(i) = buf.windows(4).position(|w| w == b"GRIB") {
+                zeros &= buf[..i].iter().all(|&b| b == 0);
                 self.inner.consume(i);
-                return Ok((skipped + i as u64, true));
+                return Ok((skipped + i as u64, zeros, true));
             }
-            if buf.len() < 4 {
-                // The end of the input, too short to hold a magic.
-                let n = buf.len();
-                self.inner.consume(n);
-                return Ok((skipped + n as u64, false));
-            }
-            // Keep the last 3 bytes: the magic may straddle this read and the next.
-            let n = buf.len() - 3;
+            // Keep the last 3 bytes (the magic may straddle this read and the next), unless this
+            // is the end of the input, too short to hold a magic.
+            let n = if buf.len() < 4 {
+                buf.len()
+            } else {
+                buf.len() - 3
+            };
+            zeros &= buf[..n].iter().all(|&b| b == 0);
             self.inner.consume(n);
             skipped += n as u64;
         }
     }
 
-    fn read_message(&mut self) -> Result<Option<GribMessage>, GribError> {
-        let (skipped, found) = self.seek_magic()?;
-        let number = self.number + 1;
-        if skipped > 0 || !found {
-            if !found && skipped == 0 {
-                if self.number == 0 {
-                    return Err(GribError::NotGrib {
-                        source_name: self.source.clone(),
-                        len: 0,
-                    });
-                }
-                return Ok(None);
-            }
-            if self.number == 0 && !found {
-                return Err(GribError::NotGrib {
-                    source_name: self.source.clone(),
-                    len: skipped,
-                });
-            }
-            return Err(GribError::Junk {
-                source_name: self.source.clone(),
-                message: number,
-                offset: self.offset,
-                len: skipped,
-            });
-        }
+    /// The length of the message starting at the buffer's front, read without consuming it.
+    fn peek_length(&mut self, number: usize) -> Result<u64, GribError> {
         let offset = self.offset;
-        let mut head = [0u8; HEADER];
-        let got = read_full(&mut self.inner, &mut head).map_err(|e| self.io(e))?;
-        if got < HEADER {
-            return Err(GribError::Truncated {
-                source_name: self.source.clone(),
-                message: number,
+        let source = self.source.as_str();
+        let head = self
+            .inner
+            .fill_at_least(HEADER)
+            .map_err(|e| io_error(source, offset, e))?;
+        if head.len() < HEADER {
+            return Err(truncated(
+                source,
+                number,
                 offset,
-                expected: HEADER as u64,
-                got: got as u64,
-            });
+                HEADER as u64,
+                head.len() as u64,
+            ));
         }
-        let len = announced_length(&head, &self.source, number, offset)?;
-        if len < (HEADER + 4) as u64 || len > (1 << 40) {
-            return Err(GribError::BadEnd {
-                source_name: self.source.clone(),
-                message: number,
-                offset,
-                length: len,
-            });
+        match announced_length(head, source, number, offset)? {
+            Length::Exact(len) => Ok(len),
+            Length::LargeGrib1(coded) => {
+                let mut need = HEADER;
+                loop {
+                    let prefix = self
+                        .inner
+                        .fill_at_least(need)
+                        .map_err(|e| io_error(source, offset, e))?;
+                    match large_grib1_length(prefix, coded) {
+                        Ok(len) => return Ok(len),
+                        Err(n) if n > prefix.len() && prefix.len() >= need => need = n,
+                        Err(n) => {
+                            return Err(truncated(
+                                source,
+                                number,
+                                offset,
+                                n as u64,
+                                prefix.len() as u64,
+                            ))
+                        }
+                    }
+                }
+            }
         }
+    }
+
+    fn read_message(&mut self) -> Result<Option<GribMessage>, GribError> {
+        let (skipped, zeros, found) = self.seek_magic()?;
+        if self.number == 0 && (skipped > 0 || !found) {
+            return Err(leading_data(&self.source, skipped, found));
+        }
+        if skipped > 0 {
+            self.skipped
+                .note(&self.source, self.offset, skipped, zeros, self.number);
+            self.offset += skipped;
+        }
+        if !found {
+            self.skipped.finish(&self.source);
+            return Ok(None);
+        }
+        let number = self.number + 1;
+        let offset = self.offset;
+        let len = self.peek_length(number)?;
+        check_length(len, &self.source, number, offset)?;
         let mut bytes = self
             .spares
             .as_ref()
             .and_then(|r| r.try_recv().ok())
             .unwrap_or_default();
         // A recycled buffer is resized without being cleared: only growth is zeroed.
-        let mut have = HEADER;
+        let mut have = 0usize;
         let mut complete = true;
         while (have as u64) < len {
             let upto = (have + GROW).min(len as usize);
             bytes.resize(upto, 0);
-            let got = read_full(&mut self.inner, &mut bytes[have..upto]).map_err(|e| self.io(e))?;
+            let got = read_full(&mut self.inner, &mut bytes[have..upto])
+                .map_err(|e| io_error(&self.source, offset + have as u64, e))?;
             have += got;
             if have < upto {
                 complete = false;
@@ -268,15 +429,8 @@ impl<R: Read> MessageReader<R> {
             }
         }
         bytes.truncate(have);
-        bytes[..HEADER].copy_from_slice(&head);
         if !complete {
-            return Err(GribError::Truncated {
-                source_name: self.source.clone(),
-                message: number,
-                offset,
-                expected: len,
-                got: have as u64,
-            });
+            return Err(truncated(&self.source, number, offset, len, have as u64));
         }
         check_message(&bytes, &self.source, number, offset)?;
         self.offset += len;
@@ -321,6 +475,7 @@ pub struct SliceMessages<'a> {
     pos: usize,
     number: usize,
     done: bool,
+    skipped: Skipped,
 }
 
 impl<'a> SliceMessages<'a> {
@@ -331,57 +486,64 @@ impl<'a> SliceMessages<'a> {
             pos: 0,
             number: 0,
             done: false,
+            skipped: Skipped::default(),
         }
     }
 
+    /// What was skipped between and after the messages framed so far.
+    pub fn skipped(&self) -> Skipped {
+        self.skipped
+    }
+
     fn next_message(&mut self) -> Result<Option<FramedSlice<'a>>, GribError> {
-        let (pos, source) = (self.pos, self.source.as_str());
-        let number = self.number + 1;
-        let rest = &self.data[pos..];
-        if rest.is_empty() {
-            if self.number == 0 {
-                return Err(GribError::NotGrib {
-                    source_name: source.into(),
-                    len: 0,
-                });
-            }
+        let data = self.data;
+        let rest = &data[self.pos..];
+        let found = rest.windows(4).position(|w| w == b"GRIB");
+        let skipped = found.unwrap_or(rest.len());
+        if self.number == 0 && (skipped > 0 || found.is_none()) {
+            return Err(leading_data(&self.source, skipped as u64, found.is_some()));
+        }
+        if skipped > 0 {
+            let zeros = rest[..skipped].iter().all(|&b| b == 0);
+            self.skipped.note(
+                &self.source,
+                self.pos as u64,
+                skipped as u64,
+                zeros,
+                self.number,
+            );
+            self.pos += skipped;
+        }
+        if found.is_none() {
+            self.skipped.finish(&self.source);
             return Ok(None);
         }
-        match rest.windows(4).position(|w| w == b"GRIB") {
-            None if self.number == 0 => {
-                return Err(GribError::NotGrib {
-                    source_name: source.into(),
-                    len: rest.len() as u64,
-                })
-            }
-            Some(0) => {}
-            found => {
-                return Err(GribError::Junk {
-                    source_name: source.into(),
-                    message: number,
-                    offset: pos as u64,
-                    len: found.unwrap_or(rest.len()) as u64,
-                })
-            }
-        }
+        let (pos, source) = (self.pos, self.source.as_str());
+        let number = self.number + 1;
+        let rest = &data[pos..];
         if rest.len() < HEADER {
-            return Err(GribError::Truncated {
-                source_name: source.into(),
-                message: number,
-                offset: pos as u64,
-                expected: HEADER as u64,
-                got: rest.len() as u64,
-            });
+            return Err(truncated(
+                source,
+                number,
+                pos as u64,
+                HEADER as u64,
+                rest.len() as u64,
+            ));
         }
-        let len = announced_length(rest, source, number, pos as u64)?;
+        let len = match announced_length(rest, source, number, pos as u64)? {
+            Length::Exact(len) => len,
+            Length::LargeGrib1(coded) => large_grib1_length(rest, coded)
+                .map_err(|n| truncated(source, number, pos as u64, n as u64, rest.len() as u64))?,
+        };
+        check_length(len, source, number, pos as u64)?;
         if (rest.len() as u64) < len {
-            return Err(GribError::Truncated {
-                source_name: source.into(),
-                message: number,
-                offset: pos as u64,
-                expected: len,
-                got: rest.len() as u64,
-            });
+            return Err(truncated(
+                source,
+                number,
+                pos as u64,
+                len,
+                rest.len() as u64,
+            ));
         }
         let msg = &rest[..len as usize];
         check_message(msg, source, number, pos as u64)?;
@@ -471,15 +633,21 @@ mod tests {
                 pos: 0,
                 step,
             };
-            let msgs: Vec<_> = MessageReader::new(r, "t").collect();
-            // The junk `GRI` stops the stream where it is, after three messages.
-            assert_eq!(msgs.len(), 4, "step {step}");
-            assert!(msgs[..3].iter().all(|m| m.is_ok()));
-            assert!(msgs[3]
-                .as_ref()
-                .unwrap_err()
-                .to_string()
-                .contains("3 bytes of non-GRIB"));
+            let mut reader = MessageReader::new(r, "t");
+            let msgs: Vec<_> = reader.by_ref().collect();
+            // The false start `GRI` is skipped like any other bytes between messages.
+            assert_eq!(msgs.len(), 7, "step {step}");
+            assert!(msgs.iter().all(|m| m.is_ok()));
+            // 30 + 320 + 25 bytes of messages, then the 3 skipped.
+            assert_eq!(msgs[3].as_ref().unwrap().offset, 378);
+            assert_eq!(
+                reader.skipped(),
+                Skipped {
+                    padding: 0,
+                    other: 3,
+                    stretches: 1
+                }
+            );
         }
     }
 
@@ -529,7 +697,7 @@ mod tests {
         /// then the same error (or none).
         #[test]
         fn slices_and_streams_frame_alike(
-            parts in proptest::collection::vec((0usize..3, 0usize..3000), 0..8),
+            parts in proptest::collection::vec((0usize..6, 0usize..3000), 0..8),
             step in 1usize..5000,
         ) {
             let mut data = Vec::new();
@@ -537,6 +705,9 @@ mod tests {
                 match kind {
                     0 => data.extend(fake2(n)),
                     1 => data.extend(std::iter::repeat_n(b'x', n % 7)),
+                    2 => data.extend(std::iter::repeat_n(0u8, n % 250)),
+                    3 => data.extend(padded(fake1(n))),
+                    4 => data.extend_from_slice(&b"GRIB\0\0"[..n % 7]),
                     _ => {
                         let mut m = fake2(n);
                         m.truncate(m.len() / 2);
@@ -544,19 +715,18 @@ mod tests {
                     }
                 }
             }
-            let stream: Vec<_> = MessageReader::new(Trickle { data: &data, pos: 0, step }, "t")
+            let mut reader = MessageReader::new(Trickle { data: &data, pos: 0, step }, "t");
+            let stream: Vec<_> = reader
+                .by_ref()
                 .map(|m| m.map(|m| (m.number, m.offset, m.bytes)).map_err(|e| e.to_string()))
                 .collect();
-            let slices: Vec<_> = SliceMessages::new(&data, "t")
+            let mut framer = SliceMessages::new(&data, "t");
+            let slices: Vec<_> = framer
+                .by_ref()
                 .map(|m| m.map(|(n, o, b)| (n, o, b.to_vec())).map_err(|e| e.to_string()))
                 .collect();
-            type Framed = Result<(usize, u64, Vec<u8>), String>;
-            let ok = |v: &[Framed]| v.iter().filter(|m| m.is_ok()).cloned().collect::<Vec<_>>();
-            proptest::prop_assert_eq!(ok(&stream), ok(&slices));
-            proptest::prop_assert_eq!(
-                stream.iter().any(|m| m.is_err()),
-                slices.iter().any(|m| m.is_err())
-            );
+            proptest::prop_assert_eq!(stream, slices);
+            proptest::prop_assert_eq!(reader.skipped(), framer.skipped());
         }
     }
 
@@ -588,15 +758,234 @@ mod tests {
         assert_eq!(sl[2].2, &ms[2].bytes[..]);
     }
 
+    /// Both framings of `data`: the messages (or the error) and what was skipped; they must agree.
+    fn frame_both(data: &[u8]) -> (Result<Vec<GribMessage>, GribError>, Skipped) {
+        let mut framer = SliceMessages::new(data, "t");
+        let slices: Result<Vec<_>, _> = framer
+            .by_ref()
+            .map(|m| {
+                m.map(|(number, offset, b)| GribMessage {
+                    number,
+                    offset,
+                    bytes: b.to_vec(),
+                })
+            })
+            .collect();
+        for step in [1, 7, 4096, usize::MAX] {
+            let mut reader = MessageReader::new(Trickle { data, pos: 0, step }, "t");
+            let streamed: Result<Vec<_>, _> = reader.by_ref().collect();
+            assert_eq!(streamed, slices, "read {step} bytes at a time");
+            assert_eq!(reader.skipped(), framer.skipped(), "read {step} at a time");
+        }
+        (slices, framer.skipped())
+    }
+
+    /// `msg` followed by zeros up to a multiple of 120 bytes, as MARS writes GRIB1.
+    fn padded(mut msg: Vec<u8>) -> Vec<u8> {
+        msg.resize(msg.len().next_multiple_of(120), 0);
+        msg
+    }
+
     #[test]
-    fn errors_say_where() {
+    fn zero_padding_after_messages_is_skipped_silently() {
+        let (a, b, c) = (fake1(5), fake1(1000), fake2(77));
+        let mut data = padded(a.clone());
+        data.extend(padded(b.clone()));
+        data.extend(c.clone());
+        data.extend([0u8; 3]);
+        let (msgs, skipped) = frame_both(&data);
+        let msgs = msgs.unwrap();
+        // Each message is GRIB..7777, as FDB5 stores it: the padding is not part of it.
+        let bytes: Vec<_> = msgs.iter().map(|m| m.bytes.clone()).collect();
+        assert_eq!(bytes, [a, b, c]);
+        assert_eq!(
+            msgs.iter().map(|m| m.offset).collect::<Vec<_>>(),
+            [0, 120, 1200]
+        );
+        assert_eq!(
+            skipped,
+            Skipped {
+                padding: 95 + 60 + 3,
+                other: 0,
+                stretches: 0
+            }
+        );
+    }
+
+    #[test]
+    fn other_bytes_between_messages_are_skipped_and_counted() {
         let mut data = fake2(10);
         data.extend_from_slice(b"junkjunk");
+        data.extend(fake2(20));
+        // More zeros than any padding: maybe a lost message, so counted with the junk.
+        data.extend([0u8; 500]);
+        data.extend(fake1(30));
+        data.extend_from_slice(b"GRI\n");
+        let (msgs, skipped) = frame_both(&data);
+        let msgs = msgs.unwrap();
+        assert_eq!(
+            msgs.iter()
+                .map(|m| (m.number, m.offset))
+                .collect::<Vec<_>>(),
+            [(1, 0), (2, 38), (3, 578)]
+        );
+        assert_eq!(
+            skipped,
+            Skipped {
+                padding: 0,
+                other: 8 + 500 + 4,
+                stretches: 3
+            }
+        );
+    }
+
+    #[test]
+    fn damage_after_padding_is_still_refused() {
+        // A message cut short after a padded one: where and how much.
+        let first = padded(fake1(5));
+        let mut data = first.clone();
+        let second = fake1(1000);
+        data.extend_from_slice(&second[..500]);
+        let (r, _) = frame_both(&data);
+        assert_eq!(
+            r.unwrap_err(),
+            GribError::Truncated {
+                source_name: "t".into(),
+                message: 2,
+                offset: 120,
+                expected: 1020,
+                got: 500
+            }
+        );
+        // Only a header's first bytes before the end.
+        let mut data = first.clone();
+        data.extend_from_slice(b"GRIB\0\0");
+        let (r, _) = frame_both(&data);
+        assert!(
+            matches!(
+                r,
+                Err(GribError::Truncated {
+                    message: 2,
+                    offset: 120,
+                    expected: 16,
+                    got: 6,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        // The length does not lead to `7777`.
+        let mut data = first.clone();
+        let mut bad = fake1(40);
+        let n = bad.len();
+        bad[n - 2] = b'0';
+        data.extend(padded(bad));
+        let (r, _) = frame_both(&data);
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "t: message 2 at offset 120 does not end with '7777' (length 60): corrupt or not GRIB"
+        );
+        // A `GRIB` in the junk that does not frame is refused, not skipped (as ecCodes does).
+        let mut data = first;
+        data.extend_from_slice(b"GRIBxxxxxxxxxxxxxxxxx");
+        data.extend(fake1(5));
+        let (r, _) = frame_both(&data);
+        assert!(
+            matches!(
+                r,
+                Err(GribError::Edition {
+                    message: 2,
+                    offset: 120,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+
+    /// A GRIB1 message in ECMWF's large-message coding: section 0 says `blocks` 120-byte blocks
+    /// with the top bit set, section 4's length field holds the correction.
+    fn fake1_large(len: usize, with_section2: bool) -> Vec<u8> {
+        let blocks = len.div_ceil(120);
+        let correction = blocks * 120 - len + 4;
+        assert!(correction < 120);
+        let mut v = vec![0u8; len];
+        v[..4].copy_from_slice(b"GRIB");
+        v[4..7].copy_from_slice(&((blocks as u32) | 0x80_0000).to_be_bytes()[1..]);
+        v[7] = 1;
+        // Section 1: 28 bytes, flags at its 8th byte.
+        v[8..11].copy_from_slice(&28u32.to_be_bytes()[1..]);
+        let mut at = 8 + 28;
+        if with_section2 {
+            v[15] = 0x80;
+            v[at..at + 3].copy_from_slice(&32u32.to_be_bytes()[1..]);
+            at += 32;
+        }
+        v[at..at + 3].copy_from_slice(&(correction as u32).to_be_bytes()[1..]);
+        v[len - 4..].copy_from_slice(b"7777");
+        v
+    }
+
+    #[test]
+    fn large_grib1_messages_are_framed_as_eccodes_frames_them() {
+        let big = fake1_large((9 << 20) + 13, true);
+        let small = fake1(3);
+        let mut data = padded(small.clone());
+        data.extend(padded(big.clone()));
+        data.extend(fake1_large((8 << 20) + 500, false));
+        let (msgs, skipped) = frame_both(&data);
+        let msgs = msgs.unwrap();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[1].bytes, big);
+        assert_eq!(msgs[2].bytes.len(), (8 << 20) + 500);
+        assert_eq!(skipped.other, 0);
+
+        // Cut inside sections 1-4, the length cannot be told: truncated, not misread.
+        for cut in [10, 20, 40, 70] {
+            let (r, _) = frame_both(&big[..cut]);
+            assert!(
+                matches!(r, Err(GribError::Truncated { message: 1, got, .. }) if got == cut as u64),
+                "cut at {cut}: {r:?}"
+            );
+        }
+        // Cut in the data: the decoded length is what is expected.
+        let (r, _) = frame_both(&big[..1 << 20]);
+        assert!(
+            matches!(r, Err(GribError::Truncated { expected, .. }) if expected == big.len() as u64),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn eccodes_large_grib1_encoding_is_framed() {
+        // ecCodes itself encodes a GRIB1 field over 8 MiB: 3 million 24-bit values.
+        let mut h = super::super::handle::Handle::from_sample("GRIB1").unwrap();
+        h.set_long("Ni", 2000).unwrap();
+        h.set_long("Nj", 1500).unwrap();
+        h.set_long("bitsPerValue", 24).unwrap();
+        let values: Vec<f64> = (0..3_000_000).map(|i| f64::from(i % 1000)).collect();
+        h.set_doubles("values", &values).unwrap();
+        let msg = h.message().unwrap();
+        assert!(msg.len() > 8 << 20);
+        assert_ne!(msg[4] & 0x80, 0, "not in the large-message coding");
+        let mut data = padded(msg.clone());
+        data.extend(padded(fake1(5)));
+        let (msgs, _) = frame_both(&data);
+        let msgs = msgs.unwrap();
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0].bytes, msg);
+        assert!(crate::grib::mars_keys(&msgs[0].bytes).is_ok());
+    }
+
+    #[test]
+    fn errors_say_where() {
+        // Data before the first message is refused, as FDB5 refuses it.
+        let mut data = b"junkjunk".to_vec();
         data.extend(fake2(10));
         let e = read_all(&data).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "t: 8 bytes of non-GRIB data at offset 30, before message 2"
+            "t: 8 bytes of non-GRIB data at offset 0, before message 1"
         );
         assert_eq!(split_slice(&data, "t").unwrap_err(), e);
 
@@ -639,16 +1028,6 @@ mod tests {
         assert!(matches!(
             read_all(&e3).unwrap_err(),
             GribError::Edition { edition: 3, .. }
-        ));
-        let mut trailing = fake2(10);
-        trailing.extend_from_slice(b"xx");
-        assert!(matches!(
-            read_all(&trailing).unwrap_err(),
-            GribError::Junk {
-                message: 2,
-                len: 2,
-                ..
-            }
         ));
     }
 

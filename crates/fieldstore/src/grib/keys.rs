@@ -56,5 +56,45 @@ pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
     if pairs.is_empty() {
         return Err(GribError::Decode("the message has no MARS keys".into()));
     }
+    // GRIB1 parameters of tables other than ECMWF's 128 come as `number.table` (`112.1`). FDB5
+    // (metkit) files them under their paramId, which only ecCodes' tables give: WMO table 1's
+    // 112 is 3112 and its 11 is 130 (no arithmetic on `number.table` gets both right).
+    if let Some((_, v)) = pairs.iter_mut().find(|(k, _)| k == "param") {
+        if v.parse::<u64>().is_err() && v.contains('.') {
+            if let Ok(id) = h.get_long("paramId") {
+                *v = id.to_string();
+            }
+        }
+    }
     Ok(Key::from_pairs(pairs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paramIds FDB5 5.10.8 lists for GRIB1 fields of these tables (archived with
+    /// `fdb-write`): the same as ecCodes' paramId, not `table * 1000 + number`.
+    #[test]
+    fn grib1_table_params_are_filed_under_their_param_id() {
+        for (table, number, fdb5) in [
+            (1, 112, "3112"),
+            (2, 112, "3112"),
+            (3, 112, "3112"),
+            (1, 11, "130"),
+            (128, 130, "130"),
+            (140, 229, "140229"),
+            (129, 130, "129130"),
+            (160, 130, "130"),
+            (171, 130, "171130"),
+            (228, 1, "228001"),
+        ] {
+            let mut h = Handle::from_sample("GRIB1").unwrap();
+            h.set_long("table2Version", table).unwrap();
+            h.set_long("indicatorOfParameter", number).unwrap();
+            let msg = h.message().unwrap();
+            let key = mars_keys(&msg).unwrap();
+            assert_eq!(key.get("param"), Some(fdb5), "{number}.{table}");
+        }
+    }
 }

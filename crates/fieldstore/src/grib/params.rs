@@ -14,6 +14,9 @@ fn cache() -> &'static Mutex<HashMap<String, Option<String>>> {
 
 /// The paramId of a short name, `None` when ecCodes knows no such name. Tries GRIB2 with ECMWF's
 /// local definition first, then GRIB1 (some ECMWF parameters exist only there).
+///
+/// `number.table` (GRIB1 notation, `112.1`) gives the paramId ecCodes assigns that GRIB1 parameter,
+/// as archived fields get it (see `keys::mars_keys`).
 pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
     let name = name.to_ascii_lowercase();
     if let Ok(c) = cache().lock() {
@@ -22,7 +25,20 @@ pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
         }
     }
     let mut found = None;
+    if let Some((number, table)) = name.split_once('.') {
+        if let (Ok(number), Ok(table)) = (number.parse::<i64>(), table.parse::<i64>()) {
+            let mut h = Handle::from_sample("GRIB1")?;
+            if h.set_long("table2Version", table).is_ok()
+                && h.set_long("indicatorOfParameter", number).is_ok()
+            {
+                found = Some(h.get_long("paramId")?.to_string());
+            }
+        }
+    }
     for sample in ["GRIB2", "GRIB1"] {
+        if found.is_some() {
+            break;
+        }
         let mut h = Handle::from_sample(sample)?;
         if sample == "GRIB2" {
             // ECMWF's local parameters need the local section.
@@ -69,5 +85,8 @@ mod tests {
             assert_eq!(param_id(n).unwrap().as_deref(), Some(id), "{n}");
         }
         assert_eq!(param_id("nosuchparam").unwrap(), None);
+        for (n, id) in [("112.1", "3112"), ("11.2", "130"), ("229.140", "140229")] {
+            assert_eq!(param_id(n).unwrap().as_deref(), Some(id), "{n}");
+        }
     }
 }

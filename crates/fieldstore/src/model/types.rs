@@ -199,9 +199,13 @@ fn canonical_param(keyword: &str, v: &str, cx: &Context) -> Result<String, TypeE
     if let Ok(n) = v.parse::<u64>() {
         return Ok(n.to_string());
     }
-    // `130.128` (GRIB1 table notation): ECMWF's table 128 is the default; others are
-    // table * 1000 + number (`229.140` is `140229`).
+    // `130.128` (GRIB1 table notation): ecCodes (through the resolver) knows the paramId, as FDB5
+    // files such fields (`112.1` is `3112`, `11.1` is `130`). Without it: ECMWF's table 128 is the
+    // default; others are table * 1000 + number (`229.140` is `140229`).
     if let Some((num, table)) = v.split_once('.') {
+        if let Some(id) = cx.params.and_then(|r| r(v)) {
+            return Ok(id);
+        }
         if let (Ok(num), Ok(table)) = (num.parse::<u64>(), table.parse::<u64>()) {
             return Ok(if table == 128 || table == 0 {
                 num.to_string()
@@ -458,12 +462,25 @@ mod tests {
 
     #[test]
     fn param_names_use_the_resolver() {
-        let r = |n: &str| (n == "t").then(|| "130".to_string());
+        let r = |n: &str| match n {
+            "t" => Some("130".to_string()),
+            "112.1" => Some("3112".to_string()),
+            _ => None,
+        };
         let cx = Context {
             today: cx().today,
             params: Some(&r),
         };
         assert_eq!(KeyType::Param.canonical("param", "T", &cx).unwrap(), "130");
+        // GRIB1 table notation: the resolver's paramId first, arithmetic only without one.
+        assert_eq!(
+            KeyType::Param.canonical("param", "112.1", &cx).unwrap(),
+            "3112"
+        );
+        assert_eq!(
+            KeyType::Param.canonical("param", "229.140", &cx).unwrap(),
+            "140229"
+        );
         assert!(matches!(
             KeyType::Param.canonical("param", "nosuch", &cx),
             Err(TypeError::UnknownParam { .. })
