@@ -513,3 +513,108 @@ fn merge(
     report.new_indexes += 1;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::catalogue::CatalogueWriter;
+    use crate::storage::toc::DbWriter;
+    use crate::storage::FieldRef;
+
+    fn ik() -> Key {
+        Key::from_pairs([("type", "fc")])
+    }
+
+    fn dk(step: &str) -> Key {
+        Key::from_pairs([("step", step)])
+    }
+
+    /// One flush of `steps`, each at its own location in object `obj`.
+    fn flush(dir: &Path, obj: &str, steps: &[&str]) {
+        let mut w = DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let f = FieldRef {
+                object: obj.into(),
+                offset: i as u64,
+                length: 1,
+            };
+            w.add(&ik(), &dk(s), f).unwrap();
+        }
+        w.commit().unwrap();
+    }
+
+    fn found(dir: &Path, step: &str) -> Option<FieldRef> {
+        DbReader::open(dir)
+            .unwrap()
+            .lookup(&ik(), &dk(step))
+            .unwrap()
+    }
+
+    /// Tiered merges skip indexes of other tiers; an entry a skipped index replaced stays
+    /// replaced, though the merged index now sits after it.
+    #[test]
+    fn a_tier_merge_keeps_replacements_by_indexes_it_skips() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["x", "a1", "a2", "a3"]);
+        flush(dir, "b", &["x"]);
+        flush(dir, "c", &["c1", "c2", "c3", "c4"]);
+        flush(dir, "d", &["d1", "d2", "d3", "d4"]);
+        assert_eq!(DbReader::open(dir).unwrap().indexes().len(), 4);
+        // The fourth index of tier 1: a, c, d, e merge; b (tier 0) stays between.
+        flush(dir, "e", &["e1", "e2", "e3", "e4"]);
+        let r = DbReader::open(dir).unwrap();
+        assert_eq!(r.indexes().len(), 2);
+        assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked), (16, 1));
+    }
+
+    /// What racing compactions of an older version left (two merged indexes each holding every
+    /// entry) is healed by the next compaction: copies at one location are one field.
+    #[test]
+    fn copies_at_one_location_are_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["1", "2"]);
+        flush(dir, "b", &["3"]);
+        let snapshot = JournalState::read(&dir.join("toc")).unwrap();
+        let group = owned(snapshot.live_of(&ik().to_string()));
+        for n in 0..2 {
+            let mut state = snapshot.clone();
+            let mut report = CompactReport::default();
+            assert!(merge(
+                dir,
+                &mut state,
+                &group,
+                &[0, 1],
+                &format!("race{n}"),
+                &mut report
+            )
+            .unwrap());
+        }
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (3, 3, 2));
+        compact(dir).unwrap();
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (3, 0, 1));
+    }
+
+    #[test]
+    fn concurrent_compactions_merge_each_index_once() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        for i in 0..3 {
+            let steps: Vec<String> = (0..i + 1).map(|k| format!("{i}-{k}")).collect();
+            let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+            flush(dir, &format!("o{i}"), &steps);
+        }
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| compact(dir).unwrap());
+            }
+        });
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (6, 0, 1));
+    }
+}
