@@ -405,9 +405,9 @@ fn merge(
     // Non-members between the slot and the oldest member, with their position in `group`.
     let oldest = merged.last().map_or(newest, |(m, _)| *m);
     let mut between: Vec<(usize, IndexFile)> = Vec::new();
-    for i in newest + 1..oldest {
+    for (i, ix) in group.iter().enumerate().take(oldest).skip(newest + 1) {
         if !is_member.contains(&i) {
-            let f = load(&group[i])?;
+            let f = load(ix)?;
             if f.datum_keywords == layout {
                 between.push((i, f));
             }
