@@ -69,7 +69,9 @@ pub fn wipe(dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
 pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
     // Serialised with compactions: a compaction merging an index that purge clears would bring
     // its entries back.
-    let _lock = if doit {
+    // Only the owner takes it (others may not create the lock file; they are refused below
+    // if there is anything to purge).
+    let _lock = if doit && check_owner(&DbReader::open(dir)?, "purge").is_ok() {
         compaction_lock(dir, true)?
     } else {
         None
