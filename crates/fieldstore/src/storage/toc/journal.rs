@@ -354,6 +354,9 @@ pub struct JournalState {
     /// even when the slot was cleared before the merged index's record (an older journal).
     positions: HashMap<String, u64>,
     live: HashMap<String, LiveIndex>,
+    /// Live index files by index key, so looking at one key costs its indexes, not the
+    /// database's.
+    by_key: HashMap<String, Vec<String>>,
 }
 
 impl JournalState {
@@ -395,6 +398,10 @@ impl JournalState {
                         .and_then(|s| self.positions.get(s).copied())
                         .unwrap_or(at);
                     self.positions.insert(file.clone(), position);
+                    self.by_key
+                        .entry(index_key.clone())
+                        .or_default()
+                        .push(file.clone());
                     self.live.insert(
                         file.clone(),
                         LiveIndex {
@@ -410,7 +417,15 @@ impl JournalState {
                 }
                 Record::Clear { files } => {
                     for f in files {
-                        self.live.remove(&f);
+                        let Some(gone) = self.live.remove(&f) else {
+                            continue;
+                        };
+                        if let Some(v) = self.by_key.get_mut(&gone.index_key) {
+                            v.retain(|x| *x != f);
+                            if v.is_empty() {
+                                self.by_key.remove(&gone.index_key);
+                            }
+                        }
                     }
                 }
             }
@@ -432,9 +447,11 @@ impl JournalState {
     /// Live indexes of one index key, newest first.
     pub fn live_of(&self, index_key: &str) -> Vec<&LiveIndex> {
         let mut v: Vec<&LiveIndex> = self
-            .live
-            .values()
-            .filter(|l| l.index_key == index_key)
+            .by_key
+            .get(index_key)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| self.live.get(f))
             .collect();
         v.sort_by_key(|l| std::cmp::Reverse((l.position, l.record)));
         v

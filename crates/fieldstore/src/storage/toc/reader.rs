@@ -360,6 +360,16 @@ mod tests {
         let newer: Vec<_> = r.entries(0, false).unwrap().map(Result::unwrap).collect();
         assert_eq!(newer.len(), 2);
         assert!(newer.iter().all(|e| !e.masked));
+        // A reader refreshed from where it stopped sees what a fresh one sees.
+        let r1 = DbReader::open(&db.path).unwrap();
+        write(&c, &db, &[(&ik, &other, b"one")]);
+        let fresh = DbReader::open(&db.path).unwrap();
+        let refreshed = r1.refreshed().unwrap();
+        let names =
+            |r: &DbReader| -> Vec<String> { r.indexes().iter().map(|i| i.name.clone()).collect() };
+        assert_eq!(names(&refreshed), names(&fresh));
+        assert_eq!(refreshed.journal_records(), fresh.journal_records());
+        assert_eq!(names(&refreshed).len(), 3);
         let dbs: Vec<DbRef> = c.databases().into_iter().map(Result::unwrap).collect();
         assert_eq!(dbs, vec![db]);
         assert_eq!(
