@@ -21,12 +21,8 @@ use crate::storage::{
     StorageError, Store, StoreWriter, TocCatalogue,
 };
 
-/// Live indexes in a database past which a flush merges them.
-const AUTO_COMPACT_INDEXES: usize = 32;
-
 /// This handle's writers for one database: bytes go to the store, entries to the catalogue.
 struct DbWriters {
-    db: DbRef,
     store: Box<dyn StoreWriter>,
     catalogue: Box<dyn CatalogueWriter>,
 }
@@ -119,7 +115,6 @@ impl LocalFdb {
                 let w = DbWriters {
                     store: self.store.writer(&db)?,
                     catalogue: self.catalogue.writer(&db)?,
-                    db,
                 };
                 writers.entry(split.db.clone()).or_insert(w)
             }
@@ -505,12 +500,10 @@ impl Fdb for LocalFdb {
             }
             // Bytes durable first: the catalogue's commit is what makes them visible.
             w.store.sync()?;
-            let live = w.catalogue.commit()?;
-            // Merge once a database has accumulated many indexes, so listing and one-field
-            // retrieves do not slow down as flushes pile up.
-            if live > AUTO_COMPACT_INDEXES {
-                self.catalogue.compact(&w.db)?;
-            }
+            // The toc writer merges indexes itself after committing (size-tiered, and skipped
+            // while another process compacts), so listing and retrieves stay fast as flushes
+            // pile up without any flush paying for the whole database.
+            w.catalogue.commit()?;
         }
         Ok(())
     }

@@ -180,14 +180,23 @@ impl Catalogue for TocCatalogue {
         // Identify the journal before reading it: what is read then holds at least that much,
         // and any later append changes the length, so a stale reader is never reused.
         let id = journal_id(&db.path);
+        let mut grown = None;
         if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
             if let Some((cached, r)) = cache.get(&db.path) {
                 if *cached == id {
                     return Ok(Box::new(SharedReader(r.clone())));
                 }
+                // The same journal, appended to: what the reader parsed never changes (only a
+                // torn tail after it is ever cut off), so it parses just the new records.
+                if cached.0 == id.0 && r.state().end <= id.1 {
+                    grown = Some(r.clone());
+                }
             }
         }
-        let reader = Arc::new(DbReader::open(&db.path)?);
+        let reader = Arc::new(match grown {
+            Some(r) => r.refreshed()?,
+            None => DbReader::open(&db.path)?,
+        });
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();

@@ -1,7 +1,9 @@
 //! The `toc` journal: checksummed records appended with one `write()` each flush.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -49,10 +51,18 @@ impl Record {
     }
 }
 
-/// Encodes records into one buffer, to be appended with a single write.
+/// Encodes records into one buffer, as one append writes them.
+#[cfg(test)]
 pub fn encode(records: &[Record]) -> Vec<u8> {
+    encode_with_offsets(records).0
+}
+
+/// Encodes records into one buffer, with where each starts in it.
+fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
     let mut out = Vec::new();
+    let mut starts = Vec::with_capacity(records.len());
     for r in records {
+        starts.push(out.len());
         let payload = serde_json::to_vec(r).unwrap_or_default();
         let mut crc = crate::checksum::crc32c(&[r.kind()]);
         crc = crate::checksum::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
@@ -65,18 +75,20 @@ pub fn encode(records: &[Record]) -> Vec<u8> {
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&payload);
     }
-    out
+    (out, starts)
 }
 
 enum Parsed {
     Ok(Record, usize),
+    /// The record's bytes are not all there: a short header, or a length past the end.
+    Short,
     Bad(String),
     Version(u32),
 }
 
 fn parse_at(buf: &[u8]) -> Parsed {
     if buf.len() < HEADER {
-        return Parsed::Bad("short record header".into());
+        return Parsed::Short;
     }
     if &buf[..4] != MAGIC {
         return Parsed::Bad("bad record magic".into());
@@ -86,7 +98,7 @@ fn parse_at(buf: &[u8]) -> Parsed {
     let len = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
     let crc = u32::from_le_bytes([buf[12], buf[13], buf[14], buf[15]]);
     let Some(payload) = buf.get(HEADER..HEADER + len) else {
-        return Parsed::Bad("record extends past the end of the file".into());
+        return Parsed::Short;
     };
     let mut c = crate::checksum::crc32c(&[kind]);
     c = crate::checksum::crc32c_append(c, &(len as u32).to_le_bytes());
@@ -104,20 +116,63 @@ fn parse_at(buf: &[u8]) -> Parsed {
     }
 }
 
-/// Reads every complete record from `start`. A damaged record followed by nothing valid is a
-/// torn tail (a crash mid-flush, or a flush in progress) and is ignored; damage followed by valid
-/// records is corruption and an error naming the offset.
-pub fn read_from(path: &Path, start: u64) -> Result<(Vec<Record>, u64), StorageError> {
-    let mut f = File::open(path).map_err(StorageError::io("open", path))?;
+/// Whether damage at the start of `rest` (the journal from a record boundary to its end) is a
+/// torn tail: what a crash during an append leaves, or what a reader sees of an append in
+/// progress. Only two shapes qualify: a record whose bytes are not all there (a short header,
+/// or a length reaching past the end of the file), and a tail of zeros that starts inside the
+/// record (a filesystem that extended the file but lost the data after a power cut; every
+/// record ends with a JSON `}`, never a zero). A complete record with a bad magic or checksum
+/// is damage to what was acknowledged, and ignoring it would silently undo a flush.
+fn is_torn_tail(rest: &[u8]) -> bool {
+    let zeros_from = rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    if zeros_from == 0 {
+        return true;
+    }
+    if rest.len() < HEADER {
+        return true;
+    }
+    let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+    let record_end = HEADER.saturating_add(len);
+    if &rest[..4] == MAGIC && record_end > rest.len() {
+        return true;
+    }
+    // A zero-filled tail beginning inside this record (or inside its header when the magic
+    // itself is gone).
+    let extent = if &rest[..4] == MAGIC {
+        record_end
+    } else {
+        HEADER
+    };
+    zeros_from < rest.len() && zeros_from < extent
+}
+
+/// Complete records read from a journal, each with the offset it starts at.
+pub type Records = Vec<(u64, Record)>;
+
+/// Reads the complete records from byte `start` (a record boundary) to the end, reading only
+/// that part of the file: a writer or reader that has parsed up to `start` before pays only
+/// for what was appended since. Returns them with the offset where the good records end.
+///
+/// A torn tail (see [`is_torn_tail`]) is ignored, and the end returned excludes it. Any other
+/// damage is an error naming the file and the offset.
+pub fn read_from(path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
+    let f = File::open(path).map_err(StorageError::io("open", path))?;
+    read_tail(&f, path, start)
+}
+
+fn read_tail(mut f: &File, path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
+    f.seek(SeekFrom::Start(start))
+        .map_err(StorageError::io("seek in", path))?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf)
         .map_err(StorageError::io("read", path))?;
-    let mut pos = start as usize;
+    let mut pos = 0usize;
     let mut out = Vec::new();
     while pos < buf.len() {
+        let at = start + pos as u64;
         match parse_at(&buf[pos..]) {
             Parsed::Ok(r, n) => {
-                out.push(r);
+                out.push((at, r));
                 pos += n;
             }
             Parsed::Version(v) => {
@@ -127,23 +182,19 @@ pub fn read_from(path: &Path, start: u64) -> Result<(Vec<Record>, u64), StorageE
                     supported: FORMAT_VERSION,
                 })
             }
+            // A record cut short is always a torn tail (the rest of it was never written).
+            Parsed::Short => break,
+            Parsed::Bad(_) if is_torn_tail(&buf[pos..]) => break,
             Parsed::Bad(detail) => {
-                let later_valid = (pos + 1..buf.len().saturating_sub(HEADER - 1))
-                    .filter(|&i| buf[i..].starts_with(MAGIC))
-                    .any(|i| matches!(parse_at(&buf[i..]), Parsed::Ok(..)));
-                if later_valid {
-                    return Err(StorageError::Corrupt {
-                        path: path.to_path_buf(),
-                        offset: pos as u64,
-                        detail,
-                    });
-                }
-                tracing::warn!(path = %path.display(), offset = pos, "ignoring torn record at the end of the journal ({detail})");
-                break;
+                return Err(StorageError::Corrupt {
+                    path: path.to_path_buf(),
+                    offset: at,
+                    detail,
+                })
             }
         }
     }
-    Ok((out, pos as u64))
+    Ok((out, start + pos as u64))
 }
 
 /// The database key from the journal's first record, reading only that record: listing the
@@ -178,23 +229,233 @@ pub fn read_db_key(path: &Path) -> Result<crate::model::Key, StorageError> {
             found: v,
             supported: FORMAT_VERSION,
         }),
+        Parsed::Short => Err(corrupt("short record".into())),
         Parsed::Bad(detail) => Err(corrupt(detail)),
     }
 }
 
+/// What an append found and did: the records others appended after the caller's `known_end`
+/// (so the caller's view catches up without re-reading), and where its own records went.
+pub struct Appended {
+    pub others: Records,
+    pub ours: Records,
+    pub end: u64,
+}
+
+/// Holds `flock(LOCK_EX)` on the journal while alive; closing the descriptor releases it.
+struct JournalLock<'a>(&'a File);
+
+impl<'a> JournalLock<'a> {
+    fn take(f: &'a File, path: &Path) -> Result<JournalLock<'a>, StorageError> {
+        loop {
+            // SAFETY: flock on a descriptor we own; no memory is passed.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(JournalLock(f));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(StorageError::io("lock", path)(e));
+            }
+        }
+    }
+}
+
+impl Drop for JournalLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as above; unlocking cannot fail in a way we could act on.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
 /// Appends records in one `write()` on an `O_APPEND` descriptor, then makes them durable.
-pub fn append(path: &Path, records: &[Record]) -> Result<(), StorageError> {
-    let buf = encode(records);
-    let mut f = OpenOptions::new()
+///
+/// `known_end` is where the caller's view of the journal ends (a record boundary it parsed
+/// up to; 0 for a new journal). The `write()` happens under an exclusive `flock` on the
+/// journal, which every appender takes, so under it nobody is mid-write: the records after
+/// `known_end` are read (they are returned, so the caller's view catches up for free), and if
+/// they end before the file does, what follows is a torn tail (a crash during an earlier
+/// append) and is cut off, so the new records follow the last good one instead of making the
+/// journal unreadable. Damage that is not a torn tail fails the append: nothing is written
+/// into a journal that cannot be read. The fdatasync happens after the lock is released, so
+/// appenders wait for each other's `write()` only, not for each other's disk flushes.
+pub fn append(path: &Path, known_end: u64, records: &[Record]) -> Result<Appended, StorageError> {
+    let (buf, starts) = encode_with_offsets(records);
+    let f = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o644)
         .open(path)
         .map_err(StorageError::io("open", path))?;
-    f.write_all(&buf)
-        .map_err(StorageError::io("append to", path))?;
+    let appended = {
+        let _lock = JournalLock::take(&f, path)?;
+        let len = f.metadata().map_err(StorageError::io("stat", path))?.len();
+        if len < known_end {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: len,
+                detail: format!(
+                    "the journal is shorter ({len} bytes) than already read ({known_end}): replaced or truncated"
+                ),
+            });
+        }
+        let (others, end) = read_tail(&f, path, known_end)?;
+        if end < len {
+            tracing::warn!(path = %path.display(), offset = end, "cutting off a torn record at the end of the journal before appending");
+            f.set_len(end)
+                .map_err(StorageError::io("truncate the torn tail of", path))?;
+        }
+        (&f).write_all(&buf)
+            .map_err(StorageError::io("append to", path))?;
+        let ours = starts
+            .into_iter()
+            .zip(records.iter().cloned())
+            .map(|(s, r)| (end + s as u64, r))
+            .collect();
+        Appended {
+            others,
+            ours,
+            end: end + buf.len() as u64,
+        }
+    };
     f.sync_data().map_err(StorageError::io("sync", path))?;
-    Ok(())
+    Ok(appended)
+}
+
+/// One live index as the journal describes it.
+#[derive(Debug, Clone)]
+pub struct LiveIndex {
+    pub file: String,
+    pub index_key: String,
+    pub entries: u64,
+    pub timestamp: u64,
+    pub axes: Vec<(String, Vec<String>)>,
+    /// Recency: the offset of the record whose place it takes (its own, or its slot's).
+    pub position: u64,
+    /// The offset of its own record, breaking ties between a merged index and its slot.
+    pub record: u64,
+}
+
+/// A journal folded into what readers and writers need: the owner, the live indexes in
+/// recency order. Built incrementally: [`JournalState::refresh`] parses only what was appended
+/// since the last call, so a writer that commits again and again, or a reader that reopens a
+/// grown journal, never re-parses its history.
+#[derive(Debug, Clone, Default)]
+pub struct JournalState {
+    /// Where the parsed records end (a record boundary).
+    pub end: u64,
+    /// Complete records parsed.
+    pub records: usize,
+    /// The first record, when it is an Init: (database key, owner uid).
+    pub init: Option<(String, u32)>,
+    /// Set when the first record is not an Init.
+    pub bad_start: bool,
+    /// Every index file ever made visible, with its recency, so a merged index's slot resolves
+    /// even when the slot was cleared before the merged index's record (an older journal).
+    positions: HashMap<String, u64>,
+    live: HashMap<String, LiveIndex>,
+    /// Live index files by index key, so looking at one key costs its indexes, not the
+    /// database's.
+    by_key: HashMap<String, Vec<String>>,
+}
+
+impl JournalState {
+    pub fn read(path: &Path) -> Result<JournalState, StorageError> {
+        let mut s = JournalState::default();
+        s.refresh(path)?;
+        Ok(s)
+    }
+
+    /// Parses what was appended since the last refresh.
+    pub fn refresh(&mut self, path: &Path) -> Result<(), StorageError> {
+        let (records, end) = read_from(path, self.end)?;
+        self.apply(records, end);
+        Ok(())
+    }
+
+    /// Folds in records that follow the parsed ones, ending at `end`.
+    pub fn apply(&mut self, records: Records, end: u64) {
+        for (at, r) in records {
+            if self.records == 0 {
+                match &r {
+                    Record::Init { db_key, uid, .. } => self.init = Some((db_key.clone(), *uid)),
+                    _ => self.bad_start = true,
+                }
+            }
+            self.records += 1;
+            match r {
+                Record::Init { .. } => {}
+                Record::Index {
+                    file,
+                    index_key,
+                    entries,
+                    timestamp,
+                    axes,
+                    slot,
+                } => {
+                    let position = slot
+                        .as_deref()
+                        .and_then(|s| self.positions.get(s).copied())
+                        .unwrap_or(at);
+                    self.positions.insert(file.clone(), position);
+                    self.by_key
+                        .entry(index_key.clone())
+                        .or_default()
+                        .push(file.clone());
+                    self.live.insert(
+                        file.clone(),
+                        LiveIndex {
+                            file,
+                            index_key,
+                            entries,
+                            timestamp,
+                            axes,
+                            position,
+                            record: at,
+                        },
+                    );
+                }
+                Record::Clear { files } => {
+                    for f in files {
+                        let Some(gone) = self.live.remove(&f) else {
+                            continue;
+                        };
+                        if let Some(v) = self.by_key.get_mut(&gone.index_key) {
+                            v.retain(|x| *x != f);
+                            if v.is_empty() {
+                                self.by_key.remove(&gone.index_key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.end = self.end.max(end);
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Live indexes, newest first.
+    pub fn live(&self) -> Vec<&LiveIndex> {
+        let mut v: Vec<&LiveIndex> = self.live.values().collect();
+        v.sort_by_key(|l| std::cmp::Reverse((l.position, l.record)));
+        v
+    }
+
+    /// Live indexes of one index key, newest first.
+    pub fn live_of(&self, index_key: &str) -> Vec<&LiveIndex> {
+        let mut v: Vec<&LiveIndex> = self
+            .by_key
+            .get(index_key)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| self.live.get(f))
+            .collect();
+        v.sort_by_key(|l| std::cmp::Reverse((l.position, l.record)));
+        v
+    }
 }
 
 #[cfg(test)]
@@ -212,32 +473,173 @@ mod tests {
         }
     }
 
+    fn init() -> Record {
+        Record::Init {
+            db_key: "{a=1}".into(),
+            uid: 0,
+            created: 1,
+        }
+    }
+
+    fn raw_append(p: &Path, bytes: &[u8]) {
+        let mut f = OpenOptions::new().append(true).open(p).unwrap();
+        f.write_all(bytes).unwrap();
+    }
+
     #[test]
     fn round_trip_and_torn_tail() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(
+        append(&p, 0, &[init()]).unwrap();
+        let a = append(&p, 0, &[idx(1), idx(2)]).unwrap();
+        assert_eq!(a.others.len(), 1, "the Init record, read under the lock");
+        assert_eq!(a.ours.len(), 2);
+        let (rs, end) = read_from(&p, 0).unwrap();
+        assert_eq!(rs.len(), 3);
+        assert_eq!(rs[1], a.ours[0]);
+        assert_eq!(end, std::fs::metadata(&p).unwrap().len());
+        assert_eq!(end, a.end);
+        // A torn record at the tail is ignored.
+        let whole = encode(&[idx(3)]);
+        raw_append(&p, &whole[..whole.len() - 5]);
+        let (rs, torn_end) = read_from(&p, 0).unwrap();
+        assert_eq!(rs.len(), 3);
+        assert_eq!(torn_end, end);
+        // Damage followed by a valid record is corruption, named with its offset.
+        raw_append(&p, &encode(&[idx(4)]));
+        let e = read_from(&p, 0).unwrap_err().to_string();
+        assert!(e.contains("is corrupt at offset"), "{e}");
+    }
+
+    #[test]
+    fn a_damaged_last_record_is_corruption_not_a_torn_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&p, 0, &[init()]).unwrap();
+        let a = append(&p, 0, &[idx(1)]).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x20;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_from(&p, 0).unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string())
+                && e.contains(&format!("corrupt at offset {}", a.ours[0].0)),
+            "{e}"
+        );
+        // And nothing is appended after it.
+        let e = append(&p, 0, &[idx(2)]).err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("checksum")));
+        assert_eq!(std::fs::read(&p).unwrap(), bytes);
+        // A damaged magic is corruption too.
+        bytes[n - 3] ^= 0x20;
+        let start = a.ours[0].0 as usize;
+        bytes[start] = b'X';
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(read_from(&p, 0).is_err());
+    }
+
+    #[test]
+    fn zeros_and_short_headers_at_the_end_are_torn_tails() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&p, 0, &[init(), idx(1)]).unwrap();
+        let good = std::fs::metadata(&p).unwrap().len();
+        raw_append(&p, &[0u8; 100]);
+        assert_eq!(
+            read_from(&p, 0).unwrap(),
+            (read_from(&p, 0).unwrap().0, good)
+        );
+        // A record whose end the filesystem left as zeros.
+        let whole = encode(&[idx(2)]);
+        let mut zeroed = whole.clone();
+        let len = zeroed.len();
+        zeroed[len - 30..].fill(0);
+        std::fs::write(
             &p,
-            &[Record::Init {
-                db_key: "{a=1}".into(),
-                uid: 0,
-                created: 1,
-            }],
+            [std::fs::read(&p).unwrap()[..good as usize].to_vec(), zeroed].concat(),
         )
         .unwrap();
-        append(&p, &[idx(1), idx(2)]).unwrap();
+        let (rs, end) = read_from(&p, 0).unwrap();
+        assert_eq!((rs.len(), end), (2, good));
+        std::fs::write(
+            &p,
+            [
+                std::fs::read(&p).unwrap()[..good as usize].to_vec(),
+                whole[..9].to_vec(),
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(read_from(&p, 0).unwrap().1, good);
+        // The next append cuts the torn tail off.
+        let a = append(&p, good, &[idx(3)]).unwrap();
+        assert!(a.others.is_empty());
+        assert_eq!(a.ours[0].0, good);
         let (rs, end) = read_from(&p, 0).unwrap();
         assert_eq!(rs.len(), 3);
         assert_eq!(end, std::fs::metadata(&p).unwrap().len());
-        // A torn record at the tail is ignored.
-        let whole = encode(&[idx(3)]);
-        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
-        f.write_all(&whole[..whole.len() - 5]).unwrap();
-        let (rs, _) = read_from(&p, 0).unwrap();
-        assert_eq!(rs.len(), 3);
-        // Damage followed by a valid record is corruption, named with its offset.
-        f.write_all(&encode(&[idx(4)])).unwrap();
-        let e = read_from(&p, 0).unwrap_err().to_string();
-        assert!(e.contains("is corrupt at offset"), "{e}");
+    }
+
+    #[test]
+    fn reading_from_an_offset_reads_only_from_there() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&p, 0, &[init()]).unwrap();
+        let first_end = std::fs::metadata(&p).unwrap().len();
+        append(&p, first_end, &[idx(1), idx(2)]).unwrap();
+        // Damage before `start` is not read.
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[20] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+        let (rs, _) = read_from(&p, first_end).unwrap();
+        assert_eq!(rs.len(), 2);
+        assert_eq!(rs[0].0, first_end);
+        assert!(read_from(&p, 0).is_err());
+    }
+
+    #[test]
+    fn journal_state_follows_appends_incrementally() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&p, 0, &[init(), idx(1), idx(2)]).unwrap();
+        let mut s = JournalState::read(&p).unwrap();
+        assert_eq!((s.records, s.live_count()), (3, 2));
+        assert_eq!(s.init, Some(("{a=1}".into(), 0)));
+        // Merge f1+f2 into m (slot f2); f3 flushed before the merge's record stays newer.
+        append(&p, 0, &[idx(3)]).unwrap();
+        let merged = Record::Index {
+            file: "m".into(),
+            index_key: "{a=1}".into(),
+            entries: 3,
+            timestamp: 0,
+            axes: vec![],
+            slot: Some("f2".into()),
+        };
+        let a = append(
+            &p,
+            s.end,
+            &[
+                merged,
+                Record::Clear {
+                    files: vec!["f1".into(), "f2".into()],
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!(a.others.len(), 1);
+        let before = s.end;
+        s.apply(a.others, before);
+        s.apply(a.ours, a.end);
+        let names: Vec<&str> = s.live_of("{a=1}").iter().map(|l| l.file.as_str()).collect();
+        assert_eq!(names, ["f3", "m"]);
+        assert_eq!(s.records, 6);
+        let fresh = JournalState::read(&p).unwrap();
+        assert_eq!(fresh.end, s.end);
+        let names: Vec<&str> = fresh.live().iter().map(|l| l.file.as_str()).collect();
+        assert_eq!(names, ["f3", "m"]);
+        // A refresh with nothing new reads nothing.
+        s.refresh(&p).unwrap();
+        assert_eq!(s.records, 6);
     }
 }

@@ -1,13 +1,15 @@
 //! Whole-database operations: wipe, purge of masked duplicates, statistics, dump, and the lock
 //! files that disable an action.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::journal::{self, Record};
+use super::index::{IndexEntry, IndexFile};
+use super::journal::{self, JournalState, LiveIndex, Record};
 use super::reader::{is_masked, DbReader};
 use super::unique_name;
 use super::writer::current_uid;
+use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::StorageError;
 
@@ -65,6 +67,15 @@ pub fn wipe(dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
 /// objects no live index references any more, for the store to delete. Objects never referenced
 /// by any index (a writer still running, or one that crashed) are left alone.
 pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
+    // Serialised with compactions: a compaction merging an index that purge clears would bring
+    // its entries back.
+    // Only the owner takes it (others may not create the lock file; they are refused below
+    // if there is anything to purge).
+    let _lock = if doit && check_owner(&DbReader::open(dir)?, "purge").is_ok() {
+        compaction_lock(dir, true)?
+    } else {
+        None
+    };
     let reader = DbReader::open(dir)?;
     let mut report = PurgeReport::default();
     let mut live_data: BTreeSet<String> = BTreeSet::new();
@@ -97,7 +108,11 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
     if doit {
         if !cleared.is_empty() {
             check_owner(&reader, "purge")?;
-            journal::append(&dir.join("toc"), &[Record::Clear { files: cleared }])?;
+            journal::append(
+                &dir.join("toc"),
+                reader.state().end,
+                &[Record::Clear { files: cleared }],
+            )?;
         } else if !stale.is_empty() {
             check_owner(&reader, "purge")?;
         }
@@ -123,7 +138,7 @@ fn cleared_files(dir: &Path, reader: &DbReader) -> Result<Vec<String>, StorageEr
     let live: HashSet<&str> = reader.indexes().iter().map(|i| i.name.as_str()).collect();
     let now = std::time::SystemTime::now();
     let mut out = Vec::new();
-    for r in &records {
+    for (_, r) in &records {
         if let Record::Clear { files } = r {
             for f in files {
                 if live.contains(f.as_str()) {
@@ -187,7 +202,7 @@ pub fn dump(dir: &Path) -> Result<Vec<String>, StorageError> {
         dir.display(),
         records.len()
     )];
-    for r in records {
+    for (_, r) in records {
         out.push(match r {
             Record::Init {
                 db_key,
@@ -207,108 +222,401 @@ pub fn dump(dir: &Path) -> Result<Vec<String>, StorageError> {
     Ok(out)
 }
 
+/// File whose `flock` serialises the compactions and purges of one database (not a
+/// `<action>.lock`: its existence means nothing, only the lock on it).
+pub const COMPACTION_LOCK: &str = "compaction.flock";
+
+/// Size ratio between compaction tiers: an index of `n` entries is in tier `log_TIER(n)`, and
+/// `TIER` indexes of one tier (and one index key) are merged into one of a higher tier. Each
+/// entry is therefore rewritten about `log_TIER(entries)` times over its life, and an index key
+/// keeps fewer than `TIER` indexes per tier, `(TIER - 1) * log_TIER(entries)` in all.
+const TIER: u64 = 4;
+
+/// Holds an exclusive `flock` on [`COMPACTION_LOCK`]; released when dropped (or when the
+/// process dies, so a killed compactor never blocks the next).
+pub(crate) struct CompactionLock(#[allow(dead_code)] std::fs::File);
+
+/// Takes the compaction lock, waiting for it when `wait`, else `None` if someone holds it.
+fn compaction_lock(dir: &Path, wait: bool) -> Result<Option<CompactionLock>, StorageError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(COMPACTION_LOCK);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(&path)
+        .map_err(StorageError::io("open", &path))?;
+    let op = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(Some(CompactionLock(f)));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
+            _ => return Err(StorageError::io("lock", &path)(e)),
+        }
+    }
+}
+
+/// A compaction tier: `floor(log_TIER(entries))`.
+fn tier(entries: u64) -> u32 {
+    entries.max(1).ilog(TIER)
+}
+
+/// The indexes (positions in `group`, newest first) the tiered policy merges next: every index
+/// of the lowest tier that holds `TIER` or more. `None` when no tier is full.
+fn tier_to_merge(group: &[LiveIndex]) -> Option<Vec<usize>> {
+    let mut counts: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    for ix in group {
+        *counts.entry(tier(ix.entries)).or_default() += 1;
+    }
+    let (&t, _) = counts.iter().find(|(_, &n)| n as u64 >= TIER)?;
+    Some(
+        group
+            .iter()
+            .enumerate()
+            .filter(|(_, ix)| tier(ix.entries) == t)
+            .map(|(i, _)| i)
+            .collect(),
+    )
+}
+
+/// Merges after a flush, if one of the index keys it wrote has a full tier. Skipped, not
+/// waited for, while another process compacts this database: that one merges what is there.
+/// The work is proportional to the indexes merged, never to the size of the database: the
+/// journal is caught up from `state`'s end, and only the index keys the flush touched are looked
+/// at.
+pub(crate) fn auto_compact(
+    dir: &Path,
+    state: &mut JournalState,
+    touched: &[String],
+) -> Result<(), StorageError> {
+    if !touched
+        .iter()
+        .any(|k| tier_to_merge(&owned(state.live_of(k))).is_some())
+    {
+        return Ok(());
+    }
+    let Some(_lock) = compaction_lock(dir, false)? else {
+        return Ok(());
+    };
+    // Whatever another compactor did before we got the lock is in the journal: merge from that.
+    state.refresh(&dir.join("toc"))?;
+    let mut report = CompactReport::default();
+    let unique = unique_name();
+    let mut keys: Vec<&String> = touched.iter().collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        // Each merge moves entries to a higher tier, which may fill it in turn.
+        loop {
+            let group = owned(state.live_of(key));
+            let Some(members) = tier_to_merge(&group) else {
+                break;
+            };
+            if !merge(dir, state, &group, &members, &unique, &mut report)? {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn owned(v: Vec<&LiveIndex>) -> Vec<LiveIndex> {
+    v.into_iter().cloned().collect()
+}
+
 /// Merges the live indexes of each index key into one, keeping replaced copies as masked entries
-/// (so `--full` and purge see the same as before). Committed by one journal append: the merged
-/// index takes the journal position of the newest index it replaces, so indexes that writers
-/// flush meanwhile stay newer. Replaced index files are not deleted here: a reader that read the
-/// journal just before may still open them; purge deletes them after `CLEARED_GRACE`.
+/// (so `--full` and purge see the same as before). Waits for any compaction in progress, then
+/// works from the journal as it is once it holds the lock, so two compactions never merge the
+/// same indexes. Replaced index files are not deleted here: a reader that read the journal just
+/// before may still open them; purge deletes them after `CLEARED_GRACE`.
 pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
     let reader = DbReader::open(dir)?;
     check_owner(&reader, "compact")?;
-    let mut groups: Vec<(crate::model::Key, Vec<&crate::storage::IndexSummary>)> = Vec::new();
-    for ix in reader.indexes() {
-        match groups.iter_mut().find(|(k, _)| *k == ix.index_key) {
-            Some((_, v)) => v.push(ix),
-            None => groups.push((ix.index_key.clone(), vec![ix])),
+    let _lock = compaction_lock(dir, true)?;
+    let mut state = reader.state().clone();
+    state.refresh(&dir.join("toc"))?;
+    let mut keys: Vec<String> = Vec::new();
+    for ix in state.live() {
+        if !keys.contains(&ix.index_key) {
+            keys.push(ix.index_key.clone());
         }
     }
     let mut report = CompactReport::default();
-    let mut records = Vec::new();
     let unique = unique_name();
-    for (index_key, group) in groups.into_iter().filter(|(_, g)| g.len() > 1) {
-        let mut data_files: Vec<String> = Vec::new();
-        let mut entries = Vec::new();
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut datum_keywords: Option<Vec<String>> = None;
-        let mut axes: std::collections::BTreeMap<String, BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        // Newest first: the first copy of a key is live, later ones are masked.
-        for ix in &group {
-            let file = reader.load(ix)?;
-            if datum_keywords
-                .as_ref()
-                .is_some_and(|d| *d != file.datum_keywords)
-            {
-                // Different datum layouts under one index key cannot share an index.
-                return Err(StorageError::Corrupt {
-                    path: dir.join(&ix.name),
-                    offset: 0,
-                    detail: "datum keywords differ between indexes of one index key".into(),
-                });
-            }
-            datum_keywords.get_or_insert_with(|| file.datum_keywords.clone());
-            for (k, v) in &ix.axes {
-                axes.entry(k.clone()).or_default().extend(v.iter().cloned());
-            }
-            for e in file.entries() {
-                let e = e?;
-                let name = file
-                    .data_files
-                    .get(e.file as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                let id = match data_files.iter().position(|f| *f == name) {
-                    Some(i) => i,
-                    None => {
-                        data_files.push(name);
-                        data_files.len() - 1
-                    }
-                };
-                let masked = e.masked || !seen.insert(e.values.to_string());
-                entries.push(super::index::IndexEntry {
-                    values: e.values.to_string(),
-                    file: id as u32,
-                    offset: e.offset,
-                    length: e.length,
-                    masked,
-                });
+    for key in keys {
+        let group = owned(state.live_of(&key));
+        if group.len() > 1 {
+            let all: Vec<usize> = (0..group.len()).collect();
+            merge(dir, &mut state, &group, &all, &unique, &mut report)?;
+        }
+    }
+    Ok(report)
+}
+
+/// Merges `members` (positions in `group`, the live indexes of one index key, newest first)
+/// into one index, committed by one journal append of its Index record and a Clear of the
+/// members. The merged index takes the journal position of the newest member (its `slot`), so
+/// indexes flushed meanwhile stay newer than it.
+///
+/// An entry is kept masked when it was masked already, when a newer member holds its key, or
+/// when an index that is not merged but sits between it and the slot holds its key live (that
+/// index ends up older than the merged one, so the flag is what keeps the newest copy winning).
+/// An entry at the same location as one already kept (the same field, copied twice by an older
+/// version's racing compactions) is dropped: it is not a replaced field, only a duplicate.
+///
+/// Members whose datum layout differs from the newest member's stay unmerged. Returns whether
+/// anything was merged.
+fn merge(
+    dir: &Path,
+    state: &mut JournalState,
+    group: &[LiveIndex],
+    members: &[usize],
+    unique: &str,
+    report: &mut CompactReport,
+) -> Result<bool, StorageError> {
+    let Some(&newest) = members.first() else {
+        return Ok(false);
+    };
+    let load = |ix: &LiveIndex| -> Result<IndexFile, StorageError> {
+        IndexFile::read(&dir.join(&ix.file))
+    };
+    let layout = load(&group[newest])?.datum_keywords;
+    let mut merged: Vec<(usize, IndexFile)> = Vec::with_capacity(members.len());
+    for &m in members {
+        let f = load(&group[m])?;
+        if f.datum_keywords == layout {
+            merged.push((m, f));
+        }
+    }
+    if merged.len() < 2 {
+        return Ok(false);
+    }
+    let is_member: HashSet<usize> = merged.iter().map(|(m, _)| *m).collect();
+    // Non-members between the slot and the oldest member, with their position in `group`.
+    let oldest = merged.last().map_or(newest, |(m, _)| *m);
+    let mut between: Vec<(usize, IndexFile)> = Vec::new();
+    for (i, ix) in group.iter().enumerate().take(oldest).skip(newest + 1) {
+        if !is_member.contains(&i) {
+            let f = load(ix)?;
+            if f.datum_keywords == layout {
+                between.push((i, f));
             }
         }
-        let name = format!(
-            "{}.{unique}.{}.idx",
-            index_key.fingerprint().replace('/', "_"),
-            report.new_indexes
-        );
-        report.entries += entries.len();
-        let count = entries.len() as u64;
-        super::index::IndexFile::write(
-            &dir.join(&name),
-            &index_key.to_string(),
-            datum_keywords.as_deref().unwrap_or(&[]),
-            &data_files,
-            entries,
-        )?;
-        let timestamp = group.iter().map(|g| g.timestamp).max().unwrap_or(0);
-        records.push(Record::Index {
+    }
+    let mut data_files: Vec<String> = Vec::new();
+    let mut entries: Vec<IndexEntry> = Vec::new();
+    // Keys kept so far, with the locations of their copies.
+    let mut seen: HashMap<String, Vec<(u32, u64, u64)>> = HashMap::new();
+    let mut axes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, file) in &merged {
+        for (k, v) in &group[*m].axes {
+            axes.entry(k.clone()).or_default().extend(v.iter().cloned());
+        }
+        let maskers: Vec<&IndexFile> = between
+            .iter()
+            .filter(|(i, _)| i < m)
+            .map(|(_, f)| f)
+            .collect();
+        for e in file.entries() {
+            let e = e?;
+            let name = file
+                .data_files
+                .get(e.file as usize)
+                .map(String::as_str)
+                .unwrap_or_default();
+            let id = match data_files.iter().position(|f| f == name) {
+                Some(i) => i,
+                None => {
+                    data_files.push(name.to_string());
+                    data_files.len() - 1
+                }
+            } as u32;
+            let location = (id, e.offset, e.length);
+            let copies = seen.entry(e.values.to_string()).or_default();
+            if copies.contains(&location) {
+                continue;
+            }
+            let mut masked = e.masked || !copies.is_empty();
+            if !masked {
+                for f in &maskers {
+                    if f.lookup(e.values)?.is_some() {
+                        masked = true;
+                        break;
+                    }
+                }
+            }
+            copies.push(location);
+            entries.push(IndexEntry {
+                values: e.values.to_string(),
+                file: id,
+                offset: e.offset,
+                length: e.length,
+                masked,
+            });
+        }
+    }
+    let slot = &group[newest];
+    let name = format!(
+        "{}.{unique}.{}.idx",
+        Key::parse(&slot.index_key)
+            .map(|k| k.fingerprint())
+            .unwrap_or_default()
+            .replace('/', "_"),
+        report.new_indexes
+    );
+    let count = entries.len() as u64;
+    IndexFile::write(
+        &dir.join(&name),
+        &slot.index_key,
+        &layout,
+        &data_files,
+        entries,
+    )?;
+    let merged_names: Vec<String> = merged.iter().map(|(m, _)| group[*m].file.clone()).collect();
+    let records = vec![
+        Record::Index {
             file: name,
-            index_key: index_key.to_string(),
+            index_key: slot.index_key.clone(),
             entries: count,
-            timestamp,
+            timestamp: merged
+                .iter()
+                .map(|(m, _)| group[*m].timestamp)
+                .max()
+                .unwrap_or(0),
             axes: axes
                 .into_iter()
                 .map(|(k, v)| (k, v.into_iter().collect()))
                 .collect(),
-            slot: group.first().map(|g| g.name.clone()),
-        });
-        records.push(Record::Clear {
-            files: group.iter().map(|g| g.name.clone()).collect(),
-        });
-        report.merged_indexes += group.len();
-        report.new_indexes += 1;
+            slot: Some(slot.file.clone()),
+        },
+        Record::Clear {
+            files: merged_names,
+        },
+    ];
+    super::writer::sync_dir(dir)?;
+    let end = state.end;
+    let appended = journal::append(&dir.join("toc"), end, &records)?;
+    state.apply(appended.others, end);
+    state.apply(appended.ours, appended.end);
+    report.entries += count as usize;
+    report.merged_indexes += merged.len();
+    report.new_indexes += 1;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::catalogue::CatalogueWriter;
+    use crate::storage::toc::DbWriter;
+    use crate::storage::FieldRef;
+
+    fn ik() -> Key {
+        Key::from_pairs([("type", "fc")])
     }
-    if !records.is_empty() {
-        super::writer::sync_dir(dir)?;
-        journal::append(&dir.join("toc"), &records)?;
+
+    fn dk(step: &str) -> Key {
+        Key::from_pairs([("step", step)])
     }
-    Ok(report)
+
+    /// One flush of `steps`, each at its own location in object `obj`.
+    fn flush(dir: &Path, obj: &str, steps: &[&str]) {
+        let mut w = DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let f = FieldRef {
+                object: obj.into(),
+                offset: i as u64,
+                length: 1,
+            };
+            w.add(&ik(), &dk(s), f).unwrap();
+        }
+        w.commit().unwrap();
+    }
+
+    fn found(dir: &Path, step: &str) -> Option<FieldRef> {
+        DbReader::open(dir)
+            .unwrap()
+            .lookup(&ik(), &dk(step))
+            .unwrap()
+    }
+
+    /// Tiered merges skip indexes of other tiers; an entry a skipped index replaced stays
+    /// replaced, though the merged index now sits after it.
+    #[test]
+    fn a_tier_merge_keeps_replacements_by_indexes_it_skips() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["x", "a1", "a2", "a3"]);
+        flush(dir, "b", &["x"]);
+        flush(dir, "c", &["c1", "c2", "c3", "c4"]);
+        flush(dir, "d", &["d1", "d2", "d3", "d4"]);
+        assert_eq!(DbReader::open(dir).unwrap().indexes().len(), 4);
+        // The fourth index of tier 1: a, c, d, e merge; b (tier 0) stays between.
+        flush(dir, "e", &["e1", "e2", "e3", "e4"]);
+        let r = DbReader::open(dir).unwrap();
+        assert_eq!(r.indexes().len(), 2);
+        assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked), (16, 1));
+    }
+
+    /// What racing compactions of an older version left (two merged indexes each holding every
+    /// entry) is healed by the next compaction: copies at one location are one field.
+    #[test]
+    fn copies_at_one_location_are_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["1", "2"]);
+        flush(dir, "b", &["3"]);
+        let snapshot = JournalState::read(&dir.join("toc")).unwrap();
+        let group = owned(snapshot.live_of(&ik().to_string()));
+        for n in 0..2 {
+            let mut state = snapshot.clone();
+            let mut report = CompactReport::default();
+            assert!(merge(
+                dir,
+                &mut state,
+                &group,
+                &[0, 1],
+                &format!("race{n}"),
+                &mut report
+            )
+            .unwrap());
+        }
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (3, 3, 2));
+        compact(dir).unwrap();
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (3, 0, 1));
+    }
+
+    #[test]
+    fn concurrent_compactions_merge_each_index_once() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        for i in 0..3 {
+            let steps: Vec<String> = (0..i + 1).map(|k| format!("{i}-{k}")).collect();
+            let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+            flush(dir, &format!("o{i}"), &steps);
+        }
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| compact(dir).unwrap());
+            }
+        });
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (6, 0, 1));
+    }
 }

@@ -1,11 +1,11 @@
 //! A reader's view of one database: the live indexes, newest first, loaded on demand.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::index::{IndexFile, SEP};
-use super::journal::{self, Record};
+use super::journal::JournalState;
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, ListedEntry};
 use crate::storage::{DbRef, FieldRef, StorageError};
@@ -16,88 +16,69 @@ pub struct DbReader {
     /// Newest first.
     indexes: Vec<IndexSummary>,
     records: usize,
+    state: JournalState,
     cache: Mutex<HashMap<String, Arc<IndexFile>>>,
 }
 
 impl DbReader {
     pub fn open(dir: &Path) -> Result<DbReader, StorageError> {
+        let state = JournalState::read(&dir.join("toc"))?;
+        Self::from_state(dir, state)
+    }
+
+    /// A reader for the journal's current state, parsing only what was appended since this
+    /// reader was opened (index files already loaded are reused: they are immutable).
+    pub fn refreshed(&self) -> Result<DbReader, StorageError> {
+        let mut state = self.state.clone();
+        state.refresh(&self.db.path.join("toc"))?;
+        let r = Self::from_state(&self.db.path, state)?;
+        if let (Ok(old), Ok(mut new)) = (self.cache.lock(), r.cache.lock()) {
+            for ix in &r.indexes {
+                if let Some(f) = old.get(&ix.name) {
+                    new.insert(ix.name.clone(), f.clone());
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    pub(crate) fn from_state(dir: &Path, state: JournalState) -> Result<DbReader, StorageError> {
         let toc = dir.join("toc");
-        let (records, _) = journal::read_from(&toc, 0)?;
-        let (db_key, owner) = match records.first() {
-            Some(Record::Init { db_key, uid, .. }) => (
-                Key::parse(db_key).map_err(|e| StorageError::Corrupt {
-                    path: toc.clone(),
-                    offset: 0,
-                    detail: e.to_string(),
-                })?,
+        let corrupt = |detail: String| StorageError::Corrupt {
+            path: toc.clone(),
+            offset: 0,
+            detail,
+        };
+        let (db_key, owner) = match (&state.init, state.bad_start) {
+            (Some((db_key, uid)), false) => (
+                Key::parse(db_key).map_err(|e| corrupt(e.to_string()))?,
                 *uid,
             ),
             _ => {
-                return Err(StorageError::Corrupt {
-                    path: toc,
-                    offset: 0,
-                    detail: "the journal does not start with an Init record".into(),
-                })
+                return Err(corrupt(
+                    "the journal does not start with an Init record".into(),
+                ))
             }
         };
-        let cleared: BTreeSet<&str> = records
-            .iter()
-            .flat_map(|r| match r {
-                Record::Clear { files } => files.iter().map(String::as_str).collect::<Vec<_>>(),
-                _ => Vec::new(),
-            })
-            .collect();
         // Recency is journal position; a merged index takes the position of the newest index it
         // replaced (its slot).
-        // One pass suffices: a slot always names an earlier record, already resolved.
-        let mut position: HashMap<&str, usize> = HashMap::new();
-        for (i, r) in records.iter().enumerate() {
-            if let Record::Index { file, slot, .. } = r {
-                let pos = slot
-                    .as_deref()
-                    .and_then(|s| position.get(s).copied())
-                    .unwrap_or(i);
-                position.insert(file.as_str(), pos);
-            }
-        }
-        let mut ordered: Vec<(usize, usize, IndexSummary)> = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            if let Record::Index {
-                file,
-                index_key,
-                entries,
-                timestamp,
-                axes,
-                ..
-            } = r
-            {
-                if cleared.contains(file.as_str()) {
-                    continue;
-                }
-                let index_key = Key::parse(index_key).map_err(|e| StorageError::Corrupt {
-                    path: dir.join("toc"),
-                    offset: 0,
-                    detail: e.to_string(),
-                })?;
-                let pos = position.get(file.as_str()).copied().unwrap_or(i);
-                ordered.push((
-                    pos,
-                    i,
-                    IndexSummary {
-                        name: file.clone(),
-                        index_key,
-                        timestamp: *timestamp,
-                        entries: *entries,
-                        axes: axes
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
-                            .collect(),
-                    },
-                ));
-            }
-        }
-        ordered.sort_by_key(|o| std::cmp::Reverse((o.0, o.1)));
-        let indexes: Vec<IndexSummary> = ordered.into_iter().map(|(_, _, ix)| ix).collect();
+        let indexes = state
+            .live()
+            .into_iter()
+            .map(|l| {
+                Ok(IndexSummary {
+                    name: l.file.clone(),
+                    index_key: Key::parse(&l.index_key).map_err(|e| corrupt(e.to_string()))?,
+                    timestamp: l.timestamp,
+                    entries: l.entries,
+                    axes: l
+                        .axes
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                        .collect(),
+                })
+            })
+            .collect::<Result<Vec<_>, StorageError>>()?;
         Ok(DbReader {
             db: DbRef {
                 key: db_key,
@@ -105,9 +86,15 @@ impl DbReader {
             },
             owner,
             indexes,
-            records: records.len(),
+            records: state.records,
+            state,
             cache: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The journal as this reader parsed it.
+    pub(crate) fn state(&self) -> &JournalState {
+        &self.state
     }
 
     pub fn dir(&self) -> &Path {
@@ -373,6 +360,16 @@ mod tests {
         let newer: Vec<_> = r.entries(0, false).unwrap().map(Result::unwrap).collect();
         assert_eq!(newer.len(), 2);
         assert!(newer.iter().all(|e| !e.masked));
+        // A reader refreshed from where it stopped sees what a fresh one sees.
+        let r1 = DbReader::open(&db.path).unwrap();
+        write(&c, &db, &[(&ik, &other, b"one")]);
+        let fresh = DbReader::open(&db.path).unwrap();
+        let refreshed = r1.refreshed().unwrap();
+        let names =
+            |r: &DbReader| -> Vec<String> { r.indexes().iter().map(|i| i.name.clone()).collect() };
+        assert_eq!(names(&refreshed), names(&fresh));
+        assert_eq!(refreshed.journal_records(), fresh.journal_records());
+        assert_eq!(names(&refreshed).len(), 3);
         let dbs: Vec<DbRef> = c.databases().into_iter().map(Result::unwrap).collect();
         assert_eq!(dbs, vec![db]);
         assert_eq!(

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::index::{IndexEntry, IndexFile, SEP};
-use super::journal::{self, Record};
+use super::journal::{self, JournalState, Record};
 use super::unique_name;
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
@@ -23,6 +23,9 @@ struct Pending {
 pub struct DbWriter {
     dir: PathBuf,
     pending: BTreeMap<Key, Pending>,
+    /// The journal as far as this writer has read it, kept up to date by each commit's append
+    /// (which hands back what others appended meanwhile): a commit never re-parses history.
+    journal: JournalState,
 }
 
 pub(crate) fn current_uid() -> u32 {
@@ -53,6 +56,7 @@ pub(crate) fn ensure_database(
         .map_or(0, |d| d.as_secs());
     journal::append(
         &toc_tmp,
+        0,
         &[Record::Init {
             db_key: db_key.to_string(),
             uid: current_uid(),
@@ -87,8 +91,9 @@ impl DbWriter {
 
     /// A writer for a database that exists; only its owner (or root) may write.
     pub fn open_existing(dir: &Path) -> Result<DbWriter, StorageError> {
-        let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
-        if let Some(Record::Init { uid, .. }) = records.first() {
+        // A damaged journal is refused here, before anything is written into the database.
+        let journal = JournalState::read(&dir.join("toc"))?;
+        if let Some((_, uid)) = &journal.init {
             let me = current_uid();
             if *uid != me && me != 0 {
                 return Err(StorageError::PermissionDenied {
@@ -102,6 +107,7 @@ impl DbWriter {
         Ok(DbWriter {
             dir: dir.to_path_buf(),
             pending: BTreeMap::new(),
+            journal,
         })
     }
 
@@ -171,6 +177,7 @@ impl CatalogueWriter for DbWriter {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut records = Vec::with_capacity(self.pending.len());
+        let mut touched = Vec::with_capacity(self.pending.len());
         let unique = unique_name();
         for (index_key, p) in std::mem::take(&mut self.pending) {
             let name = format!("{}.{unique}.idx", index_key.fingerprint().replace('/', "_"));
@@ -190,6 +197,7 @@ impl CatalogueWriter for DbWriter {
             for (kw, v) in index_key.iter() {
                 axes.push((kw.to_string(), vec![v.to_string()]));
             }
+            touched.push(index_key.to_string());
             records.push(Record::Index {
                 file: name,
                 index_key: index_key.to_string(),
@@ -200,23 +208,15 @@ impl CatalogueWriter for DbWriter {
             });
         }
         sync_dir(&self.dir)?;
-        journal::append(&self.dir.join("toc"), &records)?;
-        live_indexes(&self.dir)
+        let toc = self.dir.join("toc");
+        let appended = journal::append(&toc, self.journal.end, &records)?;
+        self.journal.apply(appended.others, self.journal.end);
+        self.journal.apply(appended.ours, appended.end);
+        // Committed and visible: a failed merge afterwards loses nothing, so it is a warning,
+        // not a failed flush.
+        if let Err(e) = super::maintenance::auto_compact(&self.dir, &mut self.journal, &touched) {
+            tracing::warn!(db = %self.dir.display(), "automatic compaction failed: {e}");
+        }
+        Ok(self.journal.live_count())
     }
-}
-
-/// Live indexes of a database, read back from its journal.
-fn live_indexes(dir: &Path) -> Result<usize, StorageError> {
-    let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
-    let cleared: BTreeSet<&str> = records
-        .iter()
-        .flat_map(|r| match r {
-            Record::Clear { files } => files.iter().map(String::as_str).collect::<Vec<_>>(),
-            _ => Vec::new(),
-        })
-        .collect();
-    Ok(records
-        .iter()
-        .filter(|r| matches!(r, Record::Index { file, .. } if !cleared.contains(file.as_str())))
-        .count())
 }
