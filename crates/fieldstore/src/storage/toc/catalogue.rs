@@ -87,7 +87,31 @@ impl TocCatalogue {
     }
 
     fn dir_name(db: &Key) -> String {
-        db.fingerprint().replace('/', "_")
+        super::disk_name(db)
+    }
+
+    /// The directory holding `db` under `root`, if there is one: under its name, or else under
+    /// the name versions before escaping gave it. Either is accepted only if its journal names
+    /// this key: the legacy name is shared by keys such as `x/y` and `x_y`, and the new name by
+    /// keys with other keywords but the same values.
+    fn existing(root: &Path, db: &Key) -> Result<Option<PathBuf>, StorageError> {
+        let name = Self::dir_name(db);
+        let legacy = super::legacy_dir_name(db);
+        let mut candidates = vec![root.join(&name)];
+        // An old name that is not one plain component ("", ".", "..") could point outside.
+        if legacy != name && !matches!(legacy.as_str(), "" | "." | "..") {
+            candidates.push(root.join(legacy));
+        }
+        for dir in candidates {
+            let toc = dir.join("toc");
+            if !toc.is_file() {
+                continue;
+            }
+            if same_key(&super::journal::read_db_key(&toc)?, db) {
+                return Ok(Some(dir));
+            }
+        }
+        Ok(None)
     }
 
     fn visit_roots(&self) -> impl Iterator<Item = &Root> {
@@ -96,6 +120,44 @@ impl TocCatalogue {
             .flat_map(|s| s.roots.iter())
             .filter(|r| r.list)
     }
+}
+
+/// Keys are equal whatever the order of their keywords.
+fn same_key(a: &Key, b: &Key) -> bool {
+    a == b || a.sorted() == b.sorted()
+}
+
+/// Whether a root's entry is a database being wiped (renamed to `.NAME.wiping.*` before it is
+/// deleted): neither listed nor reported.
+fn being_wiped(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.contains(".wiping."))
+}
+
+/// A directory without a journal that holds index or data files: a database whose `toc` was
+/// lost. `None` for anything else, including a directory that is gone (wiped meanwhile), one
+/// whose `toc` appeared meanwhile, and one holding only a `schema` (a database being created, or
+/// one whose creation was cut short before anything was stored in it).
+fn orphan(dir: &Path) -> Option<StorageError> {
+    if being_wiped(dir) || !dir.is_dir() {
+        return None;
+    }
+    let mut files = 0;
+    for e in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name == "toc" {
+            return None;
+        }
+        if name.ends_with(".idx") || name.ends_with(".data") {
+            files += 1;
+        }
+    }
+    (files > 0).then(|| StorageError::MissingJournal {
+        dir: dir.to_path_buf(),
+        files,
+    })
 }
 
 impl Catalogue for TocCatalogue {
@@ -112,37 +174,53 @@ impl Catalogue for TocCatalogue {
             let mut dirs: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.join("toc").is_file())
+                .filter(|p| !being_wiped(p))
                 .collect();
             dirs.sort();
-            out.extend(dirs.into_iter().map(|d| {
-                super::journal::read_db_key(&d.join("toc")).map(|key| DbRef { key, path: d })
-            }));
+            for d in dirs {
+                let toc = d.join("toc");
+                if toc.is_file() {
+                    out.push(super::journal::read_db_key(&toc).map(|key| DbRef { key, path: d }));
+                } else if let Some(e) = orphan(&d) {
+                    // Reported in its place: the database must not vanish without a word, and
+                    // the others stay listed.
+                    out.push(Err(e));
+                }
+            }
         }
         out
     }
 
     fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
+        for r in self.visit_roots() {
+            if let Some(path) = Self::existing(&r.path, db)? {
+                return Ok(Some(DbRef {
+                    key: db.clone(),
+                    path,
+                }));
+            }
+        }
+        // Not found: say so if its directory is there but lost its journal.
         let name = Self::dir_name(db);
-        Ok(self
-            .visit_roots()
-            .map(|r| r.path.join(&name))
-            .find(|p| p.join("toc").is_file())
-            .map(|path| DbRef {
-                key: db.clone(),
-                path,
-            }))
+        match self.visit_roots().find_map(|r| orphan(&r.path.join(&name))) {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
     }
 
     /// An existing copy in a visitable root wins, else the first archive-enabled root.
     fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
         let roots = self.space_roots(db);
         let name = Self::dir_name(db);
-        let existing = roots
-            .iter()
-            .find(|r| r.list && r.path.join(&name).join("toc").exists());
+        let mut existing = None;
+        for r in roots.iter().filter(|r| r.list) {
+            existing = Self::existing(&r.path, db)?;
+            if existing.is_some() {
+                break;
+            }
+        }
         let path = match (existing, roots.iter().find(|r| r.archive)) {
-            (Some(r), _) => r.path.join(&name),
+            (Some(path), _) => path,
             (None, Some(r)) => {
                 if !r.path.is_dir() {
                     std::fs::create_dir_all(&r.path).map_err(|e| StorageError::Config {
@@ -166,6 +244,16 @@ impl Catalogue for TocCatalogue {
             }
         };
         ensure_database(&path, db, schema_text)?;
+        // The directory may be another key's (same values, other keywords; or created
+        // meanwhile): its fields must not be mixed with this key's.
+        let found = super::journal::read_db_key(&path.join("toc"))?;
+        if !same_key(&found, db) {
+            return Err(StorageError::NameTaken {
+                dir: path,
+                found: found.to_string(),
+                wanted: db.to_string(),
+            });
+        }
         Ok(DbRef {
             key: db.clone(),
             path,

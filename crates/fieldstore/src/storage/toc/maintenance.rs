@@ -271,12 +271,13 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
                     offset: e.offset,
                     length: e.length,
                     masked,
+                    checksum: e.checksum,
                 });
             }
         }
         let name = format!(
             "{}.{unique}.{}.idx",
-            index_key.fingerprint().replace('/', "_"),
+            super::disk_name(&index_key),
             report.new_indexes
         );
         report.entries += entries.len();

@@ -216,6 +216,7 @@ impl CatalogueReader for DbReader {
                         .unwrap_or_default(),
                     offset: e.offset,
                     length: e.length,
+                    checksum: e.checksum,
                 }));
             }
         }
@@ -277,6 +278,7 @@ impl Iterator for Entries {
                         .unwrap_or_default(),
                     offset: e.offset,
                     length: e.length,
+                    checksum: e.checksum,
                 },
                 masked,
             }));
