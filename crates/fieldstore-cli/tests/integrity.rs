@@ -228,6 +228,33 @@ fn a_damaged_data_file_is_an_error_never_wrong_bytes() {
     assert_eq!(std::fs::read(&out).unwrap(), step6);
 }
 
+/// Compaction carries each entry's checksum into the merged index: damage is still caught.
+#[test]
+fn checksums_survive_compaction() {
+    let s = Store::new();
+    let f = s.sample("a.grib", "0", "20261122");
+    s.ok(&["write", f.to_str().unwrap()]);
+    s.ok(&[
+        "write",
+        s.sample("b.grib", "6", "20261122").to_str().unwrap(),
+    ]);
+    let out = s.ok(&["compact", DB]);
+    assert!(out.contains("merged 2 indexes into 1"), "{out}");
+    let fields_at = locations(&s);
+    let (data, offset, length) = fields_at
+        .iter()
+        .find(|x| x.0 == fields_at[0].0)
+        .cloned()
+        .unwrap();
+    flip(Path::new(&data), (offset + length / 3) as usize);
+    let o = s.path("o.grib");
+    let all = fields("20261122", "0/6");
+    let err = s.fails("config.yaml", &["read", &all, o.to_str().unwrap()]);
+    assert!(err.contains("checksum") && err.contains(&data), "{err}");
+    flip(Path::new(&data), (offset + length / 3) as usize);
+    s.ok(&["read", &all, o.to_str().unwrap()]);
+}
+
 /// Through a server the damage is a wire error: the client fails with the server's reason, and
 /// the server keeps serving.
 #[test]
@@ -325,10 +352,22 @@ fn a_database_without_its_journal_is_reported() {
         .find(|p| p.to_string_lossy().contains("20261122"))
         .unwrap();
     std::fs::remove_file(db.join("toc")).unwrap();
-    let err = s.fails("config.yaml", &["list", "class=od,expver=0001"]);
+    let o = s.run(&["list", "class=od,expver=0001", "--porcelain"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "a database without a journal was skipped"
+    );
     assert!(
         err.contains(&db.display().to_string()) && err.contains("no journal"),
         "{err}"
+    );
+    // The other database is still listed, before or after the error.
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(listed.lines().count(), 4, "{listed}");
+    assert!(
+        listed.lines().all(|l| l.contains("date=20261123")),
+        "{listed}"
     );
     let out = s.path("o.grib");
     let err = s.fails(
