@@ -470,7 +470,16 @@ fn keys_that_old_names_confused_are_separate_databases() {
         fdb.flush().unwrap();
     }
     assert!(!new_xy.exists(), "a second database was made for x/y");
+    // `x_y` goes on into its own database, not into the old root's `x_y:...` (which is x/y's).
+    {
+        let config = fieldstore::model::config::from_file(&s.path("config.yaml")).unwrap();
+        let fdb = fieldstore::open(&config).unwrap();
+        fdb.archive(Some(&key("x_y")), b"newer field of x_y")
+            .unwrap();
+        fdb.flush().unwrap();
+    }
+    assert_eq!(read("x_y"), "newer field of x_y");
     assert_eq!(read("x/y"), "newer field of x/y");
     assert_eq!(s.list(&quoted("x/y")).len(), 1);
-    assert_eq!(read("x_y"), "field of x_y");
+    assert_eq!(s.list(&quoted("x_y")).len(), 1);
 }

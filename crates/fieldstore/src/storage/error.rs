@@ -39,9 +39,9 @@ pub enum StorageError {
     /// read: reported so that data does not vanish from listings without a word.
     #[error("{dir} holds {files} fieldstore index/data files but no journal (toc): this database cannot be read (was its toc deleted?); restore the toc or remove the directory")]
     MissingJournal { dir: PathBuf, files: usize },
-    /// Two keys whose names on disk agree (same values, other keywords): the second cannot be
-    /// stored there without mixing its fields with the first's.
-    #[error("{dir} already holds database {found}, so database {wanted} cannot be stored there")]
+    /// Two keys whose names on disk agree (same values, other keywords): the second is neither
+    /// stored nor read there, so their fields never mix.
+    #[error("{dir} holds database {found}, not {wanted} (their names on disk agree: same values, other keywords)")]
     NameTaken {
         dir: PathBuf,
         found: String,

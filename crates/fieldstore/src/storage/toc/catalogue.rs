@@ -22,6 +22,10 @@ pub struct TocCatalogue {
     /// Open readers, reused while their journal is unchanged (same file, same length): a
     /// process retrieving field after field then opens each database and index once.
     readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
+    /// Each directory's database key, as its journal's Init record says, by the journal's inode
+    /// (the record never changes while the file is the same): `find` checks that a directory is
+    /// the key's with one stat, not a read per retrieve.
+    keys: Mutex<HashMap<PathBuf, (u64, Key)>>,
 }
 
 /// What identifies a journal's state: the file (a wiped and recreated database has a new one)
@@ -72,6 +76,7 @@ impl TocCatalogue {
             spaces,
             regexes,
             readers: Mutex::new(HashMap::new()),
+            keys: Mutex::new(HashMap::new()),
         })
     }
 
@@ -92,9 +97,8 @@ impl TocCatalogue {
 
     /// The directory holding `db` under `root`, if there is one: under its name, or else under
     /// the name versions before escaping gave it. Either is accepted only if its journal names
-    /// this key: the legacy name is shared by keys such as `x/y` and `x_y`, and the new name by
-    /// keys with other keywords but the same values.
-    fn existing(root: &Path, db: &Key) -> Result<Option<PathBuf>, StorageError> {
+    /// this key: an older store may hold `x/y` under `x_y:...`, the name `x_y` has now.
+    fn existing(&self, root: &Path, db: &Key) -> Result<Option<PathBuf>, StorageError> {
         let name = Self::dir_name(db);
         let legacy = super::legacy_dir_name(db);
         let mut candidates = vec![root.join(&name)];
@@ -103,15 +107,36 @@ impl TocCatalogue {
             candidates.push(root.join(legacy));
         }
         for dir in candidates {
-            let toc = dir.join("toc");
-            if !toc.is_file() {
-                continue;
-            }
-            if same_key(&super::journal::read_db_key(&toc)?, db) {
+            if self.key_of(&dir)?.is_some_and(|k| same_key(&k, db)) {
                 return Ok(Some(dir));
             }
         }
         Ok(None)
+    }
+
+    /// The key of the database in `dir` (`None`: no journal there), read once per journal file.
+    fn key_of(&self, dir: &Path) -> Result<Option<Key>, StorageError> {
+        use std::os::unix::fs::MetadataExt;
+        let toc = dir.join("toc");
+        let ino = match std::fs::metadata(&toc) {
+            Ok(m) if m.is_file() => m.ino(),
+            _ => return Ok(None),
+        };
+        if let Ok(cache) = self.keys.lock() {
+            if let Some((i, k)) = cache.get(dir) {
+                if *i == ino {
+                    return Ok(Some(k.clone()));
+                }
+            }
+        }
+        let key = super::journal::read_db_key(&toc)?;
+        if let Ok(mut cache) = self.keys.lock() {
+            if cache.len() >= OPEN_READERS * 16 {
+                cache.clear();
+            }
+            cache.insert(dir.to_path_buf(), (ino, key.clone()));
+        }
+        Ok(Some(key))
     }
 
     fn visit_roots(&self) -> impl Iterator<Item = &Root> {
@@ -125,6 +150,26 @@ impl TocCatalogue {
 /// Keys are equal whatever the order of their keywords.
 fn same_key(a: &Key, b: &Key) -> bool {
     a == b || a.sorted() == b.sorted()
+}
+
+/// Refuses a reader for a directory whose journal names other keywords than the key it was asked
+/// for (a second line of defence: `find` already checked the whole key). Only keywords are
+/// compared here, so a value the journal's text form does not carry exactly (surrounding spaces)
+/// cannot make a listed database unreadable.
+fn check_key(db: &DbRef, found: &Key) -> Result<(), StorageError> {
+    let keywords = |k: &Key| {
+        let mut v: Vec<String> = k.keywords().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    if found == &db.key || keywords(found) == keywords(&db.key) {
+        return Ok(());
+    }
+    Err(StorageError::NameTaken {
+        dir: db.path.clone(),
+        found: found.to_string(),
+        wanted: db.key.to_string(),
+    })
 }
 
 /// Whether a root's entry is a database being wiped (renamed to `.NAME.wiping.*` before it is
@@ -193,7 +238,7 @@ impl Catalogue for TocCatalogue {
 
     fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
         for r in self.visit_roots() {
-            if let Some(path) = Self::existing(&r.path, db)? {
+            if let Some(path) = self.existing(&r.path, db)? {
                 return Ok(Some(DbRef {
                     key: db.clone(),
                     path,
@@ -214,7 +259,7 @@ impl Catalogue for TocCatalogue {
         let name = Self::dir_name(db);
         let mut existing = None;
         for r in roots.iter().filter(|r| r.list) {
-            existing = Self::existing(&r.path, db)?;
+            existing = self.existing(&r.path, db)?;
             if existing.is_some() {
                 break;
             }
@@ -244,8 +289,8 @@ impl Catalogue for TocCatalogue {
             }
         };
         ensure_database(&path, db, schema_text)?;
-        // The directory may be another key's (same values, other keywords; or created
-        // meanwhile): its fields must not be mixed with this key's.
+        // The directory may be another key's (an older store's `x/y` under the name `x_y` has
+        // now; same values with other keywords; or created meanwhile): never mix their fields.
         let found = super::journal::read_db_key(&path.join("toc"))?;
         if !same_key(&found, db) {
             return Err(StorageError::NameTaken {
@@ -271,11 +316,13 @@ impl Catalogue for TocCatalogue {
         if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
             if let Some((cached, r)) = cache.get(&db.path) {
                 if *cached == id {
+                    check_key(db, r.db_key())?;
                     return Ok(Box::new(SharedReader(r.clone())));
                 }
             }
         }
         let reader = Arc::new(DbReader::open(&db.path)?);
+        check_key(db, reader.db_key())?;
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();
@@ -327,5 +374,86 @@ impl Catalogue for TocCatalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         maintenance::compact(&db.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalogue(root: &Path) -> TocCatalogue {
+        let r = Root {
+            path: root.to_path_buf(),
+            name: None,
+            writable: true,
+            visit: true,
+            list: true,
+            retrieve: true,
+            archive: true,
+            wipe: true,
+        };
+        TocCatalogue::new(vec![Space {
+            name: None,
+            regex: ".*".into(),
+            handler: "Default".into(),
+            roots: vec![r],
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_sharing_a_name_on_disk_are_never_mixed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let b = Key::parse("{class=od,stream=0001}").unwrap();
+        let db = c.create(&a, "schema").unwrap();
+        assert_eq!(db.path, d.path().join("od:0001"));
+        let err = c.create(&b, "schema").unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "od:0001 holds database {class=od,expver=0001}, not {class=od,stream=0001}"
+            ),
+            "{err}"
+        );
+        assert!(c.find(&b).unwrap().is_none());
+        assert_eq!(c.find(&a).unwrap(), Some(db.clone()));
+        // A reader asked for the other key there is refused too.
+        let other = DbRef {
+            key: b,
+            path: db.path.clone(),
+        };
+        assert!(c.reader(&other).is_err());
+        assert!(c.reader(&db).is_ok());
+    }
+
+    #[test]
+    fn a_lost_journal_is_reported_and_other_directories_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let db = c.create(&a, "schema").unwrap();
+        // Being created (schema only), being wiped, not ours: none is reported.
+        std::fs::create_dir_all(d.path().join("od:0002")).unwrap();
+        std::fs::write(d.path().join("od:0002/schema"), "s").unwrap();
+        let wiping = d.path().join(".od:0003.wiping.h.1.2.3");
+        std::fs::create_dir_all(&wiping).unwrap();
+        std::fs::write(wiping.join("h.1.2.3.data"), "x").unwrap();
+        std::fs::create_dir_all(d.path().join("other")).unwrap();
+        assert_eq!(c.databases().len(), 1);
+        std::fs::write(db.path.join("h.1.2.3.data"), "x").unwrap();
+        std::fs::remove_file(db.path.join("toc")).unwrap();
+        let dbs = c.databases();
+        assert_eq!(dbs.len(), 1);
+        let err = dbs[0].as_ref().unwrap_err().to_string();
+        assert!(
+            err.contains(&db.path.display().to_string()) && err.contains("no journal"),
+            "{err}"
+        );
+        assert!(c.find(&a).is_err());
+        assert!(c
+            .find(&Key::parse("{class=od,expver=0002}").unwrap())
+            .unwrap()
+            .is_none());
     }
 }
