@@ -333,6 +333,9 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
     let out = io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut n = 0usize;
+    // A damaged database (or index) is reported and the listing goes on with the others, so
+    // one bad directory hides nothing else; the command still fails at the end.
+    let mut errors = 0usize;
     for el in fdb.list(
         &req,
         ListOptions {
@@ -340,7 +343,19 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
             depth: args.depth,
         },
     )? {
-        let el = el?;
+        let el = match el {
+            Ok(el) => el,
+            Err(e) => {
+                errors += 1;
+                // What was listed so far goes out before the error, in order.
+                out.flush()?;
+                eprintln!("fieldstore: error: {e}");
+                if errors >= MAX_LIST_ERRORS {
+                    bail!("listing stopped after {errors} errors");
+                }
+                continue;
+            }
+        };
         n += 1;
         if args.json {
             let mut m = serde_json::Map::new();
@@ -377,11 +392,21 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         out.write_all(line.as_bytes())?;
     }
     out.flush()?;
+    if errors > 0 {
+        bail!(
+            "{errors} error{} while listing (above); {n} entries listed",
+            if errors == 1 { "" } else { "s" }
+        );
+    }
     if n == 0 && !args.porcelain && !args.json {
         eprintln!("nothing matches {req}");
     }
     Ok(())
 }
+
+/// Errors `list` reports before giving up: each damaged database or index is one, so more means
+/// something wider is wrong (and a frontend repeating an error cannot keep it going forever).
+const MAX_LIST_ERRORS: usize = 100;
 
 #[derive(Args, Debug)]
 pub struct ReadArgs {

@@ -221,55 +221,95 @@ fn locked(db: &DbRef, action: &str) -> ApiError {
 
 /// Streams the fields' bytes straight from the store into the caller's buffer: memory holds no
 /// field at all, whatever the request's size, and each byte is copied once.
+///
+/// Each field's checksum is computed as its bytes pass and compared when its last byte is read:
+/// a mismatch is an error returned instead of that read, so a damaged field never reaches the
+/// caller whole (a field larger than the caller's buffer has its first parts handed out before
+/// the damage can be known, but the stream then fails before the field ends).
 struct FieldStream<'a> {
     store: &'a dyn Store,
-    locations: VecDeque<(DbRef, FieldRef)>,
-    /// The field being read, how much of it is done, and its object, kept open across fields.
-    current: Option<(FieldRef, u64)>,
+    locations: VecDeque<Located>,
+    /// The field being read, and its object, kept open across fields.
+    current: Option<Reading>,
     object: Option<(DbRef, String, Box<dyn ObjectReader>)>,
+}
+
+/// A field found by a retrieve: where it is, and its key for error messages.
+struct Located {
+    db: DbRef,
+    field: FieldRef,
+    index: Key,
+    datum: Key,
+}
+
+/// The field being streamed: how much of it is done and the checksum of that much.
+struct Reading {
+    at: Located,
+    pos: u64,
+    crc: crate::checksum::Crc32c,
 }
 
 impl FieldStream<'_> {
     fn fill(&mut self, buf: &mut [u8]) -> Result<usize, StorageError> {
         let mut done = 0;
         while done < buf.len() {
-            let (field, pos) = match &mut self.current {
-                Some((f, pos)) if *pos < f.length => (f.clone(), pos),
+            let cur = match &mut self.current {
+                Some(r) if r.pos < r.at.field.length => r,
                 _ => {
-                    let Some((db, field)) = self.locations.pop_front() else {
+                    let Some(next) = self.locations.pop_front() else {
                         break;
                     };
                     let same = self
                         .object
                         .as_ref()
-                        .is_some_and(|(d, o, _)| *d == db && *o == field.object);
+                        .is_some_and(|(d, o, _)| *d == next.db && *o == next.field.object);
                     if !same {
-                        let r = self.store.open_object(&db, &field.object)?;
-                        self.object = Some((db, field.object.clone(), r));
+                        let r = self.store.open_object(&next.db, &next.field.object)?;
+                        self.object = Some((next.db.clone(), next.field.object.clone(), r));
                     }
-                    self.current = Some((field, 0));
+                    self.current = Some(Reading {
+                        at: next,
+                        pos: 0,
+                        crc: crate::checksum::Crc32c::new(),
+                    });
                     continue;
                 }
             };
             let Some((_, _, reader)) = self.object.as_ref() else {
                 break;
             };
-            let want = usize::try_from(field.length - *pos)
+            let field = &cur.at.field;
+            let want = usize::try_from(field.length - cur.pos)
                 .unwrap_or(usize::MAX)
                 .min(buf.len() - done);
-            let n = reader.read_at(field.offset + *pos, &mut buf[done..done + want])?;
+            let n = reader.read_at(field.offset + cur.pos, &mut buf[done..done + want])?;
             if n == 0 {
                 return Err(StorageError::Corrupt {
-                    path: std::path::PathBuf::from(&field.object),
-                    offset: field.offset + *pos,
+                    path: std::path::PathBuf::from(self.store.uri(&cur.at.db, &field.object)),
+                    offset: field.offset + cur.pos,
                     detail: format!(
                         "the data object ends inside a field ({} of {} bytes read)",
-                        *pos, field.length
+                        cur.pos, field.length
                     ),
                 });
             }
-            *pos += n as u64;
+            if field.checksum.is_some() {
+                cur.crc.update(&buf[done..done + n]);
+            }
+            cur.pos += n as u64;
             done += n;
+            if cur.pos == field.length {
+                field.verify(cur.crc.value()).map_err(|(expected, found)| {
+                    StorageError::FieldChecksum {
+                        object: self.store.uri(&cur.at.db, &field.object),
+                        offset: field.offset,
+                        length: field.length,
+                        key: format!("{}{}{}", cur.at.db.key, cur.at.index, cur.at.datum),
+                        expected,
+                        found,
+                    }
+                })?;
+            }
         }
         Ok(done)
     }
@@ -546,7 +586,12 @@ impl Fdb for LocalFdb {
                         if let Some(field) = reader.lookup(ix, dt)? {
                             // Several rules may name the same field: return it once.
                             if seen.insert((field.object.clone(), field.offset)) {
-                                locations.push_back((reader.db().clone(), field));
+                                locations.push_back(Located {
+                                    db: reader.db().clone(),
+                                    field,
+                                    index: ix.clone(),
+                                    datum: dt.clone(),
+                                });
                             }
                         }
                     }

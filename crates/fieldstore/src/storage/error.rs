@@ -23,6 +23,30 @@ pub enum StorageError {
         found: u32,
         supported: u32,
     },
+    /// A field's bytes read back differ from what was archived (the data file is damaged).
+    #[error("{object} is damaged: field {key} at offset {offset} ({length} bytes) does not match its checksum (archived as {expected:08x}, read back as {found:08x})")]
+    FieldChecksum {
+        /// The data file (the store's name for it, e.g. `file:///.../x.data`).
+        object: String,
+        offset: u64,
+        length: u64,
+        /// The field's key, or `?` where the reader does not know it.
+        key: String,
+        expected: u32,
+        found: u32,
+    },
+    /// A directory under a root holds a database's files but no journal, so nothing in it can be
+    /// read: reported so that data does not vanish from listings without a word.
+    #[error("{dir} holds {files} fieldstore index/data files but no journal (toc): this database cannot be read (was its toc deleted?); restore the toc or remove the directory")]
+    MissingJournal { dir: PathBuf, files: usize },
+    /// Two keys whose names on disk agree (same values, other keywords): the second is neither
+    /// stored nor read there, so their fields never mix.
+    #[error("{dir} holds database {found}, not {wanted} (their names on disk agree: same values, other keywords)")]
+    NameTaken {
+        dir: PathBuf,
+        found: String,
+        wanted: String,
+    },
     #[error("{detail}")]
     Config { detail: String },
     #[error("no writable roots available for database {db}. Configured roots: [{roots}]")]

@@ -3,12 +3,26 @@
 use super::{DbRef, StorageError};
 
 /// One field's bytes inside a store: an object the store names (a data file for POSIX) and a
-/// byte range in it. Catalogues keep these opaque.
+/// byte range in it, with the CRC-32C of those bytes taken when they were stored. Catalogues keep
+/// these opaque.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FieldRef {
     pub object: String,
     pub offset: u64,
     pub length: u64,
+    /// Lets readers tell damaged bytes from good ones; `None` for fields a catalogue recorded
+    /// before it kept checksums (they are returned unchecked).
+    pub checksum: Option<u32>,
+}
+
+impl FieldRef {
+    /// Checks bytes read back for this field against its checksum (if it has one).
+    pub fn verify(&self, found: u32) -> Result<(), (u32, u32)> {
+        match self.checksum {
+            Some(expected) if expected != found => Err((expected, found)),
+            _ => Ok(()),
+        }
+    }
 }
 
 pub trait Store: Send + Sync {
@@ -36,7 +50,8 @@ pub trait Store: Send + Sync {
 }
 
 pub trait StoreWriter: Send {
-    /// Stores the bytes; they need not be durable until `sync`.
+    /// Stores the bytes; they need not be durable until `sync`. The returned reference carries
+    /// the bytes' CRC-32C, computed here once, while they are in cache.
     fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError>;
 
     /// Makes everything appended durable: called before the catalogue commits a flush.

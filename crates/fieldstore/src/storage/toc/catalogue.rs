@@ -22,6 +22,10 @@ pub struct TocCatalogue {
     /// Open readers, reused while their journal is unchanged (same file, same length): a
     /// process retrieving field after field then opens each database and index once.
     readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
+    /// Each directory's database key, as its journal's Init record says, by the journal's inode
+    /// (the record never changes while the file is the same): `find` checks that a directory is
+    /// the key's with one stat, not a read per retrieve.
+    keys: Mutex<HashMap<PathBuf, (u64, Key)>>,
 }
 
 /// What identifies a journal's state: the file (a wiped and recreated database has a new one)
@@ -72,6 +76,7 @@ impl TocCatalogue {
             spaces,
             regexes,
             readers: Mutex::new(HashMap::new()),
+            keys: Mutex::new(HashMap::new()),
         })
     }
 
@@ -87,7 +92,51 @@ impl TocCatalogue {
     }
 
     fn dir_name(db: &Key) -> String {
-        db.fingerprint().replace('/', "_")
+        super::disk_name(db)
+    }
+
+    /// The directory holding `db` under `root`, if there is one: under its name, or else under
+    /// the name versions before escaping gave it. Either is accepted only if its journal names
+    /// this key: an older store may hold `x/y` under `x_y:...`, the name `x_y` has now.
+    fn existing(&self, root: &Path, db: &Key) -> Result<Option<PathBuf>, StorageError> {
+        let name = Self::dir_name(db);
+        let legacy = super::legacy_dir_name(db);
+        let mut candidates = vec![root.join(&name)];
+        // An old name that is not one plain component ("", ".", "..") could point outside.
+        if legacy != name && !matches!(legacy.as_str(), "" | "." | "..") {
+            candidates.push(root.join(legacy));
+        }
+        for dir in candidates {
+            if self.key_of(&dir)?.is_some_and(|k| same_key(&k, db)) {
+                return Ok(Some(dir));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The key of the database in `dir` (`None`: no journal there), read once per journal file.
+    fn key_of(&self, dir: &Path) -> Result<Option<Key>, StorageError> {
+        use std::os::unix::fs::MetadataExt;
+        let toc = dir.join("toc");
+        let ino = match std::fs::metadata(&toc) {
+            Ok(m) if m.is_file() => m.ino(),
+            _ => return Ok(None),
+        };
+        if let Ok(cache) = self.keys.lock() {
+            if let Some((i, k)) = cache.get(dir) {
+                if *i == ino {
+                    return Ok(Some(k.clone()));
+                }
+            }
+        }
+        let key = super::journal::read_db_key(&toc)?;
+        if let Ok(mut cache) = self.keys.lock() {
+            if cache.len() >= OPEN_READERS * 16 {
+                cache.clear();
+            }
+            cache.insert(dir.to_path_buf(), (ino, key.clone()));
+        }
+        Ok(Some(key))
     }
 
     fn visit_roots(&self) -> impl Iterator<Item = &Root> {
@@ -96,6 +145,64 @@ impl TocCatalogue {
             .flat_map(|s| s.roots.iter())
             .filter(|r| r.list)
     }
+}
+
+/// Keys are equal whatever the order of their keywords.
+fn same_key(a: &Key, b: &Key) -> bool {
+    a == b || a.sorted() == b.sorted()
+}
+
+/// Refuses a reader for a directory whose journal names other keywords than the key it was asked
+/// for (a second line of defence: `find` already checked the whole key). Only keywords are
+/// compared here, so a value the journal's text form does not carry exactly (surrounding spaces)
+/// cannot make a listed database unreadable.
+fn check_key(db: &DbRef, found: &Key) -> Result<(), StorageError> {
+    let keywords = |k: &Key| {
+        let mut v: Vec<String> = k.keywords().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    if found == &db.key || keywords(found) == keywords(&db.key) {
+        return Ok(());
+    }
+    Err(StorageError::NameTaken {
+        dir: db.path.clone(),
+        found: found.to_string(),
+        wanted: db.key.to_string(),
+    })
+}
+
+/// Whether a root's entry is a database being wiped (renamed to `.NAME.wiping.*` before it is
+/// deleted): neither listed nor reported.
+fn being_wiped(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.contains(".wiping."))
+}
+
+/// A directory without a journal that holds index or data files: a database whose `toc` was
+/// lost. `None` for anything else, including a directory that is gone (wiped meanwhile), one
+/// whose `toc` appeared meanwhile, and one holding only a `schema` (a database being created, or
+/// one whose creation was cut short before anything was stored in it).
+fn orphan(dir: &Path) -> Option<StorageError> {
+    if being_wiped(dir) || !dir.is_dir() {
+        return None;
+    }
+    let mut files = 0;
+    for e in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name == "toc" {
+            return None;
+        }
+        if name.ends_with(".idx") || name.ends_with(".data") {
+            files += 1;
+        }
+    }
+    (files > 0).then(|| StorageError::MissingJournal {
+        dir: dir.to_path_buf(),
+        files,
+    })
 }
 
 impl Catalogue for TocCatalogue {
@@ -112,37 +219,53 @@ impl Catalogue for TocCatalogue {
             let mut dirs: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.join("toc").is_file())
+                .filter(|p| !being_wiped(p))
                 .collect();
             dirs.sort();
-            out.extend(dirs.into_iter().map(|d| {
-                super::journal::read_db_key(&d.join("toc")).map(|key| DbRef { key, path: d })
-            }));
+            for d in dirs {
+                let toc = d.join("toc");
+                if toc.is_file() {
+                    out.push(super::journal::read_db_key(&toc).map(|key| DbRef { key, path: d }));
+                } else if let Some(e) = orphan(&d) {
+                    // Reported in its place: the database must not vanish without a word, and
+                    // the others stay listed.
+                    out.push(Err(e));
+                }
+            }
         }
         out
     }
 
     fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
+        for r in self.visit_roots() {
+            if let Some(path) = self.existing(&r.path, db)? {
+                return Ok(Some(DbRef {
+                    key: db.clone(),
+                    path,
+                }));
+            }
+        }
+        // Not found: say so if its directory is there but lost its journal.
         let name = Self::dir_name(db);
-        Ok(self
-            .visit_roots()
-            .map(|r| r.path.join(&name))
-            .find(|p| p.join("toc").is_file())
-            .map(|path| DbRef {
-                key: db.clone(),
-                path,
-            }))
+        match self.visit_roots().find_map(|r| orphan(&r.path.join(&name))) {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
     }
 
     /// An existing copy in a visitable root wins, else the first archive-enabled root.
     fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
         let roots = self.space_roots(db);
         let name = Self::dir_name(db);
-        let existing = roots
-            .iter()
-            .find(|r| r.list && r.path.join(&name).join("toc").exists());
+        let mut existing = None;
+        for r in roots.iter().filter(|r| r.list) {
+            existing = self.existing(&r.path, db)?;
+            if existing.is_some() {
+                break;
+            }
+        }
         let path = match (existing, roots.iter().find(|r| r.archive)) {
-            (Some(r), _) => r.path.join(&name),
+            (Some(path), _) => path,
             (None, Some(r)) => {
                 if !r.path.is_dir() {
                     std::fs::create_dir_all(&r.path).map_err(|e| StorageError::Config {
@@ -166,6 +289,16 @@ impl Catalogue for TocCatalogue {
             }
         };
         ensure_database(&path, db, schema_text)?;
+        // The directory may be another key's (an older store's `x/y` under the name `x_y` has
+        // now; same values with other keywords; or created meanwhile): never mix their fields.
+        let found = super::journal::read_db_key(&path.join("toc"))?;
+        if !same_key(&found, db) {
+            return Err(StorageError::NameTaken {
+                dir: path,
+                found: found.to_string(),
+                wanted: db.to_string(),
+            });
+        }
         Ok(DbRef {
             key: db.clone(),
             path,
@@ -184,6 +317,7 @@ impl Catalogue for TocCatalogue {
         if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
             if let Some((cached, r)) = cache.get(&db.path) {
                 if *cached == id {
+                    check_key(db, r.db_key())?;
                     return Ok(Box::new(SharedReader(r.clone())));
                 }
                 // The same journal, appended to: what the reader parsed never changes (only a
@@ -197,6 +331,7 @@ impl Catalogue for TocCatalogue {
             Some(r) => r.refreshed()?,
             None => DbReader::open(&db.path)?,
         });
+        check_key(db, reader.db_key())?;
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();
@@ -248,5 +383,86 @@ impl Catalogue for TocCatalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         maintenance::compact(&db.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalogue(root: &Path) -> TocCatalogue {
+        let r = Root {
+            path: root.to_path_buf(),
+            name: None,
+            writable: true,
+            visit: true,
+            list: true,
+            retrieve: true,
+            archive: true,
+            wipe: true,
+        };
+        TocCatalogue::new(vec![Space {
+            name: None,
+            regex: ".*".into(),
+            handler: "Default".into(),
+            roots: vec![r],
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_sharing_a_name_on_disk_are_never_mixed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let b = Key::parse("{class=od,stream=0001}").unwrap();
+        let db = c.create(&a, "schema").unwrap();
+        assert_eq!(db.path, d.path().join("od:0001"));
+        let err = c.create(&b, "schema").unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "od:0001 holds database {class=od,expver=0001}, not {class=od,stream=0001}"
+            ),
+            "{err}"
+        );
+        assert!(c.find(&b).unwrap().is_none());
+        assert_eq!(c.find(&a).unwrap(), Some(db.clone()));
+        // A reader asked for the other key there is refused too.
+        let other = DbRef {
+            key: b,
+            path: db.path.clone(),
+        };
+        assert!(c.reader(&other).is_err());
+        assert!(c.reader(&db).is_ok());
+    }
+
+    #[test]
+    fn a_lost_journal_is_reported_and_other_directories_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let db = c.create(&a, "schema").unwrap();
+        // Being created (schema only), being wiped, not ours: none is reported.
+        std::fs::create_dir_all(d.path().join("od:0002")).unwrap();
+        std::fs::write(d.path().join("od:0002/schema"), "s").unwrap();
+        let wiping = d.path().join(".od:0003.wiping.h.1.2.3");
+        std::fs::create_dir_all(&wiping).unwrap();
+        std::fs::write(wiping.join("h.1.2.3.data"), "x").unwrap();
+        std::fs::create_dir_all(d.path().join("other")).unwrap();
+        assert_eq!(c.databases().len(), 1);
+        std::fs::write(db.path.join("h.1.2.3.data"), "x").unwrap();
+        std::fs::remove_file(db.path.join("toc")).unwrap();
+        let dbs = c.databases();
+        assert_eq!(dbs.len(), 1);
+        let err = dbs[0].as_ref().unwrap_err().to_string();
+        assert!(
+            err.contains(&db.path.display().to_string()) && err.contains("no journal"),
+            "{err}"
+        );
+        assert!(c.find(&a).is_err());
+        assert!(c
+            .find(&Key::parse("{class=od,expver=0002}").unwrap())
+            .unwrap()
+            .is_none());
     }
 }

@@ -6,6 +6,10 @@
 //! Opening an index reads the header and that table only, and a block is checked and decoded the
 //! first time it is used: finding one field in a million-entry index touches one block, not the
 //! whole file. Version 1 files (one checksum over everything) are still read.
+//!
+//! Version 3 adds to each entry the CRC-32C of the field's bytes, computed when they were
+//! archived, so a retrieve can tell damaged data from good data. Version 1 and 2 entries carry
+//! none (`checksum: None`): their fields are returned unchecked, as before.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +21,7 @@ use crate::storage::StorageError;
 
 const MAGIC: &[u8; 4] = b"FSIX";
 const TRAILER_MAGIC: &[u8; 4] = b"XISF";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Entries per block: a lookup checks and decodes this many (about 50 KiB of small keys).
 const BLOCK: usize = 1024;
 /// Trailer: table offset (u64), block count (u32), checksum of header + table (u32), magic.
@@ -34,6 +38,9 @@ pub struct IndexEntry {
     pub length: u64,
     /// Replaced by a newer copy (kept by compaction so `--full` still lists it).
     pub masked: bool,
+    /// CRC-32C of the field's bytes; `None` for entries from version 1 and 2 indexes, which
+    /// compaction carries over without one.
+    pub checksum: Option<u32>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -65,6 +72,8 @@ pub struct IndexFile {
     map: memmap2::Mmap,
     count: usize,
     blocks: Vec<Block>,
+    /// The file's format version: it decides an entry's fixed part (`fixed_len`).
+    version: u32,
 }
 
 /// One entry, borrowed from the mapped file.
@@ -75,6 +84,7 @@ pub struct EntryRef<'a> {
     pub offset: u64,
     pub length: u64,
     pub masked: bool,
+    pub checksum: Option<u32>,
 }
 
 impl EntryRef<'_> {
@@ -85,12 +95,26 @@ impl EntryRef<'_> {
             offset: self.offset,
             length: self.length,
             masked: self.masked,
+            checksum: self.checksum,
         }
     }
 }
 
-/// Fixed part of an entry after its key: file (u32), offset (u64), length (u64), flags (u8).
-const FIXED: usize = 21;
+/// Fixed part of an entry after its key: file (u32), offset (u64), length (u64), flags (u8),
+/// and since version 3 the field's checksum (u32).
+fn fixed_len(version: u32) -> usize {
+    if version >= 3 {
+        25
+    } else {
+        21
+    }
+}
+
+/// The smallest fixed part of any version: bounds what a damaged header's count may claim.
+const MIN_FIXED: usize = 21;
+/// Entry flags (version 3; versions 1 and 2 only ever wrote 0 or 1, "masked").
+const FLAG_MASKED: u8 = 1;
+const FLAG_CHECKSUM: u8 = 2;
 
 fn le(bytes: &[u8]) -> u64 {
     bytes
@@ -99,13 +123,25 @@ fn le(bytes: &[u8]) -> u64 {
         .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
 
-fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry) {
+/// Encodes one entry as `version` lays it out (older versions only for tests of reading them).
+fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry, version: u32) {
     buf.extend_from_slice(&(e.values.len() as u16).to_le_bytes());
     buf.extend_from_slice(e.values.as_bytes());
     buf.extend_from_slice(&e.file.to_le_bytes());
     buf.extend_from_slice(&e.offset.to_le_bytes());
     buf.extend_from_slice(&e.length.to_le_bytes());
-    buf.push(u8::from(e.masked));
+    if version >= 3 {
+        let flags = if e.masked { FLAG_MASKED } else { 0 }
+            | if e.checksum.is_some() {
+                FLAG_CHECKSUM
+            } else {
+                0
+            };
+        buf.push(flags);
+        buf.extend_from_slice(&e.checksum.unwrap_or(0).to_le_bytes());
+    } else {
+        buf.push(u8::from(e.masked));
+    }
 }
 
 /// Checks `n` entries from `pos` (bounds, UTF-8, data file, order) and returns where each starts.
@@ -114,6 +150,7 @@ fn scan(
     mut pos: usize,
     n: usize,
     data_files: usize,
+    fixed: usize,
 ) -> Result<(Vec<u32>, usize), (usize, &'static str)> {
     let mut starts = Vec::with_capacity(n);
     let mut previous: Option<&[u8]> = None;
@@ -124,7 +161,7 @@ fn scan(
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
             .ok_or((at, "truncated entry"))?;
         let rec = body
-            .get(pos + 2..pos + 2 + len + FIXED)
+            .get(pos + 2..pos + 2 + len + fixed)
             .ok_or((at, "truncated entry"))?;
         let values = &rec[..len];
         std::str::from_utf8(values).map_err(|_| (at, "entry key is not UTF-8"))?;
@@ -136,7 +173,7 @@ fn scan(
         }
         previous = Some(values);
         starts.push(u32::try_from(at).map_err(|_| (at, "entry beyond 4 GiB"))?);
-        pos += 2 + len + FIXED;
+        pos += 2 + len + fixed;
     }
     Ok((starts, pos))
 }
@@ -148,8 +185,28 @@ impl IndexFile {
         index_key: &str,
         datum_keywords: &[String],
         data_files: &[String],
-        mut entries: Vec<IndexEntry>,
+        entries: Vec<IndexEntry>,
     ) -> Result<(), StorageError> {
+        let buf = Self::encode(index_key, datum_keywords, data_files, entries, VERSION);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(StorageError::io("create", path))?;
+        f.write_all(&buf).map_err(StorageError::io("write", path))?;
+        f.sync_all().map_err(StorageError::io("sync", path))?;
+        Ok(())
+    }
+
+    /// The file's bytes in block format `version` (2 or 3; 2 only for tests that older files
+    /// still read).
+    fn encode(
+        index_key: &str,
+        datum_keywords: &[String],
+        data_files: &[String],
+        mut entries: Vec<IndexEntry>,
+        version: u32,
+    ) -> Vec<u8> {
         // Stable sort keeps archive order among equal keys; of live copies keep the last,
         // then masked copies (from compaction) after it.
         entries.sort_by(|a, b| a.values.cmp(&b.values).then(a.masked.cmp(&b.masked)));
@@ -169,7 +226,7 @@ impl IndexFile {
         .unwrap_or_default();
         let mut buf = Vec::with_capacity(64 + header.len() + dedup.len() * 48);
         buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&VERSION.to_le_bytes());
+        buf.extend_from_slice(&version.to_le_bytes());
         buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
         buf.extend_from_slice(&header);
         let header_end = buf.len();
@@ -177,7 +234,7 @@ impl IndexFile {
         for chunk in dedup.chunks(BLOCK) {
             let start = buf.len();
             for e in chunk {
-                encode_entry(&mut buf, e);
+                encode_entry(&mut buf, e, version);
             }
             let first = chunk[0].values.as_bytes();
             table.extend_from_slice(&(start as u64).to_le_bytes());
@@ -193,14 +250,7 @@ impl IndexFile {
         buf.extend_from_slice(&(dedup.len().div_ceil(BLOCK) as u32).to_le_bytes());
         buf.extend_from_slice(&meta_crc.to_le_bytes());
         buf.extend_from_slice(TRAILER_MAGIC);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(StorageError::io("create", path))?;
-        f.write_all(&buf).map_err(StorageError::io("write", path))?;
-        f.sync_all().map_err(StorageError::io("sync", path))?;
-        Ok(())
+        buf
     }
 
     pub fn read(path: &Path) -> Result<IndexFile, StorageError> {
@@ -231,7 +281,7 @@ impl IndexFile {
                 }
                 (body.get(12..12 + hlen), 12 + hlen, None)
             }
-            2 => {
+            2 | 3 => {
                 if buf.len() < 12 + TRAILER || &buf[buf.len() - 4..] != TRAILER_MAGIC {
                     return Err(corrupt(buf.len(), "truncated: no trailer"));
                 }
@@ -270,17 +320,23 @@ impl IndexFile {
         let header: Header =
             serde_json::from_slice(hbytes).map_err(|e| corrupt(12, &format!("bad header: {e}")))?;
         let count = usize::try_from(header.count).unwrap_or(usize::MAX);
-        // Every entry takes at least FIXED + 2 bytes: a count claiming more is corrupt, and
+        // Every entry takes at least MIN_FIXED + 2 bytes: a count claiming more is corrupt, and
         // refusing it first keeps a damaged header from reserving gigabytes.
-        if count > buf.len() / (FIXED + 2) {
+        if count > buf.len() / (MIN_FIXED + 2) {
             return Err(corrupt(12, "entry count larger than the file"));
         }
         let nfiles = header.data_files.len();
         let blocks = match tail {
             None => {
                 // Version 1: checked as a whole above; decode it all now.
-                let (starts, _) = scan(&buf[..buf.len() - 4], header_end, count, nfiles)
-                    .map_err(|(at, d)| corrupt(at, d))?;
+                let (starts, _) = scan(
+                    &buf[..buf.len() - 4],
+                    header_end,
+                    count,
+                    nfiles,
+                    fixed_len(version),
+                )
+                .map_err(|(at, d)| corrupt(at, d))?;
                 let mut blocks = Vec::new();
                 for chunk in starts.chunks(BLOCK) {
                     let first = chunk[0] as usize;
@@ -349,6 +405,7 @@ impl IndexFile {
             map,
             count,
             blocks,
+            version,
         })
     }
 
@@ -378,7 +435,13 @@ impl IndexFile {
                     ));
                 }
             }
-            match scan(bytes, block.start, n, self.data_files.len()) {
+            match scan(
+                bytes,
+                block.start,
+                n,
+                self.data_files.len(),
+                fixed_len(self.version),
+            ) {
                 Ok((starts, end)) if end == block.end || block.crc.is_none() => {
                     Ok(starts.into_boxed_slice())
                 }
@@ -396,13 +459,24 @@ impl IndexFile {
     fn decode(&self, at: usize) -> Option<EntryRef<'_>> {
         let b: &[u8] = &self.map;
         let len = usize::from(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]));
-        let rec = b.get(at + 2..at + 2 + len + FIXED)?;
+        let rec = b.get(at + 2..at + 2 + len + fixed_len(self.version))?;
+        let flags = rec[len + 20];
+        let (masked, checksum) = if self.version >= 3 {
+            let crc = le(&rec[len + 21..len + 25]) as u32;
+            (
+                flags & FLAG_MASKED != 0,
+                (flags & FLAG_CHECKSUM != 0).then_some(crc),
+            )
+        } else {
+            (flags != 0, None)
+        };
         Some(EntryRef {
             values: std::str::from_utf8(&rec[..len]).ok()?,
             file: le(&rec[len..len + 4]) as u32,
             offset: le(&rec[len + 4..len + 12]),
             length: le(&rec[len + 12..len + 20]),
-            masked: rec[len + 20] != 0,
+            masked,
+            checksum,
         })
     }
 
@@ -468,6 +542,7 @@ mod tests {
             offset: o,
             length: 10,
             masked: false,
+            checksum: Some(o as u32 ^ 0xdead_beef),
         }
     }
 
@@ -586,7 +661,7 @@ mod tests {
         buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
         buf.extend_from_slice(&header);
         for x in entries {
-            encode_entry(&mut buf, x);
+            encode_entry(&mut buf, x, 1);
         }
         let crc = crate::checksum::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());
@@ -606,10 +681,65 @@ mod tests {
             assert_eq!(i.lookup(&key(k)).unwrap().unwrap().offset, k as u64);
         }
         assert_eq!(i.entries().count(), n);
+        assert!(i.entries().all(|x| x.unwrap().checksum.is_none()));
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[40] ^= 0x01;
         std::fs::write(&p, &bytes).unwrap();
         assert!(IndexFile::read(&p).is_err());
+    }
+
+    #[test]
+    fn checksums_are_kept_per_entry_and_absent_ones_stay_absent() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.idx");
+        let n = BLOCK + 5;
+        let mut entries: Vec<IndexEntry> = (0..n).map(|k| e(&key(k), k as u64)).collect();
+        // A version 2 entry carried over by compaction has no checksum to keep.
+        entries[7].checksum = None;
+        entries[BLOCK + 1].masked = true;
+        write(&p, entries);
+        let i = IndexFile::read(&p).unwrap();
+        let all: Vec<EntryRef> = i.entries().map(Result::unwrap).collect();
+        assert_eq!(all.len(), n);
+        for (k, x) in all.iter().enumerate() {
+            let want = (k != 7).then_some(k as u32 ^ 0xdead_beef);
+            assert_eq!(x.checksum, want, "entry {k}");
+            assert_eq!(x.masked, k == BLOCK + 1, "entry {k}");
+        }
+        assert_eq!(
+            i.lookup(&key(3)).unwrap().unwrap().checksum,
+            Some(3 ^ 0xdead_beef)
+        );
+        assert_eq!(i.lookup(&key(7)).unwrap().unwrap().checksum, None);
+    }
+
+    #[test]
+    fn version_2_files_are_still_read_without_checksums() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("v2.idx");
+        let n = 2 * BLOCK + 3;
+        let mut entries: Vec<IndexEntry> = (0..n).map(|k| e(&key(k), k as u64)).collect();
+        entries[5].masked = true;
+        let bytes = IndexFile::encode(
+            "{type=fc}",
+            &["step".into()],
+            &["a.data".into()],
+            entries,
+            2,
+        );
+        assert_eq!(le(&bytes[4..8]), 2);
+        std::fs::write(&p, bytes).unwrap();
+        let i = IndexFile::read(&p).unwrap();
+        assert_eq!(i.len(), n);
+        for k in [0, 6, BLOCK, n - 1] {
+            let x = i.lookup(&key(k)).unwrap().unwrap();
+            assert_eq!((x.offset, x.checksum), (k as u64, None));
+        }
+        assert!(i.lookup(&key(5)).unwrap().is_none(), "masked in version 2");
+        assert_eq!(
+            i.entries().filter(|x| x.as_ref().unwrap().masked).count(),
+            1
+        );
     }
 
     proptest::proptest! {

@@ -464,6 +464,7 @@ fn merge(
                 offset: e.offset,
                 length: e.length,
                 masked,
+                checksum: e.checksum,
             });
         }
     }
@@ -471,9 +472,8 @@ fn merge(
     let name = format!(
         "{}.{unique}.{}.idx",
         Key::parse(&slot.index_key)
-            .map(|k| k.fingerprint())
-            .unwrap_or_default()
-            .replace('/', "_"),
+            .map(|k| super::disk_name(&k))
+            .unwrap_or_default(),
         report.new_indexes
     );
     let count = entries.len() as u64;

@@ -203,6 +203,7 @@ impl CatalogueReader for DbReader {
                         .unwrap_or_default(),
                     offset: e.offset,
                     length: e.length,
+                    checksum: e.checksum,
                 }));
             }
         }
@@ -264,6 +265,7 @@ impl Iterator for Entries {
                         .unwrap_or_default(),
                     offset: e.offset,
                     length: e.length,
+                    checksum: e.checksum,
                 },
                 masked,
             }));

@@ -164,6 +164,7 @@ impl CatalogueWriter for DbWriter {
             offset: field.offset,
             length: field.length,
             masked: false,
+            checksum: field.checksum,
         });
         Ok(())
     }
@@ -180,7 +181,8 @@ impl CatalogueWriter for DbWriter {
         let mut touched = Vec::with_capacity(self.pending.len());
         let unique = unique_name();
         for (index_key, p) in std::mem::take(&mut self.pending) {
-            let name = format!("{}.{unique}.idx", index_key.fingerprint().replace('/', "_"));
+            // Escaped: a value holding `/` or `..` must not name a file outside the database.
+            let name = format!("{}.{unique}.idx", super::disk_name(&index_key));
             let count = p.entries.len() as u64;
             IndexFile::write(
                 &self.dir.join(&name),
