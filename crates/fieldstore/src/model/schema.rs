@@ -4,7 +4,7 @@
 //! the first rule matching the whole key decides the split; on retrieve and list every matching rule
 //! is expanded. See `docs/schema.md` for the language.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -152,7 +152,19 @@ impl LevelSelection {
         })
     }
 
+    /// How many keys [`candidates`](Self::candidates) would make (saturating), without making
+    /// them; `None` when a keyword takes any value. Retrieve decides by this whether to enumerate
+    /// the keys or to walk what exists, since the product of a few long lists is astronomically
+    /// large while each list is small.
+    pub fn count(&self) -> Option<u64> {
+        self.keywords.iter().try_fold(1u64, |n, (_, vals)| {
+            let len = u64::try_from(vals.as_ref()?.len()).unwrap_or(u64::MAX);
+            Some(n.saturating_mul(len))
+        })
+    }
+
     /// Every key this selection names, when all values are given (retrieve); `None` otherwise.
+    /// Materialises the cartesian product: callers check [`count`](Self::count) first.
     pub fn candidates(&self) -> Option<Vec<Key>> {
         let mut out = vec![Vec::<(Atom, Atom)>::new()];
         for (kw, vals) in &self.keywords {
@@ -168,6 +180,55 @@ impl LevelSelection {
             out = next;
         }
         Some(out.into_iter().map(Key::from_pairs).collect())
+    }
+}
+
+/// A [`LevelSelection`] prepared for testing many existing keys: each keyword's values hashed to
+/// their place in the request, so that matches can be put back in the request's order (the
+/// order enumerating the candidates would give) without enumerating them.
+#[derive(Debug, Clone)]
+pub struct LevelMatcher {
+    keywords: Vec<(Atom, Option<HashMap<String, u32>>)>,
+}
+
+impl LevelMatcher {
+    pub fn new(selection: &LevelSelection) -> Self {
+        let keywords = selection
+            .keywords
+            .iter()
+            .map(|(kw, vals)| {
+                let places = vals.as_ref().map(|vals| {
+                    let mut m = HashMap::with_capacity(vals.len());
+                    for (i, v) in vals.iter().enumerate() {
+                        m.entry(v.clone())
+                            .or_insert(u32::try_from(i).unwrap_or(u32::MAX));
+                    }
+                    m
+                });
+                (kw.clone(), places)
+            })
+            .collect();
+        LevelMatcher { keywords }
+    }
+
+    /// For a key with exactly this level's keywords and a wanted value for each, the place of each
+    /// value in the request (0 for wildcards); `None` when the key is not one the selection
+    /// names. Exactly the keywords, as a catalogue lookup of a candidate key would: a key of
+    /// another rule (another datum keyword set) is not this selection's field.
+    pub fn position(&self, key: &Key) -> Option<Vec<u32>> {
+        if key.len() != self.keywords.len() {
+            return None;
+        }
+        self.keywords
+            .iter()
+            .map(|(kw, places)| {
+                let v = key.get(kw)?;
+                match places {
+                    None => Some(0),
+                    Some(m) => m.get(v).copied(),
+                }
+            })
+            .collect()
     }
 }
 
@@ -401,13 +462,16 @@ impl Schema {
                     let values = match given {
                         Some(vals) => {
                             let mut canon = Vec::with_capacity(vals.len());
+                            // A set beside the list: a long range must not cost a quadratic
+                            // search for duplicates.
+                            let mut have = HashSet::with_capacity(vals.len());
                             for v in vals.iter() {
                                 let c = if p.matcher == Matcher::Ignore {
                                     String::new()
                                 } else {
                                     p.ty.canonical(&p.keyword, v, cx)?
                                 };
-                                if predicate_allows(p, &c) && !canon.contains(&c) {
+                                if predicate_allows(p, &c) && have.insert(c.clone()) {
                                     canon.push(c);
                                 }
                             }
