@@ -119,7 +119,11 @@ impl Store {
 
     fn fails(&self, config: &str, args: &[&str]) -> String {
         let o = self.run(config, args);
-        assert_eq!(o.status.code(), Some(1), "{config} {args:?} should fail cleanly");
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{config} {args:?} should fail cleanly"
+        );
         String::from_utf8_lossy(&o.stderr).into_owned()
     }
 
@@ -242,9 +246,16 @@ fn absurd_ranges_are_refused_with_their_count() {
     );
     let e = s.fails(
         "local.yaml",
-        &["request", "expand", "number=1/to/600000,levelist=1/to/600000"],
+        &[
+            "request",
+            "expand",
+            "number=1/to/600000,levelist=1/to/600000",
+        ],
     );
-    assert!(e.contains("'levelist': range 1/to/600000 names 600000 values"), "{e}");
+    assert!(
+        e.contains("'levelist': range 1/to/600000 names 600000 values"),
+        "{e}"
+    );
     // The expansion of a large (allowed) request says how many keys it names without making them
     // (twice 25.1 million: the database key may or may not have its optional domain=g).
     let out = s.ok(
@@ -285,5 +296,8 @@ fn axes_sort_values_by_type() {
             s.path("x.grib").to_str().unwrap(),
         ],
     );
-    assert!(e.contains("step=36 matched nothing; present: 0/6/12/24"), "{e}");
+    assert!(
+        e.contains("step=36 matched nothing; present: 0/6/12/24"),
+        "{e}"
+    );
 }

@@ -152,7 +152,10 @@ mod tests {
 
     fn sorted(vals: &[&str]) -> Vec<String> {
         let owned: Vec<String> = vals.iter().map(|s| s.to_string()).collect();
-        sorted_values(&owned).into_iter().map(String::from).collect()
+        sorted_values(&owned)
+            .into_iter()
+            .map(String::from)
+            .collect()
     }
 
     #[test]
@@ -167,8 +170,14 @@ mod tests {
             sorted(&["20190110", "20181231", "20190109"]),
             ["20181231", "20190109", "20190110"]
         );
-        assert_eq!(sorted(&["1000", "500", "0.5", "-1"]), ["-1", "0.5", "500", "1000"]);
-        assert_eq!(sorted(&["xxxx", "0001", "0010", "0002"]), ["0001", "0002", "0010", "xxxx"]);
+        assert_eq!(
+            sorted(&["1000", "500", "0.5", "-1"]),
+            ["-1", "0.5", "500", "1000"]
+        );
+        assert_eq!(
+            sorted(&["xxxx", "0001", "0010", "0002"]),
+            ["0001", "0002", "0010", "xxxx"]
+        );
         assert_eq!(sorted(&["oper", "enfo", "dcda"]), ["dcda", "enfo", "oper"]);
         assert_eq!(sorted(&["01", "1"]), ["01", "1"]);
     }

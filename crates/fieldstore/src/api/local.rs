@@ -14,13 +14,13 @@ use crate::model::config::LocalConfig;
 use crate::model::request::Request;
 use crate::model::schema::{ExpandMode, Expansion, LevelMatcher, Schema, SplitKey};
 use crate::model::types::Context;
-use chrono::{NaiveDate, Utc};
 use crate::model::{Key, ModelError};
 use crate::storage::catalogue::EntryIter;
 use crate::storage::{
     Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, ObjectReader, PosixStore,
     StorageError, Store, StoreWriter, TocCatalogue,
 };
+use chrono::{NaiveDate, Utc};
 
 /// Live indexes in a database past which a flush merges them.
 const AUTO_COMPACT_INDEXES: usize = 32;
@@ -1065,11 +1065,7 @@ mod tests {
             base + chrono::Duration::days(i64::from(clock_day.load(Ordering::SeqCst)))
         }));
         ensemble(&f, "20261122");
-        let count = |r: &str| {
-            f.list(&request(r), ListOptions::default())
-                .unwrap()
-                .count()
-        };
+        let count = |r: &str| f.list(&request(r), ListOptions::default()).unwrap().count();
         let fields = |r: &str| {
             let mut out = Vec::new();
             f.retrieve(&request(r))
