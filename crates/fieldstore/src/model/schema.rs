@@ -984,6 +984,94 @@ param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Da
     }
 
     #[test]
+    fn counts_without_enumerating() {
+        let s = Schema::default_schema();
+        let req = crate::model::request::parse_request(
+            "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,param=130/131,step=0/to/3000,number=1/to/50,levelist=1/to/1000",
+        )
+        .unwrap()
+        .expand_ranges(&cx())
+        .unwrap();
+        let e = s.expand(req.iter(), ExpandMode::Retrieve, &cx()).unwrap();
+        let datum = e[0].levels[2].count();
+        assert_eq!(datum, Some(251 * 50 * 1000 * 2));
+        let m = LevelMatcher::new(&e[0].levels[2]);
+        let key = Key::parse("step=24,number=2,levelist=500,param=131").unwrap();
+        assert_eq!(m.position(&key), Some(vec![2, 1, 499, 1]));
+        // Another rule's key (more keywords), or a value not asked for, is not matched.
+        let other = Key::parse("step=24,number=2,levelist=500,param=131,iteration=1").unwrap();
+        assert_eq!(m.position(&other), None);
+        let not = Key::parse("step=6,number=2,levelist=500,param=131").unwrap();
+        assert_eq!(m.position(&not), None);
+        let wild = LevelSelection {
+            keywords: vec![(Atom::from("step"), None)],
+        };
+        assert_eq!(wild.count(), None);
+        let many = LevelSelection {
+            keywords: (0..5)
+                .map(|i| {
+                    (
+                        Atom::from(format!("k{i}")),
+                        Some(vec![String::new(); 100_000]),
+                    )
+                })
+                .collect(),
+        };
+        assert_eq!(many.count(), Some(u64::MAX));
+    }
+
+    proptest::proptest! {
+        /// Any request, however large its lists and ranges, expands (or is refused) without
+        /// panicking, and its size is computed without enumerating it.
+        #[test]
+        fn expansion_never_panics(
+            params in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "class", "expver", "stream", "date", "time", "type", "levtype",
+                        "step", "number", "levelist", "param", "domain", "hdate", "iteration",
+                    ]),
+                    proptest::collection::vec(
+                        proptest::prop_oneof![
+                            proptest::strategy::Just("to".to_string()),
+                            proptest::strategy::Just("by".to_string()),
+                            proptest::strategy::Just("all".to_string()),
+                            "-?[0-9]{1,10}",
+                            "[0-9]{1,3}[mhd]?",
+                            "[a-z0-9.:-]{0,6}",
+                        ],
+                        1..6,
+                    ),
+                ),
+                0..10,
+            ),
+            list in proptest::bool::ANY,
+        ) {
+            let s = Schema::default_schema();
+            let mut r = crate::model::request::Request::new(Some("retrieve"));
+            for (k, vs) in params {
+                r.set(k, vs);
+            }
+            let Ok(x) = r.expand_ranges(&cx()) else { return Ok(()) };
+            let mode = if list { ExpandMode::List } else { ExpandMode::Retrieve };
+            if let Ok(es) = s.expand(x.iter(), mode, &cx()) {
+                for e in &es {
+                    for l in &e.levels {
+                        let n = l.count();
+                        if n.is_some_and(|n| n <= 10_000) {
+                            proptest::prop_assert_eq!(
+                                l.candidates().map(|c| c.len() as u64),
+                                n
+                            );
+                        }
+                        let _ = LevelMatcher::new(l).position(&Key::new());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn default_schema_parses() {
         let s = Schema::default_schema();
         assert!(s.paths().len() > 5);
