@@ -466,6 +466,8 @@ impl Read for FieldStream<'_> {
 struct Listing<'a> {
     fdb: &'a LocalFdb,
     expansions: Vec<Expansion>,
+    /// Each expansion's datum level, hashed: the test every entry goes through.
+    datum_matchers: Vec<LevelMatcher>,
     options: ListOptions,
     dbs: std::vec::IntoIter<Result<DbRef, StorageError>>,
     reader: Option<Box<dyn CatalogueReader>>,
@@ -562,7 +564,7 @@ impl Iterator for Listing<'_> {
                     if !self
                         .index_ex
                         .iter()
-                        .any(|&x| self.expansions[x].levels[2].matches(&e.datum))
+                        .any(|&x| self.datum_matchers[x].matches(&e.datum))
                     {
                         continue;
                     }
@@ -727,6 +729,10 @@ impl Fdb for LocalFdb {
         let expansions = self.expand(request, ExpandMode::List)?;
         Ok(Box::new(Listing {
             fdb: self,
+            datum_matchers: expansions
+                .iter()
+                .map(|e| LevelMatcher::new(&e.levels[2]))
+                .collect(),
             expansions,
             options,
             dbs: self.catalogue.databases().into_iter(),

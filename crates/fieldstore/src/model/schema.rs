@@ -211,6 +211,15 @@ impl LevelMatcher {
         LevelMatcher { keywords }
     }
 
+    /// [`LevelSelection::matches`] by hash rather than by scanning each keyword's values: `list`
+    /// tests every entry of a database against requests of up to a million values.
+    pub fn matches(&self, key: &Key) -> bool {
+        self.keywords.iter().all(|(kw, places)| match places {
+            None => true,
+            Some(m) => m.contains_key(key.get(kw).unwrap_or("")),
+        })
+    }
+
     /// For a key with exactly this level's keywords and a wanted value for each, the place of each
     /// value in the request (0 for wildcards); `None` when the key is not one the selection
     /// names. Exactly the keywords, as a catalogue lookup of a candidate key would: a key of
@@ -1003,6 +1012,9 @@ param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Da
         assert_eq!(m.position(&other), None);
         let not = Key::parse("step=6,number=2,levelist=500,param=131").unwrap();
         assert_eq!(m.position(&not), None);
+        for k in [&key, &other, &not] {
+            assert_eq!(m.matches(k), e[0].levels[2].matches(k), "{k}");
+        }
         let wild = LevelSelection {
             keywords: vec![(Atom::from("step"), None)],
         };
