@@ -394,7 +394,7 @@ fn every_operation_works_remotely() {
         &["read", &format!("{ALL},param=t,levelist=850,step=0"), "-"],
     );
     assert!(
-        e.contains("levelist=850 matched nothing; present: 1000/500"),
+        e.contains("levelist=850 matched nothing; present: 500/1000"),
         "{e}"
     );
 

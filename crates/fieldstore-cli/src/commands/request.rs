@@ -72,8 +72,21 @@ pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
                                 .collect::<Vec<_>>()
                                 .join(",")
                         };
+                        // The number of keys, computed rather than enumerated: a request's
+                        // lists multiply to more keys than memory holds.
+                        let count = e
+                            .levels
+                            .iter()
+                            .map(|l| l.count())
+                            .try_fold(1u64, |n, c| Some(n.saturating_mul(c?)));
+                        let names = match count {
+                            Some(u64::MAX) => " (names 18446744073709551615 or more keys)".into(),
+                            Some(1) => " (names 1 key)".to_string(),
+                            Some(n) => format!(" (names {n} keys)"),
+                            None => String::new(),
+                        };
                         outln!(
-                            "  rule at line {}: {{{}}}{{{}}}{{{}}}",
+                            "  rule at line {}: {{{}}}{{{}}}{{{}}}{names}",
                             e.line,
                             fmt(&e.levels[0]),
                             fmt(&e.levels[1]),

@@ -477,11 +477,13 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let req = one_request(args.request.as_deref(), args.all)?;
     let axes = fdb.axes(&req, args.level)?;
+    // Values by their type (`1/2/10`, steps `0/6/12`), not as text, in both forms.
+    let axes = fieldstore::api::sorted_axes(&axes);
     if args.json {
         outln!("{}", serde_json::to_string(&axes)?)?;
     } else {
         for (k, v) in &axes {
-            outln!("{k}: {}", v.iter().cloned().collect::<Vec<_>>().join("/"))?;
+            outln!("{k}: {}", v.join("/"))?;
         }
     }
     Ok(())

@@ -50,8 +50,72 @@ impl Default for ListOptions {
     }
 }
 
-/// Keyword → values present, as `fieldstore axes` prints them.
+/// Keyword → values present. The sets are for membership; show values to users in
+/// [`sorted_values`] order, not the sets' text order (which puts `10` before `2`).
 pub type AxesMap = BTreeMap<String, BTreeSet<String>>;
+
+/// A value's place in the order users see: numbers (integers, decimals, dates as `yyyymmdd`,
+/// times as `HHMM`, steps with units and step ranges such as `0-6`) by magnitude, before any
+/// text, which sorts as text.
+#[derive(Debug, PartialEq, PartialOrd)]
+enum SortKey {
+    /// The start and end of a step range, in hours; a single value has both equal.
+    Number(f64, f64),
+    Text,
+}
+
+/// A plain decimal number, or a step with a unit (`30m`, `12h`, `1d`), in hours.
+fn magnitude(s: &str) -> Option<f64> {
+    let (num, unit) = match s.as_bytes().last() {
+        Some(b'm') => (&s[..s.len() - 1], 1.0 / 60.0),
+        Some(b'h') => (&s[..s.len() - 1], 1.0),
+        Some(b'd') => (&s[..s.len() - 1], 24.0),
+        _ => (s, 1.0),
+    };
+    let digits = num.strip_prefix('-').unwrap_or(num);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    num.parse::<f64>().ok().map(|x| x * unit)
+}
+
+fn sort_key(s: &str) -> SortKey {
+    if let Some(x) = magnitude(s) {
+        return SortKey::Number(x, x);
+    }
+    // A step range `a-b` (the `-` of a negative start is not the separator).
+    if let Some(i) = s.get(1..).and_then(|t| t.find('-')) {
+        if let (Some(a), Some(b)) = (magnitude(&s[..=i]), magnitude(&s[i + 2..])) {
+            return SortKey::Number(a, b);
+        }
+    }
+    SortKey::Text
+}
+
+/// How two values of one keyword compare for display: numerically when both are numbers (or
+/// steps), text otherwise, numbers first. Equal magnitudes (`1` and `01`) fall back to text so
+/// the order is total.
+pub fn compare_values(a: &str, b: &str) -> std::cmp::Ordering {
+    sort_key(a)
+        .partial_cmp(&sort_key(b))
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then_with(|| a.cmp(b))
+}
+
+/// The values in the order users see them (`axes`, hints in error messages).
+pub fn sorted_values<'a>(values: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = values.into_iter().map(String::as_str).collect();
+    v.sort_by(|a, b| compare_values(a, b));
+    v
+}
+
+/// An axes map with each keyword's values in display order, for printing and JSON.
+pub fn sorted_axes(axes: &AxesMap) -> BTreeMap<&str, Vec<&str>> {
+    axes.iter()
+        .map(|(k, v)| (k.as_str(), sorted_values(v)))
+        .collect()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlAction {
@@ -77,6 +141,55 @@ impl ControlIdentifier {
             Self::Retrieve => "retrieve",
             Self::Archive => "archive",
             Self::Wipe => "wipe",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sorted(vals: &[&str]) -> Vec<String> {
+        let owned: Vec<String> = vals.iter().map(|s| s.to_string()).collect();
+        sorted_values(&owned)
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn values_sort_by_their_type() {
+        assert_eq!(sorted(&["1", "10", "2", "3"]), ["1", "2", "3", "10"]);
+        assert_eq!(sorted(&["0", "12", "24", "6"]), ["0", "6", "12", "24"]);
+        assert_eq!(
+            sorted(&["12-24", "0-6", "6", "30m", "0", "6-12", "1d"]),
+            ["0", "0-6", "30m", "6", "6-12", "12-24", "1d"]
+        );
+        assert_eq!(
+            sorted(&["20190110", "20181231", "20190109"]),
+            ["20181231", "20190109", "20190110"]
+        );
+        assert_eq!(
+            sorted(&["1000", "500", "0.5", "-1"]),
+            ["-1", "0.5", "500", "1000"]
+        );
+        assert_eq!(
+            sorted(&["xxxx", "0001", "0010", "0002"]),
+            ["0001", "0002", "0010", "xxxx"]
+        );
+        assert_eq!(sorted(&["oper", "enfo", "dcda"]), ["dcda", "enfo", "oper"]);
+        assert_eq!(sorted(&["01", "1"]), ["01", "1"]);
+    }
+
+    proptest! {
+        /// A total order: sorting never panics and is the same whatever the input order.
+        #[test]
+        fn order_is_total(mut v in prop::collection::vec("-?[0-9a-z.-]{0,6}", 0..12)) {
+            let a = sorted(&v.iter().map(String::as_str).collect::<Vec<_>>());
+            v.reverse();
+            let b = sorted(&v.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert_eq!(a, b);
         }
     }
 }

@@ -5,14 +5,14 @@ use std::io::Read;
 use std::sync::Mutex;
 
 use super::element::{
-    AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
+    sorted_values, AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
 };
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use crate::grib;
 use crate::model::config::LocalConfig;
 use crate::model::request::Request;
-use crate::model::schema::{ExpandMode, Expansion, Schema, SplitKey};
+use crate::model::schema::{ExpandMode, Expansion, LevelMatcher, Schema, SplitKey};
 use crate::model::types::Context;
 use crate::model::{Key, ModelError};
 use crate::storage::catalogue::EntryIter;
@@ -20,6 +20,7 @@ use crate::storage::{
     Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, ObjectReader, PosixStore,
     StorageError, Store, StoreWriter, TocCatalogue,
 };
+use chrono::{NaiveDate, Utc};
 
 /// This handle's writers for one database: bytes go to the store, entries to the catalogue.
 struct DbWriters {
@@ -27,10 +28,23 @@ struct DbWriters {
     catalogue: Box<dyn CatalogueWriter>,
 }
 
+/// Today's date, asked once per request so that relative dates (`date=-1`) mean the day the
+/// request is made, not the day the handle was opened. Injectable for tests.
+pub type Clock = Box<dyn Fn() -> NaiveDate + Send + Sync>;
+
+/// Retrieves naming at most this many keys (the product of the values of every keyword) look
+/// each one up, as FDB5 does; larger ones walk the indexes that exist instead, so their cost is
+/// bounded by what the store holds, never by the product (`number=1/to/50,levelist=1/to/1000,
+/// step=0/to/3000` names 12 million keys per parameter).
+const ENUMERATE_LIMIT: u64 = 100_000;
+
 pub struct LocalFdb {
     config: LocalConfig,
     schema: Schema,
+    /// For archiving only: keys given to archive are absolute (a relative date is not canonical
+    /// and refused), so its `today` never matters. Requests use [`LocalFdb::request_cx`].
     cx: Context<'static>,
+    clock: Clock,
     catalogue: Box<dyn Catalogue>,
     store: Box<dyn Store>,
     /// By database key, so the root is chosen once per database, not per field.
@@ -68,25 +82,42 @@ impl LocalFdb {
                 params: Some(&RESOLVER),
                 ..Context::default()
             },
+            clock: Box::new(|| Utc::now().date_naive()),
             catalogue,
             store,
             writers: Mutex::new(HashMap::new()),
         })
     }
 
+    /// Replaces the clock that resolves relative dates (tests, or a service pinned to a day).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The canonicalisation context for one request: today as of now.
+    fn request_cx(&self) -> Context<'static> {
+        Context {
+            today: (self.clock)(),
+            params: Some(&RESOLVER),
+        }
+    }
+
     pub fn schema(&self) -> &Schema {
         &self.schema
     }
 
-    pub fn context(&self) -> &Context<'static> {
-        &self.cx
+    /// The context a request made now is read with.
+    pub fn context(&self) -> Context<'static> {
+        self.request_cx()
     }
 
     fn expand(&self, request: &Request, mode: ExpandMode) -> Result<Vec<Expansion>, ApiError> {
-        let expanded = request.expand_ranges(&self.cx).map_err(ModelError::from)?;
+        let cx = self.request_cx();
+        let expanded = request.expand_ranges(&cx).map_err(ModelError::from)?;
         Ok(self
             .schema
-            .expand(expanded.iter(), mode, &self.cx)
+            .expand(expanded.iter(), mode, &cx)
             .map_err(ModelError::from)?)
     }
 
@@ -121,6 +152,127 @@ impl LocalFdb {
         };
         let field = w.store.append(data)?;
         w.catalogue.add(&split.index, &split.datum, field)?;
+        Ok(())
+    }
+
+    /// A reader for a database key, once per retrieve; `None` when it does not exist.
+    fn reader_for<'f>(
+        &self,
+        db: &Key,
+        found: &'f mut Found,
+    ) -> Result<Option<&'f dyn CatalogueReader>, ApiError> {
+        if !found.readers.contains_key(db) {
+            let r = match self.catalogue.find(db)? {
+                Some(d) => {
+                    if self.catalogue.is_locked(&d, "retrieve") {
+                        return Err(locked(&d, "retrieve"));
+                    }
+                    Some(self.catalogue.reader(&d)?)
+                }
+                None => None,
+            };
+            found.readers.insert(db.clone(), r);
+        }
+        Ok(found.readers.get(db).and_then(|r| r.as_deref()))
+    }
+
+    /// Looks up every key the expansion names, in FDB5's order: databases, then datums, then
+    /// indexes, each in the request's order. Only for expansions naming few keys.
+    fn retrieve_by_lookup(&self, e: &Expansion, found: &mut Found) -> Result<(), ApiError> {
+        let (Some(dbs), Some(ixs), Some(dts)) = (
+            e.levels[0].candidates(),
+            e.levels[1].candidates(),
+            e.levels[2].candidates(),
+        ) else {
+            return Ok(());
+        };
+        for db in &dbs {
+            let Some(reader) = self.reader_for(db, found)? else {
+                continue;
+            };
+            let mut fields = Vec::new();
+            for dt in &dts {
+                for ix in &ixs {
+                    if let Some(field) = reader.lookup(ix, dt)? {
+                        fields.push((field, ix, dt));
+                    }
+                }
+            }
+            let db = reader.db().clone();
+            for (field, ix, dt) in fields {
+                found.push(&db, field, ix, dt);
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the fields an expansion names by walking what exists: the databases (or, when few,
+    /// the database keys named), their indexes whose keys match, and those indexes' entries
+    /// that match. Cost and memory are bounded by the store, not by the number of keys named.
+    /// The result is put in the order [`retrieve_by_lookup`](Self::retrieve_by_lookup) gives.
+    fn retrieve_by_walk(&self, e: &Expansion, ndb: u64, found: &mut Found) -> Result<(), ApiError> {
+        let [db_m, ix_m, dt_m] = [
+            LevelMatcher::new(&e.levels[0]),
+            LevelMatcher::new(&e.levels[1]),
+            LevelMatcher::new(&e.levels[2]),
+        ];
+        let db_keys: Vec<Key> = if ndb <= ENUMERATE_LIMIT {
+            e.levels[0].candidates().unwrap_or_default()
+        } else {
+            let mut dbs = Vec::new();
+            for db in self.catalogue.databases() {
+                let db = db?;
+                if let Some(pos) = db_m.position(&db.key) {
+                    dbs.push((pos, db.key));
+                }
+            }
+            dbs.sort_by(|a, b| a.0.cmp(&b.0));
+            dbs.into_iter().map(|(_, k)| k).collect()
+        };
+        for db in &db_keys {
+            let Some(reader) = self.reader_for(db, found)? else {
+                continue;
+            };
+            // (datum place, index place, field): sorted, this is the lookup order.
+            let mut fields: Vec<(Vec<u32>, Vec<u32>, FieldRef, Key, Key)> = Vec::new();
+            for (i, ix) in reader.indexes().iter().enumerate() {
+                let Some(ipos) = ix_m.position(&ix.index_key) else {
+                    continue;
+                };
+                let possible = e.levels[2]
+                    .keywords
+                    .iter()
+                    .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)));
+                if !possible {
+                    continue;
+                }
+                for entry in reader.entries(i, false)? {
+                    let entry = entry?;
+                    if let Some(dpos) = dt_m.position(&entry.datum) {
+                        fields.push((
+                            dpos,
+                            ipos.clone(),
+                            entry.field,
+                            ix.index_key.clone(),
+                            entry.datum,
+                        ));
+                    }
+                }
+            }
+            // Stable: the same key in two indexes keeps the newest first, as lookup finds it.
+            fields.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+            let db = reader.db().clone();
+            let mut last: Option<(Vec<u32>, Vec<u32>)> = None;
+            for (dpos, ipos, field, index, datum) in fields {
+                // Only the newest copy of a key, as lookup returns.
+                let key = Some((dpos, ipos));
+                if key == last {
+                    continue;
+                }
+                last = key;
+                found.push(&db, field, &index, &datum);
+            }
+        }
         Ok(())
     }
 
@@ -163,8 +315,9 @@ impl LocalFdb {
         if axes.is_empty() {
             return "no data at all under class/expver/stream of the request".into();
         }
+        let cx = self.request_cx();
         let expanded = request
-            .expand_ranges(&self.cx)
+            .expand_ranges(&cx)
             .unwrap_or_else(|_| request.clone());
         let mut lines = Vec::new();
         for (kw, values) in expanded.iter() {
@@ -181,26 +334,22 @@ impl LocalFdb {
                 .flat_map(|p| p.levels.iter().flatten())
                 .find(|p| p.keyword == kw)
                 .map(|p| p.ty);
-            let missing: Vec<String> = values
+            let missing: Vec<&str> = values
                 .iter()
                 .filter(|v| {
                     let c = ty
-                        .and_then(|t| t.canonical(kw, v, &self.cx).ok())
+                        .and_then(|t| t.canonical(kw, v, &cx).ok())
                         .unwrap_or_else(|| v.to_string());
                     !present.contains(&c)
                 })
-                .cloned()
+                .map(String::as_str)
                 .collect();
             if !missing.is_empty() {
-                let have: Vec<&String> = present.iter().take(20).collect();
-                let more = if present.len() > 20 { ", ..." } else { "" };
+                // Both lists shortened: a range may name a million values.
                 lines.push(format!(
-                    "{kw}={} matched nothing; present: {}{more}",
-                    missing.join("/"),
-                    have.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join("/")
+                    "{kw}={} matched nothing; present: {}",
+                    abbreviated(&missing),
+                    abbreviated(&sorted_values(present))
                 ));
             }
         }
@@ -212,10 +361,47 @@ impl LocalFdb {
     }
 }
 
+/// Values joined with `/`, the first 20 only, saying how many more there are.
+fn abbreviated(values: &[&str]) -> String {
+    const SHOWN: usize = 20;
+    let mut s = values
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("/");
+    if values.len() > SHOWN {
+        s.push_str(&format!("/... ({} more)", values.len() - SHOWN));
+    }
+    s
+}
+
 fn locked(db: &DbRef, action: &str) -> ApiError {
     ApiError::Locked {
         db: db.path.display().to_string(),
         action: action.into(),
+    }
+}
+
+/// What a retrieve has found so far: the fields in order, each once, and the readers opened.
+#[derive(Default)]
+struct Found {
+    locations: VecDeque<Located>,
+    /// Several rules may name the same field: it is returned once.
+    seen: HashSet<(String, u64)>,
+    readers: HashMap<Key, Option<Box<dyn CatalogueReader>>>,
+}
+
+impl Found {
+    fn push(&mut self, db: &DbRef, field: FieldRef, index: &Key, datum: &Key) {
+        if self.seen.insert((field.object.clone(), field.offset)) {
+            self.locations.push_back(Located {
+                db: db.clone(),
+                field,
+                index: index.clone(),
+                datum: datum.clone(),
+            });
+        }
     }
 }
 
@@ -326,6 +512,8 @@ impl Read for FieldStream<'_> {
 struct Listing<'a> {
     fdb: &'a LocalFdb,
     expansions: Vec<Expansion>,
+    /// Each expansion's datum level, hashed: the test every entry goes through.
+    datum_matchers: Vec<LevelMatcher>,
     options: ListOptions,
     dbs: std::vec::IntoIter<Result<DbRef, StorageError>>,
     reader: Option<Box<dyn CatalogueReader>>,
@@ -422,7 +610,7 @@ impl Iterator for Listing<'_> {
                     if !self
                         .index_ex
                         .iter()
-                        .any(|&x| self.expansions[x].levels[2].matches(&e.datum))
+                        .any(|&x| self.datum_matchers[x].matches(&e.datum))
                     {
                         continue;
                     }
@@ -554,50 +742,22 @@ impl Fdb for LocalFdb {
                 "retrieve is disabled by this config".into(),
             ));
         }
-        let mut locations = VecDeque::new();
-        let mut readers: HashMap<Key, Option<Box<dyn CatalogueReader>>> = HashMap::new();
-        let mut seen = HashSet::new();
+        let mut found = Found::default();
         for e in self.expand(request, ExpandMode::Retrieve)? {
-            let (Some(dbs), Some(ixs), Some(dts)) = (
-                e.levels[0].candidates(),
-                e.levels[1].candidates(),
-                e.levels[2].candidates(),
+            let (Some(ndb), Some(nix), Some(ndt)) = (
+                e.levels[0].count(),
+                e.levels[1].count(),
+                e.levels[2].count(),
             ) else {
                 continue;
             };
-            for db in &dbs {
-                if !readers.contains_key(db) {
-                    let r = match self.catalogue.find(db)? {
-                        Some(d) => {
-                            if self.catalogue.is_locked(&d, "retrieve") {
-                                return Err(locked(&d, "retrieve"));
-                            }
-                            Some(self.catalogue.reader(&d)?)
-                        }
-                        None => None,
-                    };
-                    readers.insert(db.clone(), r);
-                }
-                let Some(Some(reader)) = readers.get(db) else {
-                    continue;
-                };
-                for dt in &dts {
-                    for ix in &ixs {
-                        if let Some(field) = reader.lookup(ix, dt)? {
-                            // Several rules may name the same field: return it once.
-                            if seen.insert((field.object.clone(), field.offset)) {
-                                locations.push_back(Located {
-                                    db: reader.db().clone(),
-                                    field,
-                                    index: ix.clone(),
-                                    datum: dt.clone(),
-                                });
-                            }
-                        }
-                    }
-                }
+            if ndb.saturating_mul(nix).saturating_mul(ndt) <= ENUMERATE_LIMIT {
+                self.retrieve_by_lookup(&e, &mut found)?;
+            } else {
+                self.retrieve_by_walk(&e, ndb, &mut found)?;
             }
         }
+        let locations = found.locations;
         Ok(Box::new(FieldStream {
             store: self.store.as_ref(),
             locations,
@@ -613,6 +773,10 @@ impl Fdb for LocalFdb {
         let expansions = self.expand(request, ExpandMode::List)?;
         Ok(Box::new(Listing {
             fdb: self,
+            datum_matchers: expansions
+                .iter()
+                .map(|e| LevelMatcher::new(&e.levels[2]))
+                .collect(),
             expansions,
             options,
             dbs: self.catalogue.databases().into_iter(),
@@ -821,6 +985,161 @@ mod tests {
             crate::model::config::FdbConfig::Local(l) => LocalFdb::new(l).unwrap(),
             other => panic!("expected a local config, got {other:?}"),
         }
+    }
+
+    /// Archives t/u on levels 1000/500, steps 0/6/12, members 1/2 (enfo, pf) on `date`.
+    fn ensemble(f: &LocalFdb, date: &str) {
+        for step in ["0", "6", "12"] {
+            for number in ["1", "2"] {
+                for level in ["1000", "500"] {
+                    for param in ["130", "131"] {
+                        let keys = [
+                            ("class", "od"),
+                            ("stream", "enfo"),
+                            ("type", "pf"),
+                            ("expver", "0001"),
+                            ("date", date),
+                            ("time", "1200"),
+                            ("step", step),
+                            ("levtype", "pl"),
+                            ("levelist", level),
+                            ("param", param),
+                            ("number", number),
+                        ];
+                        let msg = grib::sample::make_field(&keys, 10, 1).unwrap();
+                        f.archive(None, &msg).unwrap();
+                    }
+                }
+            }
+        }
+        f.flush().unwrap();
+    }
+
+    fn request(s: &str) -> Request {
+        crate::model::request::parse_request(s).unwrap()
+    }
+
+    fn locations(f: &LocalFdb, e: &Expansion, walk: bool) -> Vec<(Key, FieldRef)> {
+        let mut found = Found::default();
+        if walk {
+            f.retrieve_by_walk(e, u64::MAX, &mut found).unwrap();
+        } else {
+            f.retrieve_by_lookup(e, &mut found).unwrap();
+        }
+        found
+            .locations
+            .into_iter()
+            .map(|l| (l.db.key, l.field))
+            .collect()
+    }
+
+    /// Walking what exists finds the same fields, in the same order, as looking up every key.
+    #[test]
+    fn walking_finds_what_lookup_finds_in_its_order() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        ensemble(&f, "20261122");
+        // Re-archive some fields: the walk must return only the newest copy, as lookup does.
+        for step in ["6", "12"] {
+            let keys = [
+                ("class", "od"),
+                ("stream", "enfo"),
+                ("type", "pf"),
+                ("expver", "0001"),
+                ("date", "20261122"),
+                ("time", "1200"),
+                ("step", step),
+                ("levtype", "pl"),
+                ("levelist", "500"),
+                ("param", "131"),
+                ("number", "2"),
+            ];
+            f.archive(None, &grib::sample::make_field(&keys, 10, 9).unwrap())
+                .unwrap();
+        }
+        f.flush().unwrap();
+        for req in [
+            "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,step=12/0/6,number=2/1,levelist=500/1000/850,param=131/130",
+            "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,step=0/to/12/by/6,number=1/to/2,levelist=1000/500,param=130",
+            "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,step=12,number=3,levelist=500,param=130",
+        ] {
+            let ex = f.expand(&request(req), ExpandMode::Retrieve).unwrap();
+            assert!(!ex.is_empty());
+            for e in &ex {
+                let by_lookup = locations(&f, e, false);
+                assert_eq!(by_lookup, locations(&f, e, true), "{req}");
+            }
+        }
+        let ex = f
+            .expand(&request("class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,step=12/0/6,number=2/1,levelist=500/1000,param=131/130"), ExpandMode::Retrieve)
+            .unwrap();
+        let n: usize = ex.iter().map(|e| locations(&f, e, false).len()).sum();
+        assert_eq!(n, 24);
+    }
+
+    /// The request from issue 12 names 25 million keys; it finds the 16 fields that exist at
+    /// once, in the order a request naming just those would give.
+    #[test]
+    fn huge_requests_resolve_against_what_exists() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        ensemble(&f, "20261122");
+        let base = "retrieve,class=od,expver=0001,stream=enfo,date=20261122,time=1200,type=pf,levtype=pl,param=t/u";
+        let read = |r: &str| {
+            let mut out = Vec::new();
+            f.retrieve(&request(&format!("{base},{r}")))
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap();
+            out
+        };
+        let started = std::time::Instant::now();
+        let huge = read("step=0/to/3000,number=1/to/50,levelist=1/to/1000");
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+        let small = read("step=0/12,number=1/2,levelist=500/1000");
+        // 2 steps (6 is not in 0/to/3000 by 12) x 2 members x 2 levels x 2 params.
+        assert_eq!(small.windows(4).filter(|w| w == b"GRIB").count(), 16);
+        assert_eq!(huge, small);
+    }
+
+    /// `date=-1` means the day before the request, however long the handle has been open.
+    #[test]
+    fn relative_dates_resolve_per_request() {
+        use std::sync::atomic::{AtomicI32, Ordering};
+        use std::sync::Arc;
+        let d = tempfile::tempdir().unwrap();
+        let day = Arc::new(AtomicI32::new(0));
+        let clock_day = day.clone();
+        let base = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
+        let f = fdb(d.path()).with_clock(Box::new(move || {
+            base + chrono::Duration::days(i64::from(clock_day.load(Ordering::SeqCst)))
+        }));
+        ensemble(&f, "20261122");
+        let count = |r: &str| f.list(&request(r), ListOptions::default()).unwrap().count();
+        let fields = |r: &str| {
+            let mut out = Vec::new();
+            f.retrieve(&request(r))
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap();
+            out.len()
+        };
+        let one = "retrieve,class=od,expver=1,stream=enfo,time=12,type=pf,levtype=pl,step=0,number=1,levelist=500,param=t";
+        // The day the data is for.
+        assert_eq!(count("class=od,expver=1,date=0"), 24);
+        assert!(fields(&format!("{one},date=0")) > 0);
+        // A day later, the same handle: that day is yesterday.
+        day.store(1, Ordering::SeqCst);
+        assert_eq!(count("class=od,expver=1,date=0"), 0);
+        assert_eq!(count("class=od,expver=1,date=-1"), 24);
+        assert!(fields(&format!("{one},date=-1")) > 0);
+        assert_eq!(fields(&format!("{one},date=0")), 0);
+        // A week later.
+        day.store(7, Ordering::SeqCst);
+        assert_eq!(count("class=od,expver=1,date=-1"), 0);
+        assert_eq!(count("class=od,expver=1,date=-7"), 24);
+        assert_eq!(count("class=od,expver=1,date=-8/to/-6"), 24);
+        assert!(f.context().today == base + chrono::Duration::days(7));
     }
 
     #[test]

@@ -6,7 +6,10 @@ pub mod fdb;
 pub mod frontends;
 pub mod local;
 
-pub use element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location};
+pub use element::{
+    compare_values, sorted_axes, sorted_values, AxesMap, ControlAction, ControlIdentifier,
+    ListElement, ListOptions, Location,
+};
 pub use error::ApiError;
 pub use fdb::Fdb;
 pub use local::LocalFdb;

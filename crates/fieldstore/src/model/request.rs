@@ -38,8 +38,10 @@ pub const VERBS: &[&str] = &[
     "inspect",
 ];
 
-/// Ranges longer than this (per keyword) are refused: they are typing mistakes, and would exhaust
-/// memory.
+/// Ranges naming more values than this, in all the ranges of one request together, are refused:
+/// they are typing mistakes (`step=0/to/999999999`), and every value costs memory in whoever
+/// expands the request (a server expands its clients' requests). Per request rather than per
+/// keyword so that twenty long ranges cannot add up to what one may not.
 pub const MAX_RANGE: usize = 1_000_000;
 
 /// A request that cannot be read or expanded, with where it was written. `line` is 0 for values
@@ -161,6 +163,8 @@ impl Request {
     /// without ranges are left as they are; `to` in a keyword that takes no ranges is an error.
     pub fn expand_ranges(&self, cx: &Context) -> Result<Request, RequestError> {
         let mut out = self.clone();
+        // Values of earlier keywords with ranges, against the request-wide budget.
+        let mut used = 0usize;
         for p in &mut out.params {
             let has = |w: &str| p.values.iter().any(|v| v.eq_ignore_ascii_case(w));
             let kind = range_kind(&p.keyword);
@@ -177,7 +181,8 @@ impl Request {
                     ),
                 )
             })?;
-            p.values = expand_values(p, kind, cx)?;
+            p.values = expand_values(p, kind, used, cx)?;
+            used = used.saturating_add(p.values.len());
         }
         Ok(out)
     }
@@ -616,7 +621,13 @@ fn is_word(v: &str, w: &str) -> bool {
     v.eq_ignore_ascii_case(w)
 }
 
-fn expand_values(p: &Param, kind: RangeKind, cx: &Context) -> Result<Vec<String>, RequestError> {
+/// `used`: values earlier keywords' ranges already made, which count against [`MAX_RANGE`].
+fn expand_values(
+    p: &Param,
+    kind: RangeKind,
+    used: usize,
+    cx: &Context,
+) -> Result<Vec<String>, RequestError> {
     let kw = &p.keyword;
     let fail = |m: String| RequestError::keyword(p, format!("'{kw}': {m}"));
     let vals = &p.values;
@@ -649,27 +660,63 @@ fn expand_values(p: &Param, kind: RangeKind, cx: &Context) -> Result<Vec<String>
             by = Some(b.as_str());
             i += 2;
         }
-        let budget = MAX_RANGE.saturating_sub(out.len());
-        expand_one(kind, &from, to, by, budget, cx, &mut out).map_err(fail)?;
+        let before = used.saturating_add(out.len());
+        expand_one(kind, &from, to, by, before, cx, &mut out).map_err(|e| {
+            fail(match e {
+                WalkError::Invalid(m) => m,
+                WalkError::TooMany(count) => {
+                    let by = by.map(|b| format!("/by/{b}")).unwrap_or_default();
+                    let before = if before > 0 {
+                        format!(" (with the {before} values before it)")
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "range {from}/to/{to}{by} names {count} values, more than the \
+                         {MAX_RANGE} values a request may name{before}; narrow the range or \
+                         give a larger 'by'"
+                    )
+                }
+            })
+        })?;
     }
     Ok(out)
 }
 
+/// Why a range cannot be expanded.
+#[derive(Debug)]
+enum WalkError {
+    Invalid(String),
+    /// It names this many values, more than the request may.
+    TooMany(i128),
+}
+
+impl From<String> for WalkError {
+    fn from(m: String) -> Self {
+        WalkError::Invalid(m)
+    }
+}
+
 /// Walks from `a` towards `b` by `|by|`, whichever direction `b` lies in (MARS allows descending
-/// ranges with a positive step). Refuses more than `budget` values before making any.
-fn walk(a: i64, b: i64, by: i64, budget: usize) -> Result<Vec<i64>, String> {
+/// ranges with a positive step). Refuses, before making any, more values than the request has
+/// left once `used` are spent.
+fn walk(a: i64, b: i64, by: i64, used: usize) -> Result<Vec<i64>, WalkError> {
     if by == 0 {
-        return Err("'by' must not be 0".into());
+        return Err(WalkError::Invalid("'by' must not be 0".into()));
     }
     let step = i128::from(by).abs();
     let (a, b) = (i128::from(a), i128::from(b));
     let count = (b - a).abs() / step + 1;
+    let budget = MAX_RANGE.saturating_sub(used);
     if count > budget as i128 {
-        return Err(format!("range expands to more than {MAX_RANGE} values"));
+        return Err(WalkError::TooMany(count));
     }
     let dir = if b < a { -step } else { step };
     (0..count)
-        .map(|k| i64::try_from(a + k * dir).map_err(|_| "range out of bounds".to_string()))
+        .map(|k| {
+            i64::try_from(a + k * dir)
+                .map_err(|_| WalkError::Invalid("range out of bounds".to_string()))
+        })
         .collect()
 }
 
@@ -678,10 +725,10 @@ fn expand_one(
     from: &str,
     to: &str,
     by: Option<&str>,
-    budget: usize,
+    used: usize,
     cx: &Context,
     out: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), WalkError> {
     match kind {
         RangeKind::Date => {
             let day = |s: &str| {
@@ -695,7 +742,7 @@ fn expand_one(
                     .parse::<i64>()
                     .map_err(|_| format!("'by' {s} is not a number of days"))?,
             };
-            for d in walk(day(from)?, day(to)?, by, budget)? {
+            for d in walk(day(from)?, day(to)?, by, used)? {
                 let date = i32::try_from(d)
                     .ok()
                     .and_then(NaiveDate::from_num_days_from_ce_opt)
@@ -714,7 +761,7 @@ fn expand_one(
             let by = match by {
                 None => 360,
                 Some(s) if s.starts_with('-') => {
-                    return Err(format!("negative 'by' {s} is not allowed for times"))
+                    return Err(format!("negative 'by' {s} is not allowed for times").into())
                 }
                 // Up to two digits are hours; longer or with ':' it is HHMM.
                 Some(s) if s.len() <= 2 && !s.contains(':') => {
@@ -724,7 +771,7 @@ fn expand_one(
                 }
                 Some(s) => mins(s)?,
             };
-            for m in walk(mins(from)?, mins(to)?, by, budget)? {
+            for m in walk(mins(from)?, mins(to)?, by, used)? {
                 out.push(format!("{:02}{:02}", m / 60, m % 60));
             }
         }
@@ -735,7 +782,7 @@ fn expand_one(
                 None => 720,
                 Some(s) => step_minutes(s).ok_or_else(|| format!("'by' {s} is not a step"))?,
             };
-            for m in walk(a, b, by, budget)? {
+            for m in walk(a, b, by, used)? {
                 out.push(if m % 60 == 0 {
                     (m / 60).to_string()
                 } else {
@@ -749,7 +796,7 @@ fn expand_one(
                     .map_err(|_| format!("'{s}' is not an integer"))
             };
             let by = by.map_or(Ok(1), n)?;
-            for x in walk(n(from)?, n(to)?, by, budget)? {
+            for x in walk(n(from)?, n(to)?, by, used)? {
                 out.push(x.to_string());
             }
         }
@@ -766,7 +813,7 @@ fn expand_one(
             )?;
             let places = a.places.max(b.places).max(by.places);
             let scaled = |d: Decimal| d.at(places).ok_or_else(|| "number too large".to_string());
-            for x in walk(scaled(a)?, scaled(b)?, scaled(by)?, budget)? {
+            for x in walk(scaled(a)?, scaled(b)?, scaled(by)?, used)? {
                 out.push(Decimal { units: x, places }.to_string());
             }
         }
@@ -1103,12 +1150,23 @@ mod tests {
             ("class=od/to/rd", "'class' does not take ranges"),
             ("time=0/to/12/by/-6", "negative 'by' -6 is not allowed"),
             ("number=1/to/1000000", "1/to/1000000"),
-            ("number=1/to/1000001", "more than 1000000 values"),
+            (
+                "number=1/to/1000001",
+                "range 1/to/1000001 names 1000001 values, more than the 1000000 values",
+            ),
             (
                 "number=1/to/600000/700000/to/1200000",
-                "more than 1000000 values",
+                "range 700000/to/1200000 names 500001 values, more than the 1000000 values a request may name (with the 600000 values before it)",
             ),
-            ("date=19000101/to/99991231", "more than 1000000 values"),
+            (
+                "step=0/to/999999999",
+                "'step': range 0/to/999999999 names 83333334 values, more than the 1000000",
+            ),
+            (
+                "number=1/to/600000,levelist=1/to/600000",
+                "'levelist': range 1/to/600000 names 600000 values, more than the 1000000 values a request may name (with the 600000 values before it)",
+            ),
+            ("date=19000101/to/99991231", "more than the 1000000 values"),
             ("step=0/to", "range '0/to' has no end"),
             ("step=to/6", "'to' without a value before it"),
             ("step=0/by/6", "'by' without a range"),
@@ -1123,7 +1181,7 @@ mod tests {
             ("number=1.5/to/3", "'1.5' is not an integer"),
             (
                 "number=-9223372036854775808/to/9223372036854775807",
-                "more than 1000000 values",
+                "names 18446744073709551616 values",
             ),
             ("step=999999999999999999/to/1", "is not a step"),
         ] {
@@ -1134,7 +1192,9 @@ mod tests {
             }
             let e = r.unwrap_err();
             assert!(e.message.contains(msg), "{input}: {e}");
-            assert_eq!((e.line, e.column), (1, 1), "{input}");
+            // The error points at the keyword whose range fails (the last one here).
+            let column = input.rfind(',').map_or(1, |i| i + 2);
+            assert_eq!((e.line, e.column), (1, column), "{input}");
         }
     }
 

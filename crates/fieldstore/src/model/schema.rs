@@ -4,7 +4,7 @@
 //! the first rule matching the whole key decides the split; on retrieve and list every matching rule
 //! is expanded. See `docs/schema.md` for the language.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -152,7 +152,19 @@ impl LevelSelection {
         })
     }
 
+    /// How many keys [`candidates`](Self::candidates) would make (saturating), without making
+    /// them; `None` when a keyword takes any value. Retrieve decides by this whether to enumerate
+    /// the keys or to walk what exists, since the product of a few long lists is astronomically
+    /// large while each list is small.
+    pub fn count(&self) -> Option<u64> {
+        self.keywords.iter().try_fold(1u64, |n, (_, vals)| {
+            let len = u64::try_from(vals.as_ref()?.len()).unwrap_or(u64::MAX);
+            Some(n.saturating_mul(len))
+        })
+    }
+
     /// Every key this selection names, when all values are given (retrieve); `None` otherwise.
+    /// Materialises the cartesian product: callers check [`count`](Self::count) first.
     pub fn candidates(&self) -> Option<Vec<Key>> {
         let mut out = vec![Vec::<(Atom, Atom)>::new()];
         for (kw, vals) in &self.keywords {
@@ -168,6 +180,64 @@ impl LevelSelection {
             out = next;
         }
         Some(out.into_iter().map(Key::from_pairs).collect())
+    }
+}
+
+/// A [`LevelSelection`] prepared for testing many existing keys: each keyword's values hashed to
+/// their place in the request, so that matches can be put back in the request's order (the
+/// order enumerating the candidates would give) without enumerating them.
+#[derive(Debug, Clone)]
+pub struct LevelMatcher {
+    keywords: Vec<(Atom, Option<HashMap<String, u32>>)>,
+}
+
+impl LevelMatcher {
+    pub fn new(selection: &LevelSelection) -> Self {
+        let keywords = selection
+            .keywords
+            .iter()
+            .map(|(kw, vals)| {
+                let places = vals.as_ref().map(|vals| {
+                    let mut m = HashMap::with_capacity(vals.len());
+                    for (i, v) in vals.iter().enumerate() {
+                        m.entry(v.clone())
+                            .or_insert(u32::try_from(i).unwrap_or(u32::MAX));
+                    }
+                    m
+                });
+                (kw.clone(), places)
+            })
+            .collect();
+        LevelMatcher { keywords }
+    }
+
+    /// [`LevelSelection::matches`] by hash rather than by scanning each keyword's values: `list`
+    /// tests every entry of a database against requests of up to a million values.
+    pub fn matches(&self, key: &Key) -> bool {
+        self.keywords.iter().all(|(kw, places)| match places {
+            None => true,
+            Some(m) => m.contains_key(key.get(kw).unwrap_or("")),
+        })
+    }
+
+    /// For a key with exactly this level's keywords and a wanted value for each, the place of each
+    /// value in the request (0 for wildcards); `None` when the key is not one the selection
+    /// names. Exactly the keywords, as a catalogue lookup of a candidate key would: a key of
+    /// another rule (another datum keyword set) is not this selection's field.
+    pub fn position(&self, key: &Key) -> Option<Vec<u32>> {
+        if key.len() != self.keywords.len() {
+            return None;
+        }
+        self.keywords
+            .iter()
+            .map(|(kw, places)| {
+                let v = key.get(kw)?;
+                match places {
+                    None => Some(0),
+                    Some(m) => m.get(v).copied(),
+                }
+            })
+            .collect()
     }
 }
 
@@ -401,13 +471,16 @@ impl Schema {
                     let values = match given {
                         Some(vals) => {
                             let mut canon = Vec::with_capacity(vals.len());
+                            // A set beside the list: a long range must not cost a quadratic
+                            // search for duplicates.
+                            let mut have = HashSet::with_capacity(vals.len());
                             for v in vals.iter() {
                                 let c = if p.matcher == Matcher::Ignore {
                                     String::new()
                                 } else {
                                     p.ty.canonical(&p.keyword, v, cx)?
                                 };
-                                if predicate_allows(p, &c) && !canon.contains(&c) {
+                                if predicate_allows(p, &c) && have.insert(c.clone()) {
                                     canon.push(c);
                                 }
                             }
@@ -917,6 +990,97 @@ param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Da
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("f:3:20"), "{e}");
+    }
+
+    #[test]
+    fn counts_without_enumerating() {
+        let s = Schema::default_schema();
+        let req = crate::model::request::parse_request(
+            "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,levtype=pl,param=130/131,step=0/to/3000,number=1/to/50,levelist=1/to/1000",
+        )
+        .unwrap()
+        .expand_ranges(&cx())
+        .unwrap();
+        let e = s.expand(req.iter(), ExpandMode::Retrieve, &cx()).unwrap();
+        let datum = e[0].levels[2].count();
+        assert_eq!(datum, Some(251 * 50 * 1000 * 2));
+        let m = LevelMatcher::new(&e[0].levels[2]);
+        let key = Key::parse("step=24,number=2,levelist=500,param=131").unwrap();
+        assert_eq!(m.position(&key), Some(vec![2, 1, 499, 1]));
+        // Another rule's key (more keywords), or a value not asked for, is not matched.
+        let other = Key::parse("step=24,number=2,levelist=500,param=131,iteration=1").unwrap();
+        assert_eq!(m.position(&other), None);
+        let not = Key::parse("step=6,number=2,levelist=500,param=131").unwrap();
+        assert_eq!(m.position(&not), None);
+        for k in [&key, &other, &not] {
+            assert_eq!(m.matches(k), e[0].levels[2].matches(k), "{k}");
+        }
+        let wild = LevelSelection {
+            keywords: vec![(Atom::from("step"), None)],
+        };
+        assert_eq!(wild.count(), None);
+        let many = LevelSelection {
+            keywords: (0..5)
+                .map(|i| {
+                    (
+                        Atom::from(format!("k{i}")),
+                        Some(vec![String::new(); 100_000]),
+                    )
+                })
+                .collect(),
+        };
+        assert_eq!(many.count(), Some(u64::MAX));
+    }
+
+    proptest::proptest! {
+        /// Any request, however large its lists and ranges, expands (or is refused) without
+        /// panicking, and its size is computed without enumerating it.
+        #[test]
+        fn expansion_never_panics(
+            params in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "class", "expver", "stream", "date", "time", "type", "levtype",
+                        "step", "number", "levelist", "param", "domain", "hdate", "iteration",
+                    ]),
+                    proptest::collection::vec(
+                        proptest::prop_oneof![
+                            proptest::strategy::Just("to".to_string()),
+                            proptest::strategy::Just("by".to_string()),
+                            proptest::strategy::Just("all".to_string()),
+                            "-?[0-9]{1,10}",
+                            "[0-9]{1,3}[mhd]?",
+                            "[a-z0-9.:-]{0,6}",
+                        ],
+                        1..6,
+                    ),
+                ),
+                0..10,
+            ),
+            list in proptest::bool::ANY,
+        ) {
+            let s = Schema::default_schema();
+            let mut r = crate::model::request::Request::new(Some("retrieve"));
+            for (k, vs) in params {
+                r.set(k, vs);
+            }
+            let Ok(x) = r.expand_ranges(&cx()) else { return Ok(()) };
+            let mode = if list { ExpandMode::List } else { ExpandMode::Retrieve };
+            if let Ok(es) = s.expand(x.iter(), mode, &cx()) {
+                for e in &es {
+                    for l in &e.levels {
+                        let n = l.count();
+                        if n.is_some_and(|n| n <= 10_000) {
+                            proptest::prop_assert_eq!(
+                                l.candidates().map(|c| c.len() as u64),
+                                n
+                            );
+                        }
+                        let _ = LevelMatcher::new(l).position(&Key::new());
+                    }
+                }
+            }
+        }
     }
 
     #[test]
