@@ -233,8 +233,9 @@ impl LocalFdb {
             let Some(reader) = self.reader_for(db, found)? else {
                 continue;
             };
-            // (datum place, index place, field): sorted, this is the lookup order.
-            let mut fields: Vec<(Vec<u32>, Vec<u32>, FieldRef, Key, Key)> = Vec::new();
+            // (datum place, index place, field, index key, datum key): sorted by the places,
+            // this is the lookup order.
+            let mut fields: Vec<WalkedField> = Vec::new();
             for (i, ix) in reader.indexes().iter().enumerate() {
                 let Some(ipos) = ix_m.position(&ix.index_key) else {
                     continue;
@@ -382,6 +383,9 @@ fn locked(db: &DbRef, action: &str) -> ApiError {
         action: action.into(),
     }
 }
+
+/// A field a walk found: its places in the request (datum, index), where it is, and its key.
+type WalkedField = (Vec<u32>, Vec<u32>, FieldRef, Key, Key);
 
 /// What a retrieve has found so far: the fields in order, each once, and the readers opened.
 #[derive(Default)]

@@ -539,6 +539,7 @@ mod tests {
                 object: obj.into(),
                 offset: i as u64,
                 length: 1,
+                checksum: None,
             };
             w.add(&ik(), &dk(s), f).unwrap();
         }
