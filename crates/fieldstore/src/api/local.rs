@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::element::{
     AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
@@ -24,11 +24,54 @@ use crate::storage::{
 /// Live indexes in a database past which a flush merges them.
 const AUTO_COMPACT_INDEXES: usize = 32;
 
-/// This handle's writers for one database: bytes go to the store, entries to the catalogue.
-struct DbWriters {
-    db: DbRef,
+/// One batch of a database's fields: bytes go to the store, entries to the catalogue, and a
+/// flush makes the batch durable and visible as a whole.
+struct Batch {
     store: Box<dyn StoreWriter>,
     catalogue: Box<dyn CatalogueWriter>,
+}
+
+/// This handle's writing state for one database.
+///
+/// A handle may be shared by many threads (pyfdb and the C API allow it), so nothing here is
+/// held across slow work another thread needs: archives into different databases share only the
+/// brief map lookup in [`LocalFdb::slot`], and a flush holds `open` only to swap the open batch
+/// for a spare one, then syncs and commits the old batch while archives go on into the new one.
+struct DbSlot {
+    db: DbRef,
+    /// The batch archives go into, held for one append and its catalogue entry.
+    open: Mutex<Open>,
+    /// Held by a flush from cutting a batch until it is committed. Batches of one database
+    /// therefore commit one at a time and in order, so a newer copy of a key is always
+    /// journaled after the copy it replaces, and a flush arriving meanwhile waits for the batch
+    /// in flight (it may hold the caller's fields) before cutting its own. Holds the writers of
+    /// the last committed batch, to become the next open one: a steady archive/flush cycle
+    /// opens no writers, and uses at most two data objects per database and handle.
+    commit: Mutex<Option<Batch>>,
+}
+
+struct Open {
+    batch: Batch,
+    /// Why a batch of this database could not be made durable or visible. Its fields were
+    /// dropped unseen, possibly archived by another thread than the one whose flush failed, so
+    /// every later flush reports it and archives into the database are refused: nothing is lost
+    /// silently, and nothing archived after the loss can be published as if the batch were whole.
+    failed: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, ApiError> {
+    m.lock().map_err(panicked)
+}
+
+fn panicked<T>(_: T) -> ApiError {
+    ApiError::Invalid("a writer thread panicked".into())
+}
+
+fn flush_failed(db: &DbRef, detail: &str) -> ApiError {
+    ApiError::FlushFailed {
+        db: db.path.display().to_string(),
+        detail: detail.to_string(),
+    }
 }
 
 pub struct LocalFdb {
@@ -37,8 +80,9 @@ pub struct LocalFdb {
     cx: Context<'static>,
     catalogue: Box<dyn Catalogue>,
     store: Box<dyn Store>,
-    /// By database key, so the root is chosen once per database, not per field.
-    writers: Mutex<HashMap<Key, DbWriters>>,
+    /// By database key, so the root is chosen once per database, not per field. The map is
+    /// locked only to find or insert a database; each database has locks of its own.
+    writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
@@ -74,7 +118,7 @@ impl LocalFdb {
             },
             catalogue,
             store,
-            writers: Mutex::new(HashMap::new()),
+            writers: RwLock::new(HashMap::new()),
         })
     }
 
@@ -105,27 +149,85 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
-        let mut writers = self
-            .writers
-            .lock()
-            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        let w = match writers.get_mut(&split.db) {
-            Some(w) => w,
-            None => {
-                let db = self.catalogue.create(&split.db, self.schema.text())?;
-                if self.catalogue.is_locked(&db, "archive") {
-                    return Err(locked(&db, "archive"));
-                }
-                let w = DbWriters {
-                    store: self.store.writer(&db)?,
-                    catalogue: self.catalogue.writer(&db)?,
-                    db,
-                };
-                writers.entry(split.db.clone()).or_insert(w)
+        let slot = self.slot(&split.db)?;
+        let mut open = lock(&slot.open)?;
+        if let Some(why) = &open.failed {
+            return Err(flush_failed(&slot.db, why));
+        }
+        let field = open.batch.store.append(data)?;
+        open.batch.catalogue.add(&split.index, &split.datum, field)?;
+        Ok(())
+    }
+
+    /// The database's writing state, made on its first archive. The map is locked only to look
+    /// up or insert: creating the database and opening its writers (file system work) happens
+    /// outside it, so a new database never holds up archives into the others.
+    fn slot(&self, db: &Key) -> Result<Arc<DbSlot>, ApiError> {
+        if let Some(s) = self.writers.read().map_err(panicked)?.get(db) {
+            return Ok(s.clone());
+        }
+        let db_ref = self.catalogue.create(db, self.schema.text())?;
+        if self.catalogue.is_locked(&db_ref, "archive") {
+            return Err(locked(&db_ref, "archive"));
+        }
+        let slot = Arc::new(DbSlot {
+            open: Mutex::new(Open {
+                batch: self.batch(&db_ref)?,
+                failed: None,
+            }),
+            commit: Mutex::new(None),
+            db: db_ref,
+        });
+        // Another thread may have made one meanwhile: the first in wins, the other was unused.
+        let mut writers = self.writers.write().map_err(panicked)?;
+        Ok(writers.entry(db.clone()).or_insert(slot).clone())
+    }
+
+    fn batch(&self, db: &DbRef) -> Result<Batch, ApiError> {
+        Ok(Batch {
+            store: self.store.writer(db)?,
+            catalogue: self.catalogue.writer(db)?,
+        })
+    }
+
+    /// Makes the database's open batch durable and visible, holding the archives' lock only to
+    /// swap in the next batch. Returns once every batch cut before this call is committed.
+    fn flush_db(&self, slot: &DbSlot) -> Result<(), ApiError> {
+        let mut spare = lock(&slot.commit)?;
+        {
+            let open = lock(&slot.open)?;
+            if let Some(why) = &open.failed {
+                return Err(flush_failed(&slot.db, why));
+            }
+            if !open.batch.catalogue.is_dirty() {
+                return Ok(());
+            }
+        }
+        // Writers for the next batch are ready before the cut, so archives never wait for them.
+        let next = match spare.take() {
+            Some(b) => b,
+            None => self.batch(&slot.db)?,
+        };
+        let mut batch = std::mem::replace(&mut lock(&slot.open)?.batch, next);
+        // Bytes durable first: the catalogue's commit (one journal append) is what makes them
+        // visible, all at once or not at all.
+        let live = match batch.store.sync().and_then(|()| batch.catalogue.commit()) {
+            Ok(live) => live,
+            Err(e) => {
+                // The batch's entries go down with it, never visible. Archives must learn of it
+                // even if a thread panicked while holding the lock.
+                let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+                open.failed = Some(e.to_string());
+                return Err(e.into());
             }
         };
-        let field = w.store.append(data)?;
-        w.catalogue.add(&split.index, &split.datum, field)?;
+        *spare = Some(batch);
+        drop(spare);
+        // Merge once a database has accumulated many indexes, so listing and one-field
+        // retrieves do not slow down as flushes pile up.
+        if live > AUTO_COMPACT_INDEXES {
+            self.catalogue.compact(&slot.db)?;
+        }
         Ok(())
     }
 
@@ -494,25 +596,35 @@ impl Fdb for LocalFdb {
         self.store(mars_key, false, data)
     }
 
+    /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,
+    /// into the next batch. One database failing does not keep the others unflushed.
     fn flush(&self) -> Result<(), ApiError> {
-        let mut writers = self
+        let slots: Vec<Arc<DbSlot>> = self
             .writers
-            .lock()
-            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        for w in writers.values_mut() {
-            if !w.catalogue.is_dirty() {
-                continue;
-            }
-            // Bytes durable first: the catalogue's commit is what makes them visible.
-            w.store.sync()?;
-            let live = w.catalogue.commit()?;
-            // Merge once a database has accumulated many indexes, so listing and one-field
-            // retrieves do not slow down as flushes pile up.
-            if live > AUTO_COMPACT_INDEXES {
-                self.catalogue.compact(&w.db)?;
+            .read()
+            .map_err(panicked)?
+            .values()
+            .cloned()
+            .collect();
+        let mut errors: Vec<(String, ApiError)> = Vec::new();
+        for slot in &slots {
+            if let Err(e) = self.flush_db(slot) {
+                errors.push((slot.db.path.display().to_string(), e));
             }
         }
-        Ok(())
+        match errors.len() {
+            0 => Ok(()),
+            // Kept whole, so its kind reaches exit codes and wire errors unchanged.
+            1 => Err(errors.remove(0).1),
+            n => Err(ApiError::Invalid(format!(
+                "flush failed in {n} databases: {}",
+                errors
+                    .iter()
+                    .map(|(db, e)| format!("[{db}] {e}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))),
+        }
     }
 
     fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
