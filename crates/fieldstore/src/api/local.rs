@@ -155,7 +155,9 @@ impl LocalFdb {
             return Err(flush_failed(&slot.db, why));
         }
         let field = open.batch.store.append(data)?;
-        open.batch.catalogue.add(&split.index, &split.datum, field)?;
+        open.batch
+            .catalogue
+            .add(&split.index, &split.datum, field)?;
         Ok(())
     }
 
@@ -888,6 +890,8 @@ impl Fdb for LocalFdb {
 mod tests {
     use super::*;
     use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
 
     fn fdb(dir: &Path) -> LocalFdb {
         let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
@@ -927,5 +931,272 @@ mod tests {
         f.flush().unwrap();
         let req = crate::model::request::parse_request("class=od,expver=0001").unwrap();
         assert_eq!(f.list(&req, ListOptions::default()).unwrap().count(), 1);
+    }
+
+    /// What the next sync of one database's store writer does instead of syncing at once.
+    enum Hold {
+        /// Reports that it started, then waits to be released (at most a minute, so a failing
+        /// test never hangs).
+        Block {
+            entered: mpsc::Sender<()>,
+            release: mpsc::Receiver<()>,
+        },
+        Fail,
+    }
+
+    /// The test's hand on store syncs: one armed hold, for the database of one `expver`.
+    #[derive(Default)]
+    struct Gate(Mutex<Option<(String, Hold)>>);
+
+    impl Gate {
+        fn arm(&self, expver: &str, hold: Hold) {
+            *self.0.lock().unwrap() = Some((expver.to_string(), hold));
+        }
+    }
+
+    /// The POSIX store, but a sync waits or fails when the gate says so: a flush made
+    /// observably slow (or failing) without touching the real code paths around it.
+    struct GatedStore(Arc<Gate>);
+
+    struct GatedWriter {
+        inner: Box<dyn StoreWriter>,
+        expver: String,
+        gate: Arc<Gate>,
+    }
+
+    impl Store for GatedStore {
+        fn kind(&self) -> &'static str {
+            "gated"
+        }
+        fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
+            Ok(Box::new(GatedWriter {
+                inner: PosixStore.writer(db)?,
+                expver: db.key.get("expver").unwrap_or("").to_string(),
+                gate: self.0.clone(),
+            }))
+        }
+        fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
+            PosixStore.read(db, field)
+        }
+        fn open_object(
+            &self,
+            db: &DbRef,
+            object: &str,
+        ) -> Result<Box<dyn ObjectReader>, StorageError> {
+            PosixStore.open_object(db, object)
+        }
+        fn uri(&self, db: &DbRef, object: &str) -> String {
+            PosixStore.uri(db, object)
+        }
+        fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
+            PosixStore.remove(db, objects)
+        }
+        fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
+            PosixStore.object_size(db, object)
+        }
+    }
+
+    impl StoreWriter for GatedWriter {
+        fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError> {
+            self.inner.append(data)
+        }
+        fn sync(&mut self) -> Result<(), StorageError> {
+            let hold = {
+                let mut armed = self.gate.0.lock().unwrap();
+                match armed.as_ref() {
+                    Some((e, _)) if *e == self.expver => armed.take().map(|(_, h)| h),
+                    _ => None,
+                }
+            };
+            match hold {
+                Some(Hold::Block { entered, release }) => {
+                    let _ = entered.send(());
+                    let _ = release.recv_timeout(Duration::from_secs(60));
+                }
+                Some(Hold::Fail) => {
+                    return Err(StorageError::Io {
+                        op: "sync",
+                        path: "gated".into(),
+                        source: std::io::Error::other("injected sync failure"),
+                    })
+                }
+                None => {}
+            }
+            self.inner.sync()
+        }
+    }
+
+    fn gated(dir: &Path) -> (LocalFdb, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        let mut f = fdb(dir);
+        f.store = Box::new(GatedStore(gate.clone()));
+        (f, gate)
+    }
+
+    fn key(expver: &str, step: usize) -> Key {
+        Key::parse(&format!("class=od,expver={expver},stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
+    }
+
+    /// The bytes of one field, or `None` if it is not visible.
+    fn read(f: &LocalFdb, expver: &str, step: usize) -> Option<Vec<u8>> {
+        let req = crate::model::request::parse_request(&format!("class=od,expver={expver},stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap();
+        let mut out = Vec::new();
+        f.retrieve(&req).unwrap().read_to_end(&mut out).unwrap();
+        (!out.is_empty()).then_some(out)
+    }
+
+    #[test]
+    fn archives_go_on_while_another_database_is_being_flushed() {
+        let d = tempfile::tempdir().unwrap();
+        let (f, gate) = gated(d.path());
+        let f = Arc::new(f);
+        f.archive(Some(&key("0001", 0)), b"a0").unwrap();
+        let (entered, started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        gate.arm(
+            "0001",
+            Hold::Block {
+                entered,
+                release: released,
+            },
+        );
+        let flusher = std::thread::spawn({
+            let f = f.clone();
+            move || f.flush()
+        });
+        started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the flush of database A reached its store sync");
+        let (done, finished) = mpsc::channel();
+        let archiver = std::thread::spawn({
+            let f = f.clone();
+            move || -> Result<(), ApiError> {
+                for step in 0..20 {
+                    f.archive(Some(&key("0002", step)), format!("b{step}").as_bytes())?;
+                }
+                // The same database as the flush: this goes into the next batch.
+                f.archive(Some(&key("0001", 1)), b"a1")?;
+                let _ = done.send(());
+                Ok(())
+            }
+        });
+        // Whatever happened, the flush is then let go: the test fails, it never hangs.
+        let went_on = finished.recv_timeout(Duration::from_secs(15));
+        let _ = release.send(());
+        flusher.join().unwrap().unwrap();
+        archiver.join().unwrap().unwrap();
+        assert!(
+            went_on.is_ok(),
+            "archives into database B (and into A's next batch) waited for A's flush"
+        );
+        // The flush covered what was archived before it.
+        assert_eq!(read(&f, "0001", 0).as_deref(), Some(&b"a0"[..]));
+        f.flush().unwrap();
+        assert_eq!(read(&f, "0001", 1).as_deref(), Some(&b"a1"[..]));
+        for step in 0..20 {
+            assert_eq!(
+                read(&f, "0002", step),
+                Some(format!("b{step}").into_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_flush_publishes_nothing_of_its_batch_and_every_later_flush_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let (f, gate) = gated(d.path());
+        f.archive(Some(&key("0001", 0)), b"a0").unwrap();
+        f.archive(Some(&key("0001", 1)), b"a1").unwrap();
+        f.archive(Some(&key("0002", 0)), b"b0").unwrap();
+        gate.arm("0001", Hold::Fail);
+        let e = f.flush().unwrap_err().to_string();
+        assert!(e.contains("injected sync failure"), "{e}");
+        assert_eq!(read(&f, "0001", 0), None);
+        assert_eq!(read(&f, "0001", 1), None);
+        // The other database was flushed all the same.
+        assert_eq!(read(&f, "0002", 0).as_deref(), Some(&b"b0"[..]));
+        // Another thread may have archived into the lost batch: it learns of it at its flush,
+        // and nothing more goes into that database through this handle.
+        let e = f.flush().unwrap_err().to_string();
+        assert!(
+            e.contains("earlier flush") && e.contains("injected sync failure"),
+            "{e}"
+        );
+        let e = f
+            .archive(Some(&key("0001", 2)), b"a2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("earlier flush"), "{e}");
+        f.archive(Some(&key("0002", 1)), b"b1").unwrap();
+        assert!(f.flush().is_err());
+        assert_eq!(read(&f, "0002", 1).as_deref(), Some(&b"b1"[..]));
+        assert_eq!(read(&f, "0001", 2), None);
+    }
+
+    /// Threads sharing one handle archive into several databases, replace some of their own
+    /// fields and flush at will; after each flush what the thread archived is visible, and at
+    /// the end every field reads back as its newest copy.
+    #[test]
+    fn threads_sharing_a_handle_lose_nothing_and_see_their_flushes() {
+        const THREADS: usize = 4;
+        const DBS: usize = 3;
+        const FIELDS: usize = 150;
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        let expver = |i: usize| format!("{:04}", (i % DBS) + 1);
+        let data = |t: usize, i: usize, v: usize| {
+            format!("thread {t} field {i} copy {v}").repeat(1 + i % 5)
+        };
+        let expected: Vec<HashMap<usize, Vec<u8>>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || {
+                        let mut copies: HashMap<usize, usize> = HashMap::new();
+                        for i in 0..FIELDS {
+                            let step = t * 1000 + i;
+                            f.archive(Some(&key(&expver(t + i), step)), data(t, i, 0).as_bytes())
+                                .unwrap();
+                            copies.insert(i, 0);
+                            if i % 7 == 0 {
+                                // A newer copy of an earlier field: it must win.
+                                let j = i / 2;
+                                let v = copies[&j] + 1;
+                                f.archive(
+                                    Some(&key(&expver(t + j), t * 1000 + j)),
+                                    data(t, j, v).as_bytes(),
+                                )
+                                .unwrap();
+                                copies.insert(j, v);
+                            }
+                            if i % 10 == 9 {
+                                f.flush().unwrap();
+                                let want = data(t, i, copies[&i]).into_bytes();
+                                assert_eq!(
+                                    read(f, &expver(t + i), step),
+                                    Some(want),
+                                    "thread {t}: field {i} not visible after its flush"
+                                );
+                            }
+                        }
+                        f.flush().unwrap();
+                        copies
+                            .into_iter()
+                            .map(|(i, v)| (i, data(t, i, v).into_bytes()))
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        for (t, fields) in expected.iter().enumerate() {
+            for (&i, want) in fields {
+                let got = read(&f, &expver(t + i), t * 1000 + i);
+                assert_eq!(got.as_ref(), Some(want), "thread {t} field {i}");
+            }
+        }
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        let listed = f.list(&all, ListOptions::default()).unwrap().count();
+        assert_eq!(listed, THREADS * FIELDS);
     }
 }
