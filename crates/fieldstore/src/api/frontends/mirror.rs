@@ -258,79 +258,9 @@ impl Fdb for MirrorFdb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::LocalFdb;
+    use crate::api::testing::{local, SlowFlush};
     use std::sync::mpsc;
     use std::time::Duration;
-
-    fn local(dir: &std::path::Path) -> Arc<LocalFdb> {
-        let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
-        match crate::model::config::from_yaml_str(&yaml, "test").unwrap() {
-            crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
-            other => panic!("expected a local config, got {other:?}"),
-        }
-    }
-
-    /// A child whose next flush, once armed, says it started and waits to be released (at most
-    /// a minute, so a failing test never hangs); everything else goes to a local store.
-    struct SlowFlush {
-        inner: Arc<LocalFdb>,
-        hold: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
-    }
-
-    impl Fdb for SlowFlush {
-        fn name(&self) -> String {
-            "slow".into()
-        }
-        fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
-            self.inner.archive(key, data)
-        }
-        fn archive_grib(&self, key: &Key, data: &[u8]) -> Result<(), ApiError> {
-            self.inner.archive_grib(key, data)
-        }
-        fn flush(&self) -> Result<(), ApiError> {
-            let hold = self.hold.lock().unwrap().take();
-            if let Some((entered, release)) = hold {
-                let _ = entered.send(());
-                let _ = release.recv_timeout(Duration::from_secs(60));
-            }
-            self.inner.flush()
-        }
-        fn retrieve(&self, r: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-            self.inner.retrieve(r)
-        }
-        fn list(&self, r: &Request, o: ListOptions) -> Result<ListIter<'_>, ApiError> {
-            self.inner.list(r, o)
-        }
-        fn axes(&self, r: &Request, depth: u8) -> Result<AxesMap, ApiError> {
-            self.inner.axes(r, depth)
-        }
-        fn where_(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-            self.inner.where_(r)
-        }
-        fn wipe(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-            self.inner.wipe(r, doit)
-        }
-        fn purge(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-            self.inner.purge(r, doit)
-        }
-        fn stats(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-            self.inner.stats(r)
-        }
-        fn dump(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-            self.inner.dump(r)
-        }
-        fn control(
-            &self,
-            r: &Request,
-            a: ControlAction,
-            ids: &[ControlIdentifier],
-        ) -> Result<Vec<String>, ApiError> {
-            self.inner.control(r, a, ids)
-        }
-        fn compact(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-            self.inner.compact(r)
-        }
-    }
 
     fn key(step: usize) -> Key {
         Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
@@ -341,14 +271,11 @@ mod tests {
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (entered, started) = mpsc::channel();
         let (release, released) = mpsc::channel();
-        let slow = Arc::new(SlowFlush {
-            inner: local(d1.path()),
-            hold: Mutex::new(None),
-        });
+        let slow = Arc::new(SlowFlush::new(local(d1.path())));
         let other = local(d2.path());
         let m = Arc::new(MirrorFdb::new(vec![slow.clone(), other.clone()], None).unwrap());
         m.archive(Some(&key(0)), b"f0").unwrap();
-        *slow.hold.lock().unwrap() = Some((entered, released));
+        slow.arm(entered, released);
         let flusher = std::thread::spawn({
             let m = m.clone();
             move || m.flush()
