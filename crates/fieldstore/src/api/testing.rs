@@ -19,7 +19,8 @@ pub(crate) fn local(dir: &std::path::Path) -> Arc<LocalFdb> {
     }
 }
 
-type Hold = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>;
+/// Where the flush waits: before the local store's flush, or after it.
+type Hold = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>, bool)>>>;
 
 /// A handle whose next flush, once armed, says it started and waits to be released (at most a
 /// minute, so a failing test never hangs); everything else goes to a local store. Clones share
@@ -39,7 +40,12 @@ impl SlowFlush {
     }
 
     pub fn arm(&self, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
-        *self.hold.lock().unwrap() = Some((entered, release));
+        *self.hold.lock().unwrap() = Some((entered, release, false));
+    }
+
+    /// Holds the next flush once the local store's flush is done.
+    pub fn arm_after(&self, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+        *self.hold.lock().unwrap() = Some((entered, release, true));
     }
 }
 
@@ -55,11 +61,22 @@ impl Fdb for SlowFlush {
     }
     fn flush(&self) -> Result<(), ApiError> {
         let hold = self.hold.lock().unwrap().take();
-        if let Some((entered, release)) = hold {
+        let wait = |(entered, release): (mpsc::Sender<()>, mpsc::Receiver<()>)| {
             let _ = entered.send(());
             let _ = release.recv_timeout(Duration::from_secs(60));
+        };
+        match hold {
+            Some((entered, release, true)) => {
+                let flushed = self.inner.flush();
+                wait((entered, release));
+                flushed
+            }
+            Some((entered, release, false)) => {
+                wait((entered, release));
+                self.inner.flush()
+            }
+            None => self.inner.flush(),
         }
-        self.inner.flush()
     }
     fn retrieve(&self, r: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
         self.inner.retrieve(r)
