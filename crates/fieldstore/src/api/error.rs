@@ -29,6 +29,10 @@ pub enum ApiError {
     Locked { db: String, action: String },
     #[error("{0}")]
     Invalid(String),
+    /// A flush of this database failed earlier in this handle's life: the fields of that flush
+    /// were dropped unseen, and whichever thread archived them learns it here.
+    #[error("an earlier flush of database {db} through this handle failed ({detail}): the fields archived into it before that flush were not stored, and this handle takes no more for it (open a new handle and archive them again)")]
+    FlushFailed { db: String, detail: String },
     /// A failure talking to a fieldstore server, boxed so this layer knows nothing of the network
     /// code above it (`fieldstore::remote::RemoteError` inside).
     #[error(transparent)]

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::element::{
     sorted_values, AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
@@ -22,8 +22,9 @@ use crate::storage::{
 };
 use chrono::{NaiveDate, Utc};
 
-/// This handle's writers for one database: bytes go to the store, entries to the catalogue.
-struct DbWriters {
+/// One batch of a database's fields: bytes go to the store, entries to the catalogue, and a
+/// flush makes the batch durable and visible as a whole.
+struct Batch {
     store: Box<dyn StoreWriter>,
     catalogue: Box<dyn CatalogueWriter>,
 }
@@ -38,6 +39,49 @@ pub type Clock = Box<dyn Fn() -> NaiveDate + Send + Sync>;
 /// step=0/to/3000` names 12 million keys per parameter).
 const ENUMERATE_LIMIT: u64 = 100_000;
 
+/// This handle's writing state for one database.
+///
+/// A handle may be shared by many threads (pyfdb and the C API allow it), so nothing here is
+/// held across slow work another thread needs: archives into different databases share only the
+/// brief map lookup in [`LocalFdb::slot`], and a flush holds `open` only to swap the open batch
+/// for a spare one, then syncs and commits the old batch while archives go on into the new one.
+struct DbSlot {
+    db: DbRef,
+    /// The batch archives go into, held for one append and its catalogue entry.
+    open: Mutex<Open>,
+    /// Held by a flush from cutting a batch until it is committed. Batches of one database
+    /// therefore commit one at a time and in order, so a newer copy of a key is always
+    /// journaled after the copy it replaces, and a flush arriving meanwhile waits for the batch
+    /// in flight (it may hold the caller's fields) before cutting its own. Holds the writers of
+    /// the last committed batch, to become the next open one: a steady archive/flush cycle
+    /// opens no writers, and uses at most two data objects per database and handle.
+    commit: Mutex<Option<Batch>>,
+}
+
+struct Open {
+    batch: Batch,
+    /// Why a batch of this database could not be made durable or visible. Its fields were
+    /// dropped unseen, possibly archived by another thread than the one whose flush failed, so
+    /// every later flush reports it and archives into the database are refused: nothing is lost
+    /// silently, and nothing archived after the loss can be published as if the batch were whole.
+    failed: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, ApiError> {
+    m.lock().map_err(panicked)
+}
+
+fn panicked<T>(_: T) -> ApiError {
+    ApiError::Invalid("a writer thread panicked".into())
+}
+
+fn flush_failed(db: &DbRef, detail: &str) -> ApiError {
+    ApiError::FlushFailed {
+        db: db.path.display().to_string(),
+        detail: detail.to_string(),
+    }
+}
+
 pub struct LocalFdb {
     config: LocalConfig,
     schema: Schema,
@@ -47,8 +91,9 @@ pub struct LocalFdb {
     clock: Clock,
     catalogue: Box<dyn Catalogue>,
     store: Box<dyn Store>,
-    /// By database key, so the root is chosen once per database, not per field.
-    writers: Mutex<HashMap<Key, DbWriters>>,
+    /// By database key, so the root is chosen once per database, not per field. The map is
+    /// locked only to find or insert a database; each database has locks of its own.
+    writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
@@ -85,7 +130,7 @@ impl LocalFdb {
             clock: Box::new(|| Utc::now().date_naive()),
             catalogue,
             store,
-            writers: Mutex::new(HashMap::new()),
+            writers: RwLock::new(HashMap::new()),
         })
     }
 
@@ -132,26 +177,81 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
-        let mut writers = self
-            .writers
-            .lock()
-            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        let w = match writers.get_mut(&split.db) {
-            Some(w) => w,
-            None => {
-                let db = self.catalogue.create(&split.db, self.schema.text())?;
-                if self.catalogue.is_locked(&db, "archive") {
-                    return Err(locked(&db, "archive"));
-                }
-                let w = DbWriters {
-                    store: self.store.writer(&db)?,
-                    catalogue: self.catalogue.writer(&db)?,
-                };
-                writers.entry(split.db.clone()).or_insert(w)
+        let slot = self.slot(&split.db)?;
+        let mut open = lock(&slot.open)?;
+        if let Some(why) = &open.failed {
+            return Err(flush_failed(&slot.db, why));
+        }
+        let field = open.batch.store.append(data)?;
+        open.batch
+            .catalogue
+            .add(&split.index, &split.datum, field)?;
+        Ok(())
+    }
+
+    /// The database's writing state, made on its first archive. The map is locked only to look
+    /// up or insert: creating the database and opening its writers (file system work) happens
+    /// outside it, so a new database never holds up archives into the others.
+    fn slot(&self, db: &Key) -> Result<Arc<DbSlot>, ApiError> {
+        if let Some(s) = self.writers.read().map_err(panicked)?.get(db) {
+            return Ok(s.clone());
+        }
+        let db_ref = self.catalogue.create(db, self.schema.text())?;
+        if self.catalogue.is_locked(&db_ref, "archive") {
+            return Err(locked(&db_ref, "archive"));
+        }
+        let slot = Arc::new(DbSlot {
+            open: Mutex::new(Open {
+                batch: self.batch(&db_ref)?,
+                failed: None,
+            }),
+            commit: Mutex::new(None),
+            db: db_ref,
+        });
+        // Another thread may have made one meanwhile: the first in wins, the other was unused.
+        let mut writers = self.writers.write().map_err(panicked)?;
+        Ok(writers.entry(db.clone()).or_insert(slot).clone())
+    }
+
+    fn batch(&self, db: &DbRef) -> Result<Batch, ApiError> {
+        Ok(Batch {
+            store: self.store.writer(db)?,
+            catalogue: self.catalogue.writer(db)?,
+        })
+    }
+
+    /// Makes the database's open batch durable and visible, holding the archives' lock only to
+    /// swap in the next batch. Returns once every batch cut before this call is committed.
+    fn flush_db(&self, slot: &DbSlot) -> Result<(), ApiError> {
+        let mut spare = lock(&slot.commit)?;
+        {
+            let open = lock(&slot.open)?;
+            if let Some(why) = &open.failed {
+                return Err(flush_failed(&slot.db, why));
             }
+            if !open.batch.catalogue.is_dirty() {
+                return Ok(());
+            }
+        }
+        // Writers for the next batch are ready before the cut, so archives never wait for them.
+        let next = match spare.take() {
+            Some(b) => b,
+            None => self.batch(&slot.db)?,
         };
-        let field = w.store.append(data)?;
-        w.catalogue.add(&split.index, &split.datum, field)?;
+        let mut batch = std::mem::replace(&mut lock(&slot.open)?.batch, next);
+        // Bytes durable first: the catalogue's commit (one journal append) is what makes them
+        // visible, all at once or not at all.
+        if let Err(e) = batch.store.sync().and_then(|()| batch.catalogue.commit()) {
+            // The batch's entries go down with it, never visible. Archives must learn of it
+            // even if a thread panicked while holding the lock.
+            let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.failed = Some(e.to_string());
+            return Err(e.into());
+        }
+        // The toc writer merges indexes itself after committing (size-tiered, and skipped while
+        // another process compacts), so listing and retrieves stay fast as flushes pile up
+        // without any flush paying for the whole database.
+        *spare = Some(batch);
         Ok(())
     }
 
@@ -721,23 +821,35 @@ impl Fdb for LocalFdb {
         self.store(mars_key, false, data)
     }
 
+    /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,
+    /// into the next batch. One database failing does not keep the others unflushed.
     fn flush(&self) -> Result<(), ApiError> {
-        let mut writers = self
+        let slots: Vec<Arc<DbSlot>> = self
             .writers
-            .lock()
-            .map_err(|_| ApiError::Invalid("a writer thread panicked".into()))?;
-        for w in writers.values_mut() {
-            if !w.catalogue.is_dirty() {
-                continue;
+            .read()
+            .map_err(panicked)?
+            .values()
+            .cloned()
+            .collect();
+        let mut errors: Vec<(String, ApiError)> = Vec::new();
+        for slot in &slots {
+            if let Err(e) = self.flush_db(slot) {
+                errors.push((slot.db.path.display().to_string(), e));
             }
-            // Bytes durable first: the catalogue's commit is what makes them visible.
-            w.store.sync()?;
-            // The toc writer merges indexes itself after committing (size-tiered, and skipped
-            // while another process compacts), so listing and retrieves stay fast as flushes
-            // pile up without any flush paying for the whole database.
-            w.catalogue.commit()?;
         }
-        Ok(())
+        match errors.len() {
+            0 => Ok(()),
+            // Kept whole, so its kind reaches exit codes and wire errors unchanged.
+            1 => Err(errors.remove(0).1),
+            n => Err(ApiError::Invalid(format!(
+                "flush failed in {n} databases: {}",
+                errors
+                    .iter()
+                    .map(|(db, e)| format!("[{db}] {e}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))),
+        }
     }
 
     fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
@@ -982,6 +1094,8 @@ impl Fdb for LocalFdb {
 mod tests {
     use super::*;
     use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
 
     fn fdb(dir: &Path) -> LocalFdb {
         let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
@@ -1176,5 +1290,272 @@ mod tests {
         f.flush().unwrap();
         let req = crate::model::request::parse_request("class=od,expver=0001").unwrap();
         assert_eq!(f.list(&req, ListOptions::default()).unwrap().count(), 1);
+    }
+
+    /// What the next sync of one database's store writer does instead of syncing at once.
+    enum Hold {
+        /// Reports that it started, then waits to be released (at most a minute, so a failing
+        /// test never hangs).
+        Block {
+            entered: mpsc::Sender<()>,
+            release: mpsc::Receiver<()>,
+        },
+        Fail,
+    }
+
+    /// The test's hand on store syncs: one armed hold, for the database of one `expver`.
+    #[derive(Default)]
+    struct Gate(Mutex<Option<(String, Hold)>>);
+
+    impl Gate {
+        fn arm(&self, expver: &str, hold: Hold) {
+            *self.0.lock().unwrap() = Some((expver.to_string(), hold));
+        }
+    }
+
+    /// The POSIX store, but a sync waits or fails when the gate says so: a flush made
+    /// observably slow (or failing) without touching the real code paths around it.
+    struct GatedStore(Arc<Gate>);
+
+    struct GatedWriter {
+        inner: Box<dyn StoreWriter>,
+        expver: String,
+        gate: Arc<Gate>,
+    }
+
+    impl Store for GatedStore {
+        fn kind(&self) -> &'static str {
+            "gated"
+        }
+        fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
+            Ok(Box::new(GatedWriter {
+                inner: PosixStore.writer(db)?,
+                expver: db.key.get("expver").unwrap_or("").to_string(),
+                gate: self.0.clone(),
+            }))
+        }
+        fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
+            PosixStore.read(db, field)
+        }
+        fn open_object(
+            &self,
+            db: &DbRef,
+            object: &str,
+        ) -> Result<Box<dyn ObjectReader>, StorageError> {
+            PosixStore.open_object(db, object)
+        }
+        fn uri(&self, db: &DbRef, object: &str) -> String {
+            PosixStore.uri(db, object)
+        }
+        fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
+            PosixStore.remove(db, objects)
+        }
+        fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
+            PosixStore.object_size(db, object)
+        }
+    }
+
+    impl StoreWriter for GatedWriter {
+        fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError> {
+            self.inner.append(data)
+        }
+        fn sync(&mut self) -> Result<(), StorageError> {
+            let hold = {
+                let mut armed = self.gate.0.lock().unwrap();
+                match armed.as_ref() {
+                    Some((e, _)) if *e == self.expver => armed.take().map(|(_, h)| h),
+                    _ => None,
+                }
+            };
+            match hold {
+                Some(Hold::Block { entered, release }) => {
+                    let _ = entered.send(());
+                    let _ = release.recv_timeout(Duration::from_secs(60));
+                }
+                Some(Hold::Fail) => {
+                    return Err(StorageError::Io {
+                        op: "sync",
+                        path: "gated".into(),
+                        source: std::io::Error::other("injected sync failure"),
+                    })
+                }
+                None => {}
+            }
+            self.inner.sync()
+        }
+    }
+
+    fn gated(dir: &Path) -> (LocalFdb, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        let mut f = fdb(dir);
+        f.store = Box::new(GatedStore(gate.clone()));
+        (f, gate)
+    }
+
+    fn key(expver: &str, step: usize) -> Key {
+        Key::parse(&format!("class=od,expver={expver},stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
+    }
+
+    /// The bytes of one field, or `None` if it is not visible.
+    fn read(f: &LocalFdb, expver: &str, step: usize) -> Option<Vec<u8>> {
+        let req = crate::model::request::parse_request(&format!("class=od,expver={expver},stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap();
+        let mut out = Vec::new();
+        f.retrieve(&req).unwrap().read_to_end(&mut out).unwrap();
+        (!out.is_empty()).then_some(out)
+    }
+
+    #[test]
+    fn archives_go_on_while_another_database_is_being_flushed() {
+        let d = tempfile::tempdir().unwrap();
+        let (f, gate) = gated(d.path());
+        let f = Arc::new(f);
+        f.archive(Some(&key("0001", 0)), b"a0").unwrap();
+        let (entered, started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        gate.arm(
+            "0001",
+            Hold::Block {
+                entered,
+                release: released,
+            },
+        );
+        let flusher = std::thread::spawn({
+            let f = f.clone();
+            move || f.flush()
+        });
+        started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the flush of database A reached its store sync");
+        let (done, finished) = mpsc::channel();
+        let archiver = std::thread::spawn({
+            let f = f.clone();
+            move || -> Result<(), ApiError> {
+                for step in 0..20 {
+                    f.archive(Some(&key("0002", step)), format!("b{step}").as_bytes())?;
+                }
+                // The same database as the flush: this goes into the next batch.
+                f.archive(Some(&key("0001", 1)), b"a1")?;
+                let _ = done.send(());
+                Ok(())
+            }
+        });
+        // Whatever happened, the flush is then let go: the test fails, it never hangs.
+        let went_on = finished.recv_timeout(Duration::from_secs(15));
+        let _ = release.send(());
+        flusher.join().unwrap().unwrap();
+        archiver.join().unwrap().unwrap();
+        assert!(
+            went_on.is_ok(),
+            "archives into database B (and into A's next batch) waited for A's flush"
+        );
+        // The flush covered what was archived before it.
+        assert_eq!(read(&f, "0001", 0).as_deref(), Some(&b"a0"[..]));
+        f.flush().unwrap();
+        assert_eq!(read(&f, "0001", 1).as_deref(), Some(&b"a1"[..]));
+        for step in 0..20 {
+            assert_eq!(
+                read(&f, "0002", step),
+                Some(format!("b{step}").into_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_flush_publishes_nothing_of_its_batch_and_every_later_flush_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let (f, gate) = gated(d.path());
+        f.archive(Some(&key("0001", 0)), b"a0").unwrap();
+        f.archive(Some(&key("0001", 1)), b"a1").unwrap();
+        f.archive(Some(&key("0002", 0)), b"b0").unwrap();
+        gate.arm("0001", Hold::Fail);
+        let e = f.flush().unwrap_err().to_string();
+        assert!(e.contains("injected sync failure"), "{e}");
+        assert_eq!(read(&f, "0001", 0), None);
+        assert_eq!(read(&f, "0001", 1), None);
+        // The other database was flushed all the same.
+        assert_eq!(read(&f, "0002", 0).as_deref(), Some(&b"b0"[..]));
+        // Another thread may have archived into the lost batch: it learns of it at its flush,
+        // and nothing more goes into that database through this handle.
+        let e = f.flush().unwrap_err().to_string();
+        assert!(
+            e.contains("earlier flush") && e.contains("injected sync failure"),
+            "{e}"
+        );
+        let e = f
+            .archive(Some(&key("0001", 2)), b"a2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("earlier flush"), "{e}");
+        f.archive(Some(&key("0002", 1)), b"b1").unwrap();
+        assert!(f.flush().is_err());
+        assert_eq!(read(&f, "0002", 1).as_deref(), Some(&b"b1"[..]));
+        assert_eq!(read(&f, "0001", 2), None);
+    }
+
+    /// Threads sharing one handle archive into several databases, replace some of their own
+    /// fields and flush at will; after each flush what the thread archived is visible, and at
+    /// the end every field reads back as its newest copy.
+    #[test]
+    fn threads_sharing_a_handle_lose_nothing_and_see_their_flushes() {
+        const THREADS: usize = 4;
+        const DBS: usize = 3;
+        const FIELDS: usize = 150;
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        let expver = |i: usize| format!("{:04}", (i % DBS) + 1);
+        let data = |t: usize, i: usize, v: usize| {
+            format!("thread {t} field {i} copy {v}").repeat(1 + i % 5)
+        };
+        let expected: Vec<HashMap<usize, Vec<u8>>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || {
+                        let mut copies: HashMap<usize, usize> = HashMap::new();
+                        for i in 0..FIELDS {
+                            let step = t * 1000 + i;
+                            f.archive(Some(&key(&expver(t + i), step)), data(t, i, 0).as_bytes())
+                                .unwrap();
+                            copies.insert(i, 0);
+                            if i % 7 == 0 {
+                                // A newer copy of an earlier field: it must win.
+                                let j = i / 2;
+                                let v = copies[&j] + 1;
+                                f.archive(
+                                    Some(&key(&expver(t + j), t * 1000 + j)),
+                                    data(t, j, v).as_bytes(),
+                                )
+                                .unwrap();
+                                copies.insert(j, v);
+                            }
+                            if i % 10 == 9 {
+                                f.flush().unwrap();
+                                let want = data(t, i, copies[&i]).into_bytes();
+                                assert_eq!(
+                                    read(f, &expver(t + i), step),
+                                    Some(want),
+                                    "thread {t}: field {i} not visible after its flush"
+                                );
+                            }
+                        }
+                        f.flush().unwrap();
+                        copies
+                            .into_iter()
+                            .map(|(i, v)| (i, data(t, i, v).into_bytes()))
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        for (t, fields) in expected.iter().enumerate() {
+            for (&i, want) in fields {
+                let got = read(&f, &expver(t + i), t * 1000 + i);
+                assert_eq!(got.as_ref(), Some(want), "thread {t} field {i}");
+            }
+        }
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        let listed = f.list(&all, ListOptions::default()).unwrap().count();
+        assert_eq!(listed, THREADS * FIELDS);
     }
 }

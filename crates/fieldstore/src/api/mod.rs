@@ -5,6 +5,8 @@ pub mod error;
 pub mod fdb;
 pub mod frontends;
 pub mod local;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use element::{
     compare_values, sorted_axes, sorted_values, AxesMap, ControlAction, ControlIdentifier,

@@ -46,6 +46,9 @@ struct Connection {
 #[derive(Default)]
 struct ArchiveSession {
     conn: Option<Connection>,
+    /// The connection of the last flush that succeeded, ready to take over when the next flush
+    /// takes `conn` away: a steady archive/flush cycle uses two connections and opens no more.
+    spare: Option<Connection>,
     /// Fields archived since the last flush.
     pending: u64,
     /// Fields lost with a connection since the last flush: the next flush must fail.
@@ -64,7 +67,14 @@ pub struct RemoteFdb {
     endpoint: String,
     token: Option<String>,
     idle: Mutex<Vec<Connection>>,
+    /// Held to send one archive frame, and by a flush only to take the connection away: the
+    /// flush's round trip (the server's fsync and commit) runs without it, so other threads
+    /// sharing the handle go on archiving, on another connection, into the next batch.
     archive: Mutex<ArchiveSession>,
+    /// Held by a flush for its round trip: flushes go one at a time, so a flush that arrives
+    /// meanwhile returns only after the batch in flight (which may hold its caller's fields),
+    /// and a newer copy of a key is never made visible before the copy it replaces.
+    flushing: Mutex<()>,
     next_id: AtomicU64,
     /// TLS trust and the name the server certificate must carry.
     tls: Option<(TlsConnector, String)>,
@@ -90,6 +100,7 @@ impl RemoteFdb {
             token,
             idle: Mutex::new(Vec::new()),
             archive: Mutex::new(ArchiveSession::default()),
+            flushing: Mutex::new(()),
             next_id: AtomicU64::new(1),
             tls: None,
         }
@@ -658,44 +669,67 @@ impl Fdb for RemoteFdb {
         self.send_archive(Some(mars_key), true, data)
     }
 
+    /// The batch is the archive connection's: the flush takes the connection out of the
+    /// session (the spare, if any, takes its place) and waits for the server's answer on it
+    /// without holding the archive lock.
     fn flush(&self) -> Result<(), ApiError> {
-        let mut s = lock(&self.archive);
-        if let Some(lost) = s.lost.take() {
-            // Flushing what came after would make part of a batch visible: drop it too.
-            s.conn = None;
+        let _turn = lock(&self.flushing);
+        let (mut conn, pending) = {
+            let mut s = lock(&self.archive);
+            if let Some(lost) = s.lost.take() {
+                // Flushing what came after would make part of a batch visible: drop it too.
+                s.conn = None;
+                s.pending = 0;
+                return Err(self.lost("archive", lost).into());
+            }
+            if s.pending == 0 {
+                return Ok(());
+            }
+            let pending = s.pending;
             s.pending = 0;
-            return Err(self.lost("archive", lost).into());
-        }
-        if s.pending == 0 {
-            return Ok(());
-        }
-        let pending = s.pending;
-        s.pending = 0;
-        let Some(c) = s.conn.as_mut() else {
-            return Ok(());
+            let Some(c) = s.conn.take() else {
+                return Ok(());
+            };
+            s.conn = s.spare.take();
+            (c, pending)
         };
+        let c = &mut conn;
         let id = self.id();
         let result = p::write_frame(&mut c.writer, c.version, MsgType::Flush, id, &[])
             .map_err(RemoteError::from)
             .and_then(|_| c.writer.flush().map_err(RemoteError::from))
             .and_then(|_| p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload));
-        match result {
-            Ok(h) if h.kind == MsgType::Reply && h.request == id => Ok(()),
-            Ok(h) if h.kind == MsgType::Error => Err(self.reply_error(&c.payload)),
-            Ok(h) => {
-                s.conn = None;
-                Err(RemoteError::Protocol {
-                    endpoint: self.endpoint.clone(),
-                    detail: format!(
-                        "answered flush {id} with a {} frame for request {}",
-                        h.kind.op_name(),
-                        h.request
-                    ),
-                }
-                .into())
+        // The connection lives on after an answer, even an error (the server discarded that
+        // batch and starts a new one); it goes back for the next batch, or as the spare.
+        let give_back = |conn: Connection| {
+            let mut s = lock(&self.archive);
+            if s.conn.is_none() {
+                s.conn = Some(conn);
+            } else {
+                s.spare = Some(conn);
             }
+        };
+        match result {
+            Ok(h) if h.kind == MsgType::Reply && h.request == id => {
+                give_back(conn);
+                Ok(())
+            }
+            Ok(h) if h.kind == MsgType::Error => {
+                let e = self.reply_error(&conn.payload);
+                give_back(conn);
+                Err(e)
+            }
+            Ok(h) => Err(RemoteError::Protocol {
+                endpoint: self.endpoint.clone(),
+                detail: format!(
+                    "answered flush {id} with a {} frame for request {}",
+                    h.kind.op_name(),
+                    h.request
+                ),
+            }
+            .into()),
             Err(e) => {
-                s.conn = None;
+                drop(conn);
                 Err(self
                     .lost(
                         "flush",
@@ -796,5 +830,74 @@ impl Fdb for RemoteFdb {
             Ok(s) => s,
             Err(e) => format!("(asking {} why failed: {e})", self.endpoint),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::{local, SlowFlush};
+    use crate::remote::{FdbFactory, Server, ServerOptions};
+    use std::sync::{mpsc, Arc};
+
+    fn key(step: usize) -> Key {
+        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
+    }
+
+    /// A flush waits for the server's fsync and commit; threads sharing the handle must go on
+    /// archiving meanwhile.
+    #[test]
+    fn archives_go_on_while_a_flush_waits_for_the_server() {
+        let d = tempfile::tempdir().unwrap();
+        let slow = SlowFlush::new(local(d.path()));
+        let factory: Box<FdbFactory> = Box::new({
+            let slow = slow.clone();
+            move || Ok(Box::new(slow.clone()) as Box<dyn Fdb>)
+        });
+        let server = Server::bind("127.0.0.1:0", factory, ServerOptions::default()).unwrap();
+        let port = server.local_addr().port();
+        let stop = server.shutdown_handle();
+        let serving = std::thread::spawn(move || server.run());
+
+        let fdb = Arc::new(RemoteFdb::new("127.0.0.1", port, None));
+        fdb.archive(Some(&key(0)), b"f0").unwrap();
+        let (entered, started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        slow.arm(entered, released);
+        let flusher = std::thread::spawn({
+            let fdb = fdb.clone();
+            move || fdb.flush()
+        });
+        started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the flush reached the server's store");
+        let (done, finished) = mpsc::channel();
+        let archiver = std::thread::spawn({
+            let fdb = fdb.clone();
+            move || -> Result<(), ApiError> {
+                fdb.archive(Some(&key(1)), b"f1")?;
+                let _ = done.send(());
+                Ok(())
+            }
+        });
+        // Whatever happened, the flush is then let go: the test fails, it never hangs.
+        let went_on = finished.recv_timeout(Duration::from_secs(15));
+        let _ = release.send(());
+        flusher.join().unwrap().unwrap();
+        archiver.join().unwrap().unwrap();
+        assert!(
+            went_on.is_ok(),
+            "an archive waited for another thread's flush"
+        );
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 1);
+        fdb.flush().unwrap();
+        assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 2);
+        // A third batch goes through the connection the first flush gave back.
+        fdb.archive(Some(&key(2)), b"f2").unwrap();
+        fdb.flush().unwrap();
+        assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 3);
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
     }
 }

@@ -33,8 +33,25 @@ pub struct DistFdb {
     /// For `hash: database`: splits a field key to find its database key.
     schema: Option<Schema>,
     cx: Context<'static>,
-    /// Lanes holding unflushed data from this handle: an archive failing there cannot move on.
-    dirty: Mutex<Vec<bool>>,
+    /// Per lane: unflushed data from this handle, and flushes of it in progress. An archive
+    /// failing on a lane with either cannot move on. Locked only to read or mark, never across
+    /// a lane's archive or flush.
+    dirty: Mutex<Vec<LaneState>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct LaneState {
+    /// Archived into since the last flush took the mark.
+    dirty: bool,
+    /// Flushes of the lane in progress: a flush starting meanwhile must flush the lane too, so
+    /// that it returns only once the batch in flight (which may hold its caller's fields) is.
+    flushing: usize,
+}
+
+impl LaneState {
+    fn busy(&self) -> bool {
+        self.dirty || self.flushing > 0
+    }
 }
 
 /// Elements buffered between a lane's listing thread and the consumer.
@@ -95,7 +112,7 @@ impl DistFdb {
             hash,
             schema,
             cx,
-            dirty: Mutex::new(vec![false; n]),
+            dirty: Mutex::new(vec![LaneState::default(); n]),
         })
     }
 
@@ -127,12 +144,12 @@ impl DistFdb {
             match store(lane.fdb.as_ref()) {
                 Ok(()) => {
                     if let Ok(mut d) = self.dirty.lock() {
-                        d[i] = true;
+                        d[i].dirty = true;
                     }
                     return Ok(());
                 }
                 Err(e) => {
-                    let dirty = self.dirty.lock().map(|d| d[i]).unwrap_or(true);
+                    let dirty = self.dirty.lock().map(|d| d[i].busy()).unwrap_or(true);
                     if dirty {
                         // Moving on would split this handle's unflushed data over two lanes.
                         return Err(ApiError::Invalid(format!(
@@ -219,24 +236,39 @@ impl Fdb for DistFdb {
         self.place(mars_key, |f| f.archive_grib(mars_key, data))
     }
 
+    /// The marks are taken when the flush starts, not cleared when it ends: a lane archived
+    /// into while its flush runs stays marked for the next flush.
     fn flush(&self) -> Result<(), ApiError> {
-        let dirty = self
+        // The marks are plain data: a thread that panicked holding them left them usable.
+        let todo: Vec<bool> = self
             .dirty
             .lock()
-            .map(|d| d.clone())
-            .unwrap_or_else(|_| vec![true; self.lanes.len()]);
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .map(|l| {
+                let busy = l.busy();
+                if busy {
+                    l.dirty = false;
+                    l.flushing += 1;
+                }
+                busy
+            })
+            .collect();
         let mut errors = Vec::new();
         for (i, l) in self.lanes.iter().enumerate() {
-            if !dirty[i] {
+            if !todo[i] {
                 continue;
             }
-            match l.fdb.flush() {
-                Ok(()) => {
-                    if let Ok(mut d) = self.dirty.lock() {
-                        d[i] = false;
-                    }
+            let flushed = l.fdb.flush();
+            {
+                let mut d = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+                d[i].flushing -= 1;
+                if flushed.is_err() {
+                    d[i].dirty = true;
                 }
-                Err(e) => errors.push((l.id.clone(), e)),
+            }
+            if let Err(e) = flushed {
+                errors.push((l.id.clone(), e));
             }
         }
         if errors.is_empty() {
@@ -382,5 +414,48 @@ mod tests {
         for c in per_lane {
             assert!((c as f64 / n as f64 - 0.25).abs() < 0.02, "{per_lane:?}");
         }
+    }
+
+    #[test]
+    fn a_lane_archived_into_during_its_flush_is_flushed_by_the_next_flush() {
+        use crate::api::testing::{local, SlowFlush};
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let d = tempfile::tempdir().unwrap();
+        let slow = SlowFlush::new(local(d.path()));
+        let lane = DistLane {
+            id: "a".into(),
+            hash_id: "a".into(),
+            fdb: Arc::new(slow.clone()),
+        };
+        let dist =
+            Arc::new(DistFdb::new(vec![lane], DistHash::Field, None, Context::default()).unwrap());
+        let key = |step: usize| {
+            Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
+        };
+        dist.archive(Some(&key(0)), b"f0").unwrap();
+        let (entered, started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        // Held once the lane's own flush is done: what comes now is the lane's next batch.
+        slow.arm_after(entered, released);
+        let flusher = std::thread::spawn({
+            let dist = dist.clone();
+            move || dist.flush()
+        });
+        started.recv_timeout(Duration::from_secs(30)).unwrap();
+        let archived = dist.archive(Some(&key(1)), b"f1");
+        let _ = release.send(());
+        flusher.join().unwrap().unwrap();
+        archived.unwrap();
+        dist.flush().unwrap();
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        assert_eq!(
+            slow.inner
+                .list(&all, ListOptions::default())
+                .unwrap()
+                .count(),
+            2,
+            "the field archived during the first flush was left unflushed by the second"
+        );
     }
 }

@@ -14,7 +14,9 @@ use crate::model::Key;
 pub struct MirrorFdb {
     children: Vec<Arc<dyn Fdb>>,
     quorum: usize,
-    /// Children whose archive failed since the last flush: their flush cannot count.
+    /// Children whose archive failed since the last flush: their flush cannot count. Locked
+    /// only to read or mark, never across a child's archive or flush, so threads sharing the
+    /// handle archive at once and a slow flush holds up no archive.
     failed: Mutex<Vec<Option<String>>>,
 }
 
@@ -31,24 +33,35 @@ impl MirrorFdb {
         })
     }
 
+    fn failed(&self) -> Result<std::sync::MutexGuard<'_, Vec<Option<String>>>, ApiError> {
+        self.failed
+            .lock()
+            .map_err(|_| ApiError::Invalid("a mirror thread panicked".into()))
+    }
+
+    /// A child that fails while a flush runs on another thread is marked after that flush took
+    /// the marks: the field was archived concurrently with the flush, so it belongs to the next
+    /// one, which then reports the child.
     fn to_all(&self, f: impl Fn(&dyn Fdb) -> Result<(), ApiError>) -> Result<(), ApiError> {
         let mut ok = 0;
         let mut errors = Vec::new();
-        let mut failed = self
-            .failed
-            .lock()
-            .map_err(|_| ApiError::Invalid("a mirror thread panicked".into()))?;
+        let skip: Vec<bool> = self.failed()?.iter().map(Option::is_some).collect();
+        let mut newly = Vec::new();
         for (i, c) in self.children.iter().enumerate() {
-            if failed[i].is_some() {
+            if skip[i] {
                 continue;
             }
             match f(c.as_ref()) {
                 Ok(()) => ok += 1,
                 Err(e) => {
-                    failed[i] = Some(e.to_string());
+                    newly.push((i, e.to_string()));
                     errors.push((c.name(), e));
                 }
             }
+        }
+        let mut failed = self.failed()?;
+        for (i, why) in newly {
+            failed[i].get_or_insert(why);
         }
         // Fail early only when the quorum can no longer be reached.
         let alive = failed.iter().filter(|f| f.is_none()).count();
@@ -101,10 +114,7 @@ impl Fdb for MirrorFdb {
     }
 
     fn flush(&self) -> Result<(), ApiError> {
-        let mut failed = self
-            .failed
-            .lock()
-            .map_err(|_| ApiError::Invalid("a mirror thread panicked".into()))?;
+        let mut failed: Vec<Option<String>> = self.failed()?.iter_mut().map(Option::take).collect();
         let mut ok = 0;
         let mut errors = Vec::new();
         for (i, c) in self.children.iter().enumerate() {
@@ -242,5 +252,56 @@ impl Fdb for MirrorFdb {
 
     fn explain_nothing(&self, request: &Request) -> String {
         self.children[0].explain_nothing(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::{local, SlowFlush};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn key(step: usize) -> Key {
+        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
+    }
+
+    #[test]
+    fn archives_go_on_while_a_child_flushes_slowly() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (entered, started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        let slow = Arc::new(SlowFlush::new(local(d1.path())));
+        let other = local(d2.path());
+        let m = Arc::new(MirrorFdb::new(vec![slow.clone(), other.clone()], None).unwrap());
+        m.archive(Some(&key(0)), b"f0").unwrap();
+        slow.arm(entered, released);
+        let flusher = std::thread::spawn({
+            let m = m.clone();
+            move || m.flush()
+        });
+        started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the flush reached the slow child");
+        let (done, finished) = mpsc::channel();
+        let archiver = std::thread::spawn({
+            let m = m.clone();
+            move || -> Result<(), ApiError> {
+                m.archive(Some(&key(1)), b"f1")?;
+                let _ = done.send(());
+                Ok(())
+            }
+        });
+        // Whatever happened, the flush is then let go: the test fails, it never hangs.
+        let went_on = finished.recv_timeout(Duration::from_secs(15));
+        let _ = release.send(());
+        flusher.join().unwrap().unwrap();
+        archiver.join().unwrap().unwrap();
+        assert!(went_on.is_ok(), "an archive waited for a child's flush");
+        m.flush().unwrap();
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        for child in [slow.inner.clone(), other] {
+            assert_eq!(child.list(&all, ListOptions::default()).unwrap().count(), 2);
+        }
     }
 }

@@ -1,0 +1,116 @@
+//! Test doubles shared by the frontends' and the remote layer's tests.
+
+use std::io::Read;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use super::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
+use super::fdb::{Fdb, ListIter};
+use super::{ApiError, LocalFdb};
+use crate::model::request::Request;
+use crate::model::Key;
+
+/// A local store in `dir`.
+pub(crate) fn local(dir: &std::path::Path) -> Arc<LocalFdb> {
+    let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
+    match crate::model::config::from_yaml_str(&yaml, "test").unwrap() {
+        crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
+        other => panic!("expected a local config, got {other:?}"),
+    }
+}
+
+/// Where the flush waits: before the local store's flush, or after it.
+type Hold = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>, bool)>>>;
+
+/// A handle whose next flush, once armed, says it started and waits to be released (at most a
+/// minute, so a failing test never hangs); everything else goes to a local store. Clones share
+/// the arming, so a server's per-connection handles can be held from the test.
+#[derive(Clone)]
+pub(crate) struct SlowFlush {
+    pub inner: Arc<LocalFdb>,
+    hold: Hold,
+}
+
+impl SlowFlush {
+    pub fn new(inner: Arc<LocalFdb>) -> SlowFlush {
+        SlowFlush {
+            inner,
+            hold: Arc::default(),
+        }
+    }
+
+    pub fn arm(&self, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+        *self.hold.lock().unwrap() = Some((entered, release, false));
+    }
+
+    /// Holds the next flush once the local store's flush is done.
+    pub fn arm_after(&self, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+        *self.hold.lock().unwrap() = Some((entered, release, true));
+    }
+}
+
+impl Fdb for SlowFlush {
+    fn name(&self) -> String {
+        "slow".into()
+    }
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        self.inner.archive(key, data)
+    }
+    fn archive_grib(&self, key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        self.inner.archive_grib(key, data)
+    }
+    fn flush(&self) -> Result<(), ApiError> {
+        let hold = self.hold.lock().unwrap().take();
+        let wait = |(entered, release): (mpsc::Sender<()>, mpsc::Receiver<()>)| {
+            let _ = entered.send(());
+            let _ = release.recv_timeout(Duration::from_secs(60));
+        };
+        match hold {
+            Some((entered, release, true)) => {
+                let flushed = self.inner.flush();
+                wait((entered, release));
+                flushed
+            }
+            Some((entered, release, false)) => {
+                wait((entered, release));
+                self.inner.flush()
+            }
+            None => self.inner.flush(),
+        }
+    }
+    fn retrieve(&self, r: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        self.inner.retrieve(r)
+    }
+    fn list(&self, r: &Request, o: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        self.inner.list(r, o)
+    }
+    fn axes(&self, r: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        self.inner.axes(r, depth)
+    }
+    fn where_(&self, r: &Request) -> Result<Vec<String>, ApiError> {
+        self.inner.where_(r)
+    }
+    fn wipe(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.inner.wipe(r, doit)
+    }
+    fn purge(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+        self.inner.purge(r, doit)
+    }
+    fn stats(&self, r: &Request) -> Result<Vec<String>, ApiError> {
+        self.inner.stats(r)
+    }
+    fn dump(&self, r: &Request) -> Result<Vec<String>, ApiError> {
+        self.inner.dump(r)
+    }
+    fn control(
+        &self,
+        r: &Request,
+        a: ControlAction,
+        ids: &[ControlIdentifier],
+    ) -> Result<Vec<String>, ApiError> {
+        self.inner.control(r, a, ids)
+    }
+    fn compact(&self, r: &Request) -> Result<Vec<String>, ApiError> {
+        self.inner.compact(r)
+    }
+}
