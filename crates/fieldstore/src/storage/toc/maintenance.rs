@@ -417,8 +417,8 @@ fn merge(
     }
     let mut data_files: Vec<String> = Vec::new();
     let mut entries: Vec<IndexEntry> = Vec::new();
-    // Keys kept so far, with the locations of their copies.
-    let mut seen: HashMap<String, Vec<(u32, u64, u64)>> = HashMap::new();
+    // Keys kept so far: the locations of their copies, and whether one of them is live.
+    let mut seen: HashMap<String, (Vec<(u32, u64, u64)>, bool)> = HashMap::new();
     let mut axes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (m, file) in &merged {
         for (k, v) in &group[*m].axes {
@@ -444,11 +444,13 @@ fn merge(
                 }
             } as u32;
             let location = (id, e.offset, e.length);
-            let copies = seen.entry(e.values.to_string()).or_default();
+            let (copies, has_live) = seen.entry(e.values.to_string()).or_default();
             if copies.contains(&location) {
                 continue;
             }
-            let mut masked = e.masked || !copies.is_empty();
+            // Only a live copy masks: a member ordered newer may hold this key flagged masked
+            // (replaced by an index its own merge skipped), and this copy may be that index's.
+            let mut masked = e.masked || *has_live;
             if !masked {
                 for f in &maskers {
                     if f.lookup(e.values)?.is_some() {
@@ -458,6 +460,7 @@ fn merge(
                 }
             }
             copies.push(location);
+            *has_live |= !masked;
             entries.push(IndexEntry {
                 values: e.values.to_string(),
                 file: id,
@@ -571,6 +574,12 @@ mod tests {
         assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
         let s = stats(dir).unwrap();
         assert_eq!((s.fields, s.masked), (16, 1));
+        // Merging the merged index (newer in the journal, holding x flagged masked) with b: b's
+        // copy of x is the live one and must stay so (a flagged copy masks nothing).
+        compact(dir).unwrap();
+        assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
+        let s = stats(dir).unwrap();
+        assert_eq!((s.fields, s.masked, s.index_files), (16, 1, 1));
     }
 
     /// What racing compactions of an older version left (two merged indexes each holding every
