@@ -365,6 +365,9 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
     Ok(report)
 }
 
+/// Where an entry's bytes are: data file number, offset, length.
+type Location = (u32, u64, u64);
+
 /// Merges `members` (positions in `group`, the live indexes of one index key, newest first)
 /// into one index, committed by one journal append of its Index record and a Clear of the
 /// members. The merged index takes the journal position of the newest member (its `slot`), so
@@ -418,7 +421,7 @@ fn merge(
     let mut data_files: Vec<String> = Vec::new();
     let mut entries: Vec<IndexEntry> = Vec::new();
     // Keys kept so far: the locations of their copies, and whether one of them is live.
-    let mut seen: HashMap<String, (Vec<(u32, u64, u64)>, bool)> = HashMap::new();
+    let mut seen: HashMap<String, (Vec<Location>, bool)> = HashMap::new();
     let mut axes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (m, file) in &merged {
         for (k, v) in &group[*m].axes {
