@@ -58,7 +58,8 @@ enum Command {
     Stats { request: String },
     /// The journal of databases, record by record.
     Dump { request: String },
-    /// Merge the indexes of databases (also done automatically past 32 per database).
+    /// Merge the indexes of databases into one per index key (flushes also merge, size-tiered:
+    /// four indexes of one size class become one).
     Compact { request: String },
     /// Lock, unlock or show the status of actions on databases.
     Control(ControlArgs),
