@@ -365,6 +365,9 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
     Ok(report)
 }
 
+/// Where a merged copy is: (number of its data file in the merged index, offset, length).
+type Location = (u32, u64, u64);
+
 /// Merges `members` (positions in `group`, the live indexes of one index key, newest first)
 /// into one index, committed by one journal append of its Index record and a Clear of the
 /// members. The merged index takes the journal position of the newest member (its `slot`), so
@@ -418,7 +421,7 @@ fn merge(
     let mut data_files: Vec<String> = Vec::new();
     let mut entries: Vec<IndexEntry> = Vec::new();
     // Keys kept so far: the locations of their copies, and whether one of them is live.
-    let mut seen: HashMap<String, (Vec<(u32, u64, u64)>, bool)> = HashMap::new();
+    let mut seen: HashMap<String, (Vec<Location>, bool)> = HashMap::new();
     let mut axes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (m, file) in &merged {
         for (k, v) in &group[*m].axes {
@@ -522,7 +525,7 @@ fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::catalogue::CatalogueWriter;
+    use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
     use crate::storage::toc::DbWriter;
     use crate::storage::FieldRef;
 
@@ -628,5 +631,182 @@ mod tests {
         });
         let s = stats(dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (6, 0, 1));
+    }
+
+    /// One step of the model-based test: a writer flush (which may compact automatically), a
+    /// merge of some of the live indexes, or a full compaction.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// (step, object) pairs, archived in order by one writer, each at a new location.
+        Flush(Vec<(u8, u8)>),
+        /// A bit mask over the live indexes, newest first (an empty pick takes one).
+        Merge(u32),
+        Compact,
+        /// Purge: indexes with no live entry go, with their masked copies.
+        Purge,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => proptest::collection::vec((0u8..6, 0u8..2), 1..6).prop_map(Op::Flush),
+            2 => any::<u32>().prop_map(Op::Merge),
+            1 => Just(Op::Compact),
+            1 => Just(Op::Purge),
+        ]
+    }
+
+    /// Where the model says a field is: (object, offset).
+    type Loc = (String, u64);
+
+    fn loc(f: &FieldRef) -> Loc {
+        (f.object.clone(), f.offset)
+    }
+
+    /// Runs `ops` against a fresh database, checking it against the model after each one.
+    fn check_model(ops: &[Op]) -> Result<(), proptest::test_runner::TestCaseError> {
+        use proptest::{prop_assert, prop_assert_eq};
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        // Newest copy of each step, and every location an index file keeps (a flush keeps only
+        // its last copy of a step; merges keep replaced copies, masked, until purge).
+        let mut newest: HashMap<String, Loc> = HashMap::new();
+        let mut kept: HashSet<Loc> = HashSet::new();
+        let mut next_offset = 0u64;
+        for (n, op) in ops.iter().enumerate() {
+            match op {
+                Op::Flush(fields) => {
+                    let mut w =
+                        DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+                    let mut last: HashMap<String, Loc> = HashMap::new();
+                    for (step, obj) in fields {
+                        let f = FieldRef {
+                            object: format!("o{obj}"),
+                            offset: next_offset,
+                            length: 1,
+                            checksum: None,
+                        };
+                        next_offset += 1;
+                        newest.insert(step.to_string(), loc(&f));
+                        last.insert(step.to_string(), loc(&f));
+                        w.add(&ik(), &dk(&step.to_string()), f).unwrap();
+                    }
+                    w.commit().unwrap();
+                    kept.extend(last.into_values());
+                }
+                Op::Merge(mask) => {
+                    if !dir.join("toc").exists() {
+                        continue;
+                    }
+                    let mut state = JournalState::read(&dir.join("toc")).unwrap();
+                    let group = owned(state.live_of(&ik().to_string()));
+                    if group.is_empty() {
+                        continue;
+                    }
+                    let mut members: Vec<usize> = (0..group.len().min(32))
+                        .filter(|i| mask >> i & 1 == 1)
+                        .collect();
+                    if members.is_empty() {
+                        members.push(*mask as usize % group.len());
+                    }
+                    let mut report = CompactReport::default();
+                    let merged = merge(
+                        dir,
+                        &mut state,
+                        &group,
+                        &members,
+                        &unique_name(),
+                        &mut report,
+                    )
+                    .unwrap();
+                    prop_assert_eq!(merged, members.len() > 1);
+                }
+                Op::Compact => {
+                    if dir.join("toc").exists() {
+                        compact(dir).unwrap();
+                    }
+                }
+                Op::Purge => {
+                    if !dir.join("toc").exists() {
+                        continue;
+                    }
+                    // The copies in indexes with nothing live go.
+                    let r = DbReader::open(dir).unwrap();
+                    for i in 0..r.indexes().len() {
+                        let copies: Vec<ListedEntry> =
+                            r.entries(i, true).unwrap().map(Result::unwrap).collect();
+                        if copies.iter().all(|e| e.masked) {
+                            for e in &copies {
+                                kept.remove(&loc(&e.field));
+                            }
+                        }
+                    }
+                    purge(dir, true).unwrap();
+                }
+            }
+            if !dir.join("toc").exists() {
+                continue;
+            }
+            for step in 0..6u8 {
+                let step = step.to_string();
+                prop_assert_eq!(
+                    found(dir, &step).as_ref().map(loc),
+                    newest.get(&step).cloned(),
+                    "lookup of step {} after op {}: {:?}",
+                    step,
+                    n,
+                    op
+                );
+            }
+            let s = stats(dir).unwrap();
+            prop_assert_eq!(s.fields as usize, newest.len(), "fields after op {}", n);
+            prop_assert_eq!(
+                (s.fields + s.masked) as usize,
+                kept.len(),
+                "fields + masked after op {}",
+                n
+            );
+            // Listing: each step once, at its newest location; with masked copies, every kept
+            // location once.
+            let r = DbReader::open(dir).unwrap();
+            let mut live: HashMap<String, Loc> = HashMap::new();
+            let mut all: Vec<Loc> = Vec::new();
+            for i in 0..r.indexes().len() {
+                for e in r.entries(i, true).unwrap() {
+                    let e = e.unwrap();
+                    all.push(loc(&e.field));
+                    if !e.masked {
+                        let step = e.datum.get("step").unwrap_or_default().to_string();
+                        let again = live.insert(step.clone(), loc(&e.field));
+                        prop_assert!(again.is_none(), "step {} listed twice after op {}", step, n);
+                    }
+                }
+            }
+            prop_assert_eq!(&live, &newest, "listing after op {}", n);
+            let distinct: HashSet<Loc> = all.iter().cloned().collect();
+            prop_assert_eq!(
+                distinct.len(),
+                all.len(),
+                "a location listed twice after op {}",
+                n
+            );
+            prop_assert_eq!(&distinct, &kept, "locations after op {}", n);
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 64,
+            ..Default::default()
+        })]
+        /// Any sequence of flushes (compacting automatically), partial merges, compactions
+        /// and purges keeps lookups, listings and statistics equal to the model's.
+        #[test]
+        fn flushes_merges_and_compactions_match_the_model(
+            ops in proptest::collection::vec(op(), 1..12)
+        ) {
+            check_model(&ops)?;
+        }
     }
 }
