@@ -651,7 +651,7 @@ mod tests {
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         use proptest::prelude::*;
         prop_oneof![
-            4 => (0u8..2, proptest::collection::vec((0u8..2, 0u8..4, 0u8..2), 1..6))
+            4 => (0u8..2, proptest::collection::vec((0u8..2, 0u8..4, 0u8..2), 1..9))
                 .prop_map(|(l, f)| Op::Flush(l, f)),
             2 => (0u8..2, any::<u32>()).prop_map(|(k, m)| Op::Merge(k, m)),
             1 => Just(Op::Compact),
@@ -834,14 +834,14 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::test_runner::Config {
-            cases: 64,
+            cases: 128,
             ..Default::default()
         })]
         /// Any sequence of flushes (compacting automatically), partial merges, compactions
         /// and purges keeps lookups, listings and statistics equal to the model's.
         #[test]
         fn flushes_merges_and_compactions_match_the_model(
-            ops in proptest::collection::vec(op(), 1..12)
+            ops in proptest::collection::vec(op(), 1..16)
         ) {
             check_model(&ops)?;
         }
