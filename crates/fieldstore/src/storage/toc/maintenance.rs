@@ -365,7 +365,7 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
     Ok(report)
 }
 
-/// Where an entry's bytes are: data file number, offset, length.
+/// Where a merged copy is: (number of its data file in the merged index, offset, length).
 type Location = (u32, u64, u64);
 
 /// Merges `members` (positions in `group`, the live indexes of one index key, newest first)
@@ -525,7 +525,7 @@ fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::catalogue::CatalogueWriter;
+    use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
     use crate::storage::toc::DbWriter;
     use crate::storage::FieldRef;
 
@@ -631,5 +631,219 @@ mod tests {
         });
         let s = stats(dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (6, 0, 1));
+    }
+
+    /// One step of the model-based test: a writer flush (which may compact automatically), a
+    /// merge of some of the live indexes, or a full compaction.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A datum layout (0: step, 1: step and param) and (index key, step, object) triples,
+        /// archived in order by one writer, each at a new location.
+        Flush(u8, Vec<(u8, u8, u8)>),
+        /// An index key and a bit mask over its live indexes, newest first (an empty pick
+        /// takes one).
+        Merge(u8, u32),
+        Compact,
+        /// Purge: indexes with no live entry go, with their masked copies.
+        Purge,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0u8..2, proptest::collection::vec((0u8..2, 0u8..4, 0u8..2), 1..9))
+                .prop_map(|(l, f)| Op::Flush(l, f)),
+            2 => (0u8..2, any::<u32>()).prop_map(|(k, m)| Op::Merge(k, m)),
+            1 => Just(Op::Compact),
+            1 => Just(Op::Purge),
+        ]
+    }
+
+    /// Where the model says a field is: (object, offset).
+    type Loc = (String, u64);
+
+    fn loc(f: &FieldRef) -> Loc {
+        (f.object.clone(), f.offset)
+    }
+
+    /// A field of the model: (index key `type`, layout, step).
+    type Field = (String, u8, String);
+
+    fn model_keys((ty, layout, step): &Field) -> (Key, Key) {
+        let dk = if *layout == 0 {
+            dk(step)
+        } else {
+            Key::from_pairs([("step", step.as_str()), ("param", "130")])
+        };
+        (Key::from_pairs([("type", ty.as_str())]), dk)
+    }
+
+    fn index_type(k: u8) -> String {
+        ["fc", "an"][k as usize % 2].to_string()
+    }
+
+    /// Runs `ops` against a fresh database, checking it against the model after each one.
+    fn check_model(ops: &[Op]) -> Result<(), proptest::test_runner::TestCaseError> {
+        use proptest::{prop_assert, prop_assert_eq};
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        // Newest copy of each step, and every location an index file keeps (a flush keeps only
+        // its last copy of a step; merges keep replaced copies, masked, until purge).
+        let mut newest: HashMap<Field, Loc> = HashMap::new();
+        let mut kept: HashSet<Loc> = HashSet::new();
+        let mut next_offset = 0u64;
+        for (n, op) in ops.iter().enumerate() {
+            match op {
+                Op::Flush(layout, fields) => {
+                    let mut w =
+                        DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+                    let mut last: HashMap<Field, Loc> = HashMap::new();
+                    for (k, step, obj) in fields {
+                        let field = (index_type(*k), *layout, step.to_string());
+                        let f = FieldRef {
+                            object: format!("o{obj}"),
+                            offset: next_offset,
+                            length: 1,
+                            checksum: None,
+                        };
+                        next_offset += 1;
+                        newest.insert(field.clone(), loc(&f));
+                        last.insert(field.clone(), loc(&f));
+                        let (ik, dk) = model_keys(&field);
+                        w.add(&ik, &dk, f).unwrap();
+                    }
+                    w.commit().unwrap();
+                    kept.extend(last.into_values());
+                }
+                Op::Merge(k, mask) => {
+                    if !dir.join("toc").exists() {
+                        continue;
+                    }
+                    let mut state = JournalState::read(&dir.join("toc")).unwrap();
+                    let ik = Key::from_pairs([("type", index_type(*k))]);
+                    let group = owned(state.live_of(&ik.to_string()));
+                    if group.is_empty() {
+                        continue;
+                    }
+                    let mut members: Vec<usize> = (0..group.len().min(32))
+                        .filter(|i| mask >> i & 1 == 1)
+                        .collect();
+                    if members.is_empty() {
+                        members.push(*mask as usize % group.len());
+                    }
+                    let mut report = CompactReport::default();
+                    let merged = merge(
+                        dir,
+                        &mut state,
+                        &group,
+                        &members,
+                        &unique_name(),
+                        &mut report,
+                    )
+                    .unwrap();
+                    // Members of another datum layout than the newest's stay out.
+                    prop_assert!(!merged || members.len() > 1);
+                }
+                Op::Compact => {
+                    if dir.join("toc").exists() {
+                        compact(dir).unwrap();
+                    }
+                }
+                Op::Purge => {
+                    if !dir.join("toc").exists() {
+                        continue;
+                    }
+                    // The copies in indexes with nothing live go.
+                    let r = DbReader::open(dir).unwrap();
+                    for i in 0..r.indexes().len() {
+                        let copies: Vec<ListedEntry> =
+                            r.entries(i, true).unwrap().map(Result::unwrap).collect();
+                        if copies.iter().all(|e| e.masked) {
+                            for e in &copies {
+                                kept.remove(&loc(&e.field));
+                            }
+                        }
+                    }
+                    purge(dir, true).unwrap();
+                }
+            }
+            if !dir.join("toc").exists() {
+                continue;
+            }
+            let r = DbReader::open(dir).unwrap();
+            for k in 0..2 {
+                for layout in 0..2 {
+                    for step in 0..4u8 {
+                        let field = (index_type(k), layout, step.to_string());
+                        let (ik, dk) = model_keys(&field);
+                        prop_assert_eq!(
+                            r.lookup(&ik, &dk).unwrap().as_ref().map(loc),
+                            newest.get(&field).cloned(),
+                            "lookup of {:?} after op {}: {:?}",
+                            field,
+                            n,
+                            op
+                        );
+                    }
+                }
+            }
+            let s = stats(dir).unwrap();
+            prop_assert_eq!(s.fields as usize, newest.len(), "fields after op {}", n);
+            prop_assert_eq!(
+                (s.fields + s.masked) as usize,
+                kept.len(),
+                "fields + masked after op {}",
+                n
+            );
+            // Listing: each step once, at its newest location; with masked copies, every kept
+            // location once.
+            let mut live: HashMap<Field, Loc> = HashMap::new();
+            let mut all: Vec<Loc> = Vec::new();
+            for i in 0..r.indexes().len() {
+                let ty = r.indexes()[i]
+                    .index_key
+                    .get("type")
+                    .unwrap_or_default()
+                    .to_string();
+                for e in r.entries(i, true).unwrap() {
+                    let e = e.unwrap();
+                    all.push(loc(&e.field));
+                    if !e.masked {
+                        let field = (
+                            ty.clone(),
+                            u8::from(e.datum.get("param").is_some()),
+                            e.datum.get("step").unwrap_or_default().to_string(),
+                        );
+                        let again = live.insert(field.clone(), loc(&e.field));
+                        prop_assert!(again.is_none(), "{:?} listed twice after op {}", field, n);
+                    }
+                }
+            }
+            prop_assert_eq!(&live, &newest, "listing after op {}", n);
+            let distinct: HashSet<Loc> = all.iter().cloned().collect();
+            prop_assert_eq!(
+                distinct.len(),
+                all.len(),
+                "a location listed twice after op {}",
+                n
+            );
+            prop_assert_eq!(&distinct, &kept, "locations after op {}", n);
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 128,
+            ..Default::default()
+        })]
+        /// Any sequence of flushes (compacting automatically), partial merges, compactions
+        /// and purges keeps lookups, listings and statistics equal to the model's.
+        #[test]
+        fn flushes_merges_and_compactions_match_the_model(
+            ops in proptest::collection::vec(op(), 1..16)
+        ) {
+            check_model(&ops)?;
+        }
     }
 }
