@@ -386,28 +386,34 @@ impl Catalogue for TocCatalogue {
     }
 }
 
+/// A catalogue over one root that takes everything: what the storage tests need.
+#[cfg(test)]
+pub(crate) fn one_root(root: &Path) -> TocCatalogue {
+    let r = Root {
+        path: root.to_path_buf(),
+        name: None,
+        writable: true,
+        visit: true,
+        list: true,
+        retrieve: true,
+        archive: true,
+        wipe: true,
+    };
+    TocCatalogue::new(vec![Space {
+        name: None,
+        regex: ".*".into(),
+        handler: "Default".into(),
+        roots: vec![r],
+    }])
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn catalogue(root: &Path) -> TocCatalogue {
-        let r = Root {
-            path: root.to_path_buf(),
-            name: None,
-            writable: true,
-            visit: true,
-            list: true,
-            retrieve: true,
-            archive: true,
-            wipe: true,
-        };
-        TocCatalogue::new(vec![Space {
-            name: None,
-            regex: ".*".into(),
-            handler: "Default".into(),
-            roots: vec![r],
-        }])
-        .unwrap()
+        one_root(root)
     }
 
     #[test]

@@ -292,27 +292,10 @@ pub fn datum_key_of(keywords: &[String], values: &str) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::{Root, Space};
     use crate::storage::{Catalogue, PosixStore, Store, TocCatalogue};
 
     fn catalogue(root: &Path) -> TocCatalogue {
-        let r = Root {
-            path: root.to_path_buf(),
-            name: None,
-            writable: true,
-            visit: true,
-            list: true,
-            retrieve: true,
-            archive: true,
-            wipe: true,
-        };
-        TocCatalogue::new(vec![Space {
-            name: None,
-            regex: ".*".into(),
-            handler: "Default".into(),
-            roots: vec![r],
-        }])
-        .unwrap()
+        super::super::catalogue::one_root(root)
     }
 
     /// Archives through a catalogue writer and a store writer, as a frontend does.
