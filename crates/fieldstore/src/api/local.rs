@@ -1410,42 +1410,27 @@ mod tests {
         let (f, gate) = gated(d.path());
         let f = Arc::new(f);
         f.archive(Some(&key("0001", 0)), b"a0").unwrap();
-        let (entered, started) = mpsc::channel();
-        let (release, released) = mpsc::channel();
-        gate.arm(
-            "0001",
-            Hold::Block {
-                entered,
-                release: released,
+        let went_on = crate::api::testing::archives_during_held_flush(
+            &f,
+            |entered, released| {
+                gate.arm(
+                    "0001",
+                    Hold::Block {
+                        entered,
+                        release: released,
+                    },
+                )
             },
-        );
-        let flusher = std::thread::spawn({
-            let f = f.clone();
-            move || f.flush()
-        });
-        started
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the flush of database A reached its store sync");
-        let (done, finished) = mpsc::channel();
-        let archiver = std::thread::spawn({
-            let f = f.clone();
-            move || -> Result<(), ApiError> {
+            |f| {
                 for step in 0..20 {
                     f.archive(Some(&key("0002", step)), format!("b{step}").as_bytes())?;
                 }
                 // The same database as the flush: this goes into the next batch.
-                f.archive(Some(&key("0001", 1)), b"a1")?;
-                let _ = done.send(());
-                Ok(())
-            }
-        });
-        // Whatever happened, the flush is then let go: the test fails, it never hangs.
-        let went_on = finished.recv_timeout(Duration::from_secs(15));
-        let _ = release.send(());
-        flusher.join().unwrap().unwrap();
-        archiver.join().unwrap().unwrap();
+                f.archive(Some(&key("0001", 1)), b"a1")
+            },
+        );
         assert!(
-            went_on.is_ok(),
+            went_on,
             "archives into database B (and into A's next batch) waited for A's flush"
         );
         // The flush covered what was archived before it.

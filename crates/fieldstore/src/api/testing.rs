@@ -114,3 +114,38 @@ impl Fdb for SlowFlush {
         self.inner.compact(r)
     }
 }
+
+/// Holds `fdb`'s next flush by the hold `arm` sets up (it must send on the sender when the flush
+/// reaches it and wait on the receiver), runs `archive` on another thread meanwhile, and says
+/// whether those archives finished while the flush was held. The flush is let go whatever
+/// happened, so a test that fails never hangs; both threads' results must be Ok.
+pub(crate) fn archives_during_held_flush<F: Fdb + Send + Sync + 'static>(
+    fdb: &Arc<F>,
+    arm: impl FnOnce(mpsc::Sender<()>, mpsc::Receiver<()>),
+    archive: impl FnOnce(&F) -> Result<(), ApiError> + Send + 'static,
+) -> bool {
+    let (entered, started) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    arm(entered, released);
+    let flusher = std::thread::spawn({
+        let fdb = fdb.clone();
+        move || fdb.flush()
+    });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the flush reached its hold");
+    let (done, finished) = mpsc::channel();
+    let archiver = std::thread::spawn({
+        let fdb = fdb.clone();
+        move || -> Result<(), ApiError> {
+            archive(&fdb)?;
+            let _ = done.send(());
+            Ok(())
+        }
+    });
+    let went_on = finished.recv_timeout(Duration::from_secs(15));
+    let _ = release.send(());
+    flusher.join().unwrap().unwrap();
+    archiver.join().unwrap().unwrap();
+    went_on.is_ok()
+}

@@ -836,9 +836,9 @@ impl Fdb for RemoteFdb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::testing::{local, SlowFlush};
+    use crate::api::testing::{archives_during_held_flush, local, SlowFlush};
     use crate::remote::{FdbFactory, Server, ServerOptions};
-    use std::sync::{mpsc, Arc};
+    use std::sync::Arc;
 
     fn key(step: usize) -> Key {
         Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
@@ -861,34 +861,12 @@ mod tests {
 
         let fdb = Arc::new(RemoteFdb::new("127.0.0.1", port, None));
         fdb.archive(Some(&key(0)), b"f0").unwrap();
-        let (entered, started) = mpsc::channel();
-        let (release, released) = mpsc::channel();
-        slow.arm(entered, released);
-        let flusher = std::thread::spawn({
-            let fdb = fdb.clone();
-            move || fdb.flush()
-        });
-        started
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the flush reached the server's store");
-        let (done, finished) = mpsc::channel();
-        let archiver = std::thread::spawn({
-            let fdb = fdb.clone();
-            move || -> Result<(), ApiError> {
-                fdb.archive(Some(&key(1)), b"f1")?;
-                let _ = done.send(());
-                Ok(())
-            }
-        });
-        // Whatever happened, the flush is then let go: the test fails, it never hangs.
-        let went_on = finished.recv_timeout(Duration::from_secs(15));
-        let _ = release.send(());
-        flusher.join().unwrap().unwrap();
-        archiver.join().unwrap().unwrap();
-        assert!(
-            went_on.is_ok(),
-            "an archive waited for another thread's flush"
+        let went_on = archives_during_held_flush(
+            &fdb,
+            |entered, released| slow.arm(entered, released),
+            |fdb| fdb.archive(Some(&key(1)), b"f1"),
         );
+        assert!(went_on, "an archive waited for another thread's flush");
         let all = crate::model::request::parse_request("class=od").unwrap();
         assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 1);
         fdb.flush().unwrap();

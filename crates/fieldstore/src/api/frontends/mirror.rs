@@ -258,9 +258,7 @@ impl Fdb for MirrorFdb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::testing::{local, SlowFlush};
-    use std::sync::mpsc;
-    use std::time::Duration;
+    use crate::api::testing::{archives_during_held_flush, local, SlowFlush};
 
     fn key(step: usize) -> Key {
         Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap()
@@ -269,35 +267,16 @@ mod tests {
     #[test]
     fn archives_go_on_while_a_child_flushes_slowly() {
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let (entered, started) = mpsc::channel();
-        let (release, released) = mpsc::channel();
         let slow = Arc::new(SlowFlush::new(local(d1.path())));
         let other = local(d2.path());
         let m = Arc::new(MirrorFdb::new(vec![slow.clone(), other.clone()], None).unwrap());
         m.archive(Some(&key(0)), b"f0").unwrap();
-        slow.arm(entered, released);
-        let flusher = std::thread::spawn({
-            let m = m.clone();
-            move || m.flush()
-        });
-        started
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the flush reached the slow child");
-        let (done, finished) = mpsc::channel();
-        let archiver = std::thread::spawn({
-            let m = m.clone();
-            move || -> Result<(), ApiError> {
-                m.archive(Some(&key(1)), b"f1")?;
-                let _ = done.send(());
-                Ok(())
-            }
-        });
-        // Whatever happened, the flush is then let go: the test fails, it never hangs.
-        let went_on = finished.recv_timeout(Duration::from_secs(15));
-        let _ = release.send(());
-        flusher.join().unwrap().unwrap();
-        archiver.join().unwrap().unwrap();
-        assert!(went_on.is_ok(), "an archive waited for a child's flush");
+        let went_on = archives_during_held_flush(
+            &m,
+            |entered, released| slow.arm(entered, released),
+            |m| m.archive(Some(&key(1)), b"f1"),
+        );
+        assert!(went_on, "an archive waited for a child's flush");
         m.flush().unwrap();
         let all = crate::model::request::parse_request("class=od").unwrap();
         for child in [slow.inner.clone(), other] {
