@@ -1,0 +1,218 @@
+//! Every store the suite runs against. Adding one is one entry in [`ALL`].
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fieldstore::api::Fdb;
+use fieldstore::model::config::from_yaml_str;
+use fieldstore::remote::server::{FdbFactory, Server, ServerOptions, ShutdownHandle};
+use fieldstore::remote::RemoteFdb;
+
+/// A store under test: how to build it in an empty directory, and how it may differ.
+pub struct Backend {
+    pub name: &'static str,
+    pub open: fn(&Path) -> Instance,
+    /// Legitimate differences from the local store; the cases that meet one say so.
+    pub quirks: &'static [Quirk],
+    /// `(case, "bug: ...")`: a real bug this backend has today; the case is reported, not run.
+    pub known_bugs: &'static [(&'static str, &'static str)],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quirk {
+    /// Retrieve answers child by child (FDB5's select and dist do the same): the request's value
+    /// order holds within one child, not across children, so the case checks the fields only.
+    RetrieveOrderPerChild,
+    /// A database's fields are spread over children (dist by field) and a flush commits child
+    /// by child: atomic per child's share, so a reader may see part of a database's flush
+    /// (never a field twice, never a count going down).
+    FlushPerChild,
+}
+
+/// One store built for one case; `handle()` gives a new, independent handle onto it.
+pub struct Instance {
+    handle: Box<dyn Fn() -> Arc<dyn Fdb> + Send + Sync>,
+    /// Whatever must live as long as the store (a server thread).
+    _keep: Option<Box<dyn Any + Send>>,
+}
+
+impl Instance {
+    pub fn handle(&self) -> Arc<dyn Fdb> {
+        (self.handle)()
+    }
+}
+
+/// Bugs of the local store, which every backend built on it inherits.
+const LOCAL_BUGS: &[(&str, &str)] = &[(
+    "the_handle_that_wiped_a_database_can_write_it_again",
+    "bug: a handle keeps its writer for a database it wiped, so its next archive (or flush) fails with `cannot create <db>/<file>.data: No such file or directory`; a new handle works",
+)];
+
+pub static ALL: &[Backend] = &[
+    Backend {
+        name: "local (toc + POSIX)",
+        open: local,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
+    Backend {
+        name: "remote (in-process server over local)",
+        open: remote,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
+    Backend {
+        name: "select (two local lanes, split by date)",
+        open: select,
+        quirks: &[Quirk::RetrieveOrderPerChild],
+        known_bugs: &[
+            LOCAL_BUGS[0],
+            (
+                "relative_dates_mean_days_before_today",
+                "bug: select matches lanes against the request's literal values, so `date=-1` never reaches a lane selecting `date=20261122` (when that is yesterday the field is not found, by retrieve or list)",
+            ),
+        ],
+    },
+    Backend {
+        name: "dist (two local lanes)",
+        open: dist,
+        quirks: &[Quirk::RetrieveOrderPerChild, Quirk::FlushPerChild],
+        known_bugs: &[
+            LOCAL_BUGS[0],
+            (
+                "a_locked_archive_is_refused_until_unlocked",
+                "bug: dist treats `archive is locked` on a lane as a lane failure and places the field on the next lane (where the database is not locked), so archiving into a locked database succeeds",
+            ),
+        ],
+    },
+    Backend {
+        name: "mirror (two local children)",
+        open: mirror,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
+    Backend {
+        name: "filter (class=od over local)",
+        open: filter,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
+    Backend {
+        name: "diagnostics (over local)",
+        open: diagnostics,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
+];
+
+/// A local config's YAML (one root, created) for nesting under a frontend.
+fn local_yaml(dir: &Path, sub: &str) -> String {
+    let root = dir.join(sub);
+    std::fs::create_dir_all(&root).expect("create a root");
+    format!(
+        "{{type: local, spaces: [{{roots: [{{path: {}}}]}}]}}",
+        root.display()
+    )
+}
+
+/// Every handle of a config-described store is a fresh `open` of the same YAML.
+fn from_yaml(yaml: String) -> Instance {
+    let open = move || -> Arc<dyn Fdb> {
+        let config = from_yaml_str(&yaml, "conformance").expect("the suite's config parses");
+        Arc::from(fieldstore::open(&config).expect("the suite's config opens"))
+    };
+    open();
+    Instance {
+        handle: Box::new(open),
+        _keep: None,
+    }
+}
+
+fn local(dir: &Path) -> Instance {
+    from_yaml(local_yaml(dir, "root"))
+}
+
+fn select(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "type: select\nfdbs:\n- {}\n- {}\n",
+        local_yaml(dir, "a").replacen('{', "{select: date=20261122, ", 1),
+        local_yaml(dir, "b").replacen('{', "{select: class=od, ", 1),
+    ))
+}
+
+fn dist(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "type: dist\nlanes:\n- {}\n- {}\n",
+        local_yaml(dir, "a").replacen('{', "{id: a, ", 1),
+        local_yaml(dir, "b").replacen('{', "{id: b, ", 1),
+    ))
+}
+
+fn mirror(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "type: mirror\nfdbs:\n- {}\n- {}\n",
+        local_yaml(dir, "a"),
+        local_yaml(dir, "b")
+    ))
+}
+
+fn filter(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "type: filter\nselect: class=od\nfdbs:\n- {}\n",
+        local_yaml(dir, "a")
+    ))
+}
+
+fn diagnostics(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "type: diagnostics\nfdb: {}\n",
+        local_yaml(dir, "a")
+    ))
+}
+
+/// Stops the server when the case is done with it.
+struct Serving {
+    stop: ShutdownHandle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.stop.shutdown();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn remote(dir: &Path) -> Instance {
+    let yaml = local_yaml(dir, "root");
+    let factory: Box<FdbFactory> = Box::new(move || {
+        let config = from_yaml_str(&yaml, "conformance")
+            .map_err(|e| fieldstore::api::ApiError::Config(e.to_string()))?;
+        fieldstore::open(&config)
+    });
+    let options = ServerOptions {
+        // Small chunks, so the bounded-memory case sees the stream's bound, not one chunk.
+        chunk_size: 64 * 1024,
+        grace: Duration::from_secs(2),
+        ..ServerOptions::default()
+    };
+    let server = Server::bind("127.0.0.1:0", factory, options).expect("bind a server");
+    let port = server.local_addr().port();
+    let stop = server.shutdown_handle();
+    let thread = std::thread::spawn(move || {
+        if let Err(e) = server.run() {
+            eprintln!("conformance: the in-process server failed: {e}");
+        }
+    });
+    Instance {
+        handle: Box::new(move || Arc::new(RemoteFdb::new("127.0.0.1", port, None)) as Arc<dyn Fdb>),
+        _keep: Some(Box::new(Serving {
+            stop,
+            thread: Some(thread),
+        })),
+    }
+}
