@@ -21,8 +21,8 @@ fn bad_request_values_are_errors(env: &Env) {
     for (what, bad) in [
         ("a date that is no date", format!("retrieve,{base},date=20261399,step=0,param=130")),
         ("a date that is text", format!("retrieve,{base},date=yesterday-ish,step=0,param=130")),
-        ("a step that is text", format!("retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,step=abc,param=130")),
-        ("a level that is text", format!("retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=high,step=0,param=130")),
+        ("a step that is text", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,step=abc,param=130".to_string()),
+        ("a level that is text", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=high,step=0,param=130".to_string()),
         ("a time that is no time", format!("retrieve,{base},date=20261122,time=2561,step=0,param=130")),
     ] {
         let Ok(req) = fieldstore::model::request::parse_request(&bad) else {
