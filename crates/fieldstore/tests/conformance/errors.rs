@@ -18,22 +18,32 @@ fn bad_request_values_are_errors(env: &Env) {
     fdb.flush().expect("flush");
     let base =
         "class=od,expver=0001,stream=oper,time=1200,domain=g,type=fc,levtype=pl,levelist=500";
-    for (what, bad) in [
-        ("a date that is no date", format!("retrieve,{base},date=20261399,step=0,param=130")),
-        ("a date that is text", format!("retrieve,{base},date=yesterday-ish,step=0,param=130")),
-        ("a step that is text", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,step=abc,param=130".to_string()),
-        ("a level that is text", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=high,step=0,param=130".to_string()),
-        ("a time that is no time", format!("retrieve,{base},date=20261122,time=2561,step=0,param=130")),
+    let mut exercised = 0;
+    for (what, culprit, bad) in [
+        ("a date that is no date", "20261399", format!("retrieve,{base},date=20261399,step=0,param=130")),
+        ("a date that is text", "yesterday-ish", format!("retrieve,{base},date=yesterday-ish,step=0,param=130")),
+        ("a step that is text", "abc", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=500,step=abc,param=130".to_string()),
+        ("a level that is text", "high", "retrieve,class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,levelist=high,step=0,param=130".to_string()),
+        ("a time that is no time", "2561", format!("retrieve,{base},date=20261122,time=2561,step=0,param=130")),
     ] {
-        let Ok(req) = fieldstore::model::request::parse_request(&bad) else {
-            continue; // Refused by the parser already: an error, as asked.
+        let req = match fieldstore::model::request::parse_request(&bad) {
+            Ok(req) => req,
+            Err(e) => {
+                // Refused by the parser already: an error, as asked, naming the culprit.
+                assert!(e.to_string().contains(culprit), "the parse error for {what} does not name `{culprit}`: {e}");
+                continue;
+            }
         };
+        exercised += 1;
         let r = retrieve_all(fdb.as_ref(), &req);
         assert!(r.is_err(), "retrieve with {what} is not an error: got {:?} bytes", r.map(|b| b.len()));
         let l = list(fdb.as_ref(), &req, 3, false);
         assert!(l.is_err(), "list with {what} is not an error: {l:?}");
         let message = r.err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(!message.is_empty(), "an empty error message for {what}");
+        assert!(
+            message.contains(culprit),
+            "the error for {what} does not name `{culprit}`: {message}"
+        );
     }
     assert!(
         wipe(

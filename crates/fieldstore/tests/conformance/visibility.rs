@@ -13,6 +13,7 @@ crate::cases!(
     unflushed_archives_are_invisible_until_flush,
     a_flush_becomes_visible_all_at_once,
     threads_archive_through_one_handle_then_flush,
+    handles_write_one_database_at_once,
 );
 
 fn unflushed_archives_are_invisible_until_flush(env: &Env) {
@@ -133,4 +134,40 @@ fn threads_archive_through_one_handle_then_flush(env: &Env) {
         .expect("retrieve"),
         bytes(&k, 1)
     );
+}
+
+/// §2.6: writers need no coordination; each handle's flush publishes its own fields only.
+fn handles_write_one_database_at_once(env: &Env) {
+    let writers: Vec<_> = (0..3u32).map(|_| env.handle()).collect();
+    let threads: Vec<_> = writers
+        .iter()
+        .enumerate()
+        .map(|(w, fdb)| {
+            let fdb = fdb.clone();
+            std::thread::spawn(move || {
+                for step in 0..10 {
+                    let k = key("20261122", "fc", w as u32 * 100 + step, "131");
+                    fdb.archive(Some(&k), &bytes(&k, 1)).expect("archive");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a writer thread");
+    }
+    let reader = env.handle();
+    writers[1].flush().expect("flush writer 1");
+    let after_one = listed_keys(reader.as_ref(), &everything());
+    assert_eq!(
+        after_one.len(),
+        10,
+        "one writer's flush published: {after_one:?}"
+    );
+    assert!(
+        after_one.iter().all(|k| k.contains("step=10")),
+        "another writer's fields were published"
+    );
+    writers[0].flush().expect("flush writer 0");
+    writers[2].flush().expect("flush writer 2");
+    assert_eq!(listed_keys(reader.as_ref(), &everything()).len(), 30);
 }
