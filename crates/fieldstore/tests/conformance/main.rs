@@ -3,7 +3,11 @@
 //!
 //! Adding a backend is one entry in [`backends::ALL`]: a name and a function that builds the
 //! store in a temporary directory and hands out handles onto it (every handle sees what any
-//! other flushed). Where a store legitimately behaves differently (a `select` retrieves lane by
+//! other flushed). A store a config describes needs only its YAML, e.g. for the memory backend
+//! `Backend { name: "memory", open: |dir| from_yaml(format!("{{engine: memory, ...}}")), .. }`
+//! (handles of a store that lives in one process must share it: hand out clones of one `Arc`).
+//!
+//! Run: `cargo test -p fieldstore --test conformance` (debug is fine; about 25 s). Where a store legitimately behaves differently (a `select` retrieves lane by
 //! lane), the entry names the [`backends::Quirk`] and the case checks the weaker promise
 //! explicitly. A case that fails on one backend because of a real bug stays in the suite: the
 //! entry lists it in `known_bugs` with the reason, and the run prints it loudly instead of

@@ -30,6 +30,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+/// 8 MiB in all; today the heap grows by about 20 KB reading it from a local store and 0.9 MB
+/// through a server (64 KiB chunks in a bounded queue); the bound is a quarter of the result.
 const FIELD: usize = 1 << 20;
 const FIELDS: u32 = 8;
 
@@ -72,7 +74,7 @@ fn large_retrieve(env: &Env) {
     assert_eq!(total, FIELD as u64 * u64::from(FIELDS), "bytes retrieved");
     let result = FIELD * FIELDS as usize;
     assert!(
-        grew < result / 2,
+        grew < result / 4,
         "reading a {result}-byte retrieve 1 KiB at a time grew the heap by {grew} bytes"
     );
     let mut expected: Vec<u64> = (0..FIELDS)
