@@ -46,6 +46,10 @@ fn bad_request_values_are_errors(env: &Env) {
         );
     }
     assert!(
+        exercised >= 3,
+        "only {exercised} bad requests reached the store"
+    );
+    assert!(
         wipe(
             fdb.as_ref(),
             &request("class=od,expver=0001,stream=oper,date=20261122,step=0"),
