@@ -71,7 +71,7 @@ pub static ALL: &[Backend] = &[
             LOCAL_BUGS[0],
             (
                 "relative_dates_mean_days_before_today",
-                "bug: select matches lanes against the request's literal values, so `date=-1` never reaches a lane selecting `date=20261122` (when that is yesterday the field is not found, by retrieve or list)",
+                "bug: select matches lanes against the request's literal values, so `date=-1` never reaches a lane selecting `date=20261122` (on 2026-11-23, when that is yesterday, `retrieve date=-1` returns nothing)",
             ),
         ],
     },

@@ -110,6 +110,15 @@ fn list_depth_gives_databases_indexes_or_fields(env: &Env) {
             "a database element names a datum keyword: {db}"
         );
     }
+    let shallow = fdb.axes(&everything(), 1).expect("axes depth 1");
+    assert!(
+        shallow.contains_key("date"),
+        "axes depth 1 without the database keywords: {shallow:?}"
+    );
+    assert!(
+        !shallow.contains_key("step") && !shallow.contains_key("type"),
+        "axes depth 1 went below the databases: {shallow:?}"
+    );
     assert!(
         distinct(2).iter().all(|i| i.contains("type=")),
         "an index element without its index keys"
