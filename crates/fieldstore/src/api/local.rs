@@ -1095,10 +1095,7 @@ impl Fdb for LocalFdb {
             let r = self.catalogue.compact(&db)?;
             out.push(format!(
                 "{}: merged {} indexes into {} ({} entries)",
-                db.id,
-                r.merged_indexes,
-                r.new_indexes,
-                r.entries
+                db.id, r.merged_indexes, r.new_indexes, r.entries
             ));
         }
         Ok(out)

@@ -20,7 +20,9 @@ pub enum OpenMode {
     Append,
     /// Reads and appends; created only when `create` (a journal is created once, then only
     /// appended to: an append must never recreate a wiped one).
-    ReadAppend { create: bool },
+    ReadAppend {
+        create: bool,
+    },
     /// A new file, written once; fails if it exists.
     CreateNew,
     /// Held only for its lock: created if missing, never truncated.

@@ -524,10 +524,7 @@ impl FileSystem for SimFs {
             .iter()
             .map(|(name, child)| DirEntry {
                 path: path.join(name),
-                is_dir: matches!(
-                    s.inodes.get(child).map(|i| &i.node),
-                    Some(Node::Dir { .. })
-                ),
+                is_dir: matches!(s.inodes.get(child).map(|i| &i.node), Some(Node::Dir { .. })),
             })
             .collect())
     }
@@ -641,7 +638,10 @@ impl FsFile for SimFile {
             if s.epoch != self.epoch {
                 return Err(eio("file opened before a crash"));
             }
-            let inode = s.inodes.get_mut(&self.ino).ok_or_else(|| eio("file vanished"))?;
+            let inode = s
+                .inodes
+                .get_mut(&self.ino)
+                .ok_or_else(|| eio("file vanished"))?;
             match inode.locked_by {
                 None => {
                     inode.locked_by = Some(self.handle);
@@ -707,7 +707,10 @@ mod tests {
         assert_eq!(fs.read(p("/r/db/a")).unwrap(), b"durable lost");
         fs.crash();
         assert_eq!(fs.read(p("/r/db/a")).unwrap(), b"durable");
-        assert!(f.append(b"x").is_err(), "a file opened before the crash still works");
+        assert!(
+            f.append(b"x").is_err(),
+            "a file opened before the crash still works"
+        );
     }
 
     #[test]
@@ -796,7 +799,10 @@ mod tests {
         assert!(fs.is_down());
         assert!(fs.read(p("/r/db/a")).is_err());
         fs.restart();
-        assert!(!fs.exists(p("/r/db/a")), "the directory sync never happened");
+        assert!(
+            !fs.exists(p("/r/db/a")),
+            "the directory sync never happened"
+        );
         assert_eq!(fs.sync_points(), before + 2);
     }
 

@@ -248,7 +248,9 @@ impl Catalogue for TocCatalogue {
             for d in dirs {
                 let toc = d.join("toc");
                 if self.fs.is_file(&toc) {
-                    out.push(super::journal::read_db_key(&*self.fs, &toc).map(|key| db_ref(key, &d)));
+                    out.push(
+                        super::journal::read_db_key(&*self.fs, &toc).map(|key| db_ref(key, &d)),
+                    );
                 } else if let Some(e) = orphan(&*self.fs, &d) {
                     // Reported in its place: the database must not vanish without a word, and
                     // the others stay listed.
@@ -267,7 +269,10 @@ impl Catalogue for TocCatalogue {
         }
         // Not found: say so if its directory is there but lost its journal.
         let name = Self::dir_name(db);
-        match self.visit_roots().find_map(|r| orphan(&*self.fs, &r.path.join(&name))) {
+        match self
+            .visit_roots()
+            .find_map(|r| orphan(&*self.fs, &r.path.join(&name)))
+        {
             Some(e) => Err(e),
             None => Ok(None),
         }
@@ -288,12 +293,14 @@ impl Catalogue for TocCatalogue {
             (Some(path), _) => path,
             (None, Some(r)) => {
                 if !self.fs.is_dir(&r.path) {
-                    self.fs.create_dir_all(&r.path).map_err(|e| StorageError::Config {
-                        detail: format!(
-                            "root {} does not exist and cannot be created: {e}",
-                            r.path.display()
-                        ),
-                    })?;
+                    self.fs
+                        .create_dir_all(&r.path)
+                        .map_err(|e| StorageError::Config {
+                            detail: format!(
+                                "root {} does not exist and cannot be created: {e}",
+                                r.path.display()
+                            ),
+                        })?;
                 }
                 r.path.join(&name)
             }
@@ -481,10 +488,7 @@ mod tests {
         let dbs = c.databases();
         assert_eq!(dbs.len(), 1);
         let err = dbs[0].as_ref().unwrap_err().to_string();
-        assert!(
-            err.contains(&db.id) && err.contains("no journal"),
-            "{err}"
-        );
+        assert!(err.contains(&db.id) && err.contains("no journal"), "{err}");
         assert!(c.find(&a).is_err());
         assert!(c
             .find(&Key::parse("{class=od,expver=0002}").unwrap())

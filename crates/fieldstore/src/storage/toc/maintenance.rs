@@ -50,7 +50,11 @@ pub(crate) const WIPING_PREFIX: &str = "toc.wiping.";
 /// objects are left for the store to wipe; [`wipe_done`] removes the directory after it.
 /// Returns the catalogue's files that go (or would go), with the store's objects still there
 /// when this is a dry run (as before stores wiped their own).
-pub fn wipe(fs: &Arc<dyn FileSystem>, dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
+pub fn wipe(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    doit: bool,
+) -> Result<Vec<PathBuf>, StorageError> {
     // The reader checks this is a database (and reads its owner) before anything goes.
     let reader = DbReader::open(fs, dir)?;
     let mut files: Vec<PathBuf> = fs
@@ -99,7 +103,11 @@ pub fn wipe_done(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
     let mut left = 0;
     for e in entries {
         let name = e.file_name();
-        if !e.is_dir && (name.starts_with(WIPING_PREFIX) || name.ends_with(".lock") || name == COMPACTION_LOCK) {
+        if !e.is_dir
+            && (name.starts_with(WIPING_PREFIX)
+                || name.ends_with(".lock")
+                || name == COMPACTION_LOCK)
+        {
             remove_if_exists(fs, &e.path).map_err(StorageError::io("remove", &e.path))?;
         } else {
             left += 1;
@@ -121,7 +129,11 @@ pub fn wipe_done(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
 /// the journal and deleted, with index files that compaction replaced; the report names the data
 /// objects no live index references any more, for the store to delete. Objects never referenced
 /// by any index (a writer still running, or one that crashed) are left alone.
-pub fn purge(fs: &Arc<dyn FileSystem>, dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
+pub fn purge(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    doit: bool,
+) -> Result<PurgeReport, StorageError> {
     // Serialised with compactions: a compaction merging an index that purge clears would bring
     // its entries back.
     // Only the owner takes it (others may not create the lock file; they are refused below
@@ -570,8 +582,8 @@ fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::fs::{os, OsFs};
     use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
+    use crate::storage::fs::{os, OsFs};
     use crate::storage::toc::DbWriter;
     use crate::storage::FieldRef;
 
@@ -743,7 +755,8 @@ mod tests {
             match op {
                 Op::Flush(layout, fields) => {
                     let mut w =
-                        DbWriter::open(&os(), dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+                        DbWriter::open(&os(), dir, &Key::from_pairs([("class", "od")]), "s")
+                            .unwrap();
                     let mut last: HashMap<Field, Loc> = HashMap::new();
                     for (k, step, obj) in fields {
                         let field = (index_type(*k), *layout, step.to_string());

@@ -109,7 +109,6 @@ impl DbReader {
         Path::new(&self.db.id)
     }
 
-
     pub fn db_key(&self) -> &Key {
         &self.db.key
     }

@@ -10,7 +10,7 @@ use super::journal::{self, JournalState, Record};
 use super::unique_name;
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
-use crate::storage::fs::FileSystem;
+use crate::storage::fs::{FileSystem, OpenMode};
 use crate::storage::{FieldRef, StorageError};
 
 struct Pending {
@@ -60,7 +60,12 @@ pub(crate) fn ensure_database(
     }
     let unique = unique_name();
     let schema_tmp = dir.join(format!("schema.{unique}"));
-    fs.write(&schema_tmp, schema_text.as_bytes())
+    // Synced before it is renamed in: a crash must not leave an empty `schema`.
+    let f = fs
+        .open(&schema_tmp, OpenMode::CreateNew)
+        .map_err(StorageError::io("create", &schema_tmp))?;
+    f.append(schema_text.as_bytes())
+        .and_then(|()| f.sync_data())
         .map_err(StorageError::io("write", &schema_tmp))?;
     fs.rename(&schema_tmp, &dir.join("schema"))
         .map_err(StorageError::io("rename", &schema_tmp))?;
@@ -237,7 +242,9 @@ impl CatalogueWriter for DbWriter {
         self.journal.apply(appended.ours, appended.end);
         // Committed and visible: a failed merge afterwards loses nothing, so it is a warning,
         // not a failed flush.
-        if let Err(e) = super::maintenance::auto_compact(&self.fs, &self.dir, &mut self.journal, &touched) {
+        if let Err(e) =
+            super::maintenance::auto_compact(&self.fs, &self.dir, &mut self.journal, &touched)
+        {
             tracing::warn!(db = %self.dir.display(), "automatic compaction failed: {e}");
         }
         Ok(self.journal.live_count())
