@@ -129,3 +129,29 @@ fn a_wipe_cut_short_at_any_sync_point_leaves_the_database_whole_or_gone() {
         );
     }
 }
+
+#[test]
+fn a_full_disk_or_a_failed_sync_fails_the_flush_and_publishes_nothing() {
+    use fieldstore::storage::fs::sim::Op;
+    let fs = sim();
+    let f = open(&fs);
+    archive(&f, &["0"]);
+    f.flush().unwrap();
+    fs.set_space(Some(100));
+    let _ = f.archive(None, &field("6"));
+    assert!(f.flush().is_err(), "a flush with the disk full succeeded");
+    fs.set_space(None);
+    assert_eq!(steps(&f), ["0"]);
+    drop(f);
+    let f = open(&fs);
+    archive(&f, &["12"]);
+    fs.fail_nth(Op::Sync, 1);
+    assert!(
+        f.flush().is_err(),
+        "a flush whose fdatasync failed succeeded"
+    );
+    assert_eq!(steps(&f), ["0"]);
+    fs.crash();
+    drop(f);
+    assert_eq!(steps(&open(&fs)), ["0"]);
+}
