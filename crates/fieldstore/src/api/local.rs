@@ -77,7 +77,7 @@ fn panicked<T>(_: T) -> ApiError {
 
 fn flush_failed(db: &DbRef, detail: &str) -> ApiError {
     ApiError::FlushFailed {
-        db: db.path.display().to_string(),
+        db: db.id.clone(),
         detail: detail.to_string(),
     }
 }
@@ -100,12 +100,21 @@ static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
 
 impl LocalFdb {
     pub fn new(config: LocalConfig) -> Result<LocalFdb, ApiError> {
+        Self::with_fs(config, crate::storage::fs::os())
+    }
+
+    /// A toc catalogue and POSIX store over another file system than the OS's: a simulated
+    /// one ([`crate::storage::fs::SimFs`]) in crash tests.
+    pub fn with_fs(
+        config: LocalConfig,
+        fs: std::sync::Arc<dyn crate::storage::fs::FileSystem>,
+    ) -> Result<LocalFdb, ApiError> {
         let schema = match &config.schema {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
         let catalogue: Box<dyn Catalogue> = match config.engine.as_str() {
-            "toc" | "" => Box::new(TocCatalogue::new(config.spaces.clone())?),
+            "toc" | "" => Box::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
             other => {
                 return Err(ApiError::Config(format!(
                     "engine '{other}' is not known (this version has: toc)"
@@ -113,7 +122,7 @@ impl LocalFdb {
             }
         };
         let store: Box<dyn Store> = match config.store.as_str() {
-            "file" | "posix" | "" => Box::new(PosixStore),
+            "file" | "posix" | "" => Box::new(PosixStore::new(fs)),
             other => {
                 return Err(ApiError::Config(format!(
                     "store '{other}' is not known (this version has: file)"
@@ -479,7 +488,7 @@ fn abbreviated(values: &[&str]) -> String {
 
 fn locked(db: &DbRef, action: &str) -> ApiError {
     ApiError::Locked {
-        db: db.path.display().to_string(),
+        db: db.id.clone(),
         action: action.into(),
     }
 }
@@ -834,7 +843,7 @@ impl Fdb for LocalFdb {
         let mut errors: Vec<(String, ApiError)> = Vec::new();
         for slot in &slots {
             if let Err(e) = self.flush_db(slot) {
-                errors.push((slot.db.path.display().to_string(), e));
+                errors.push((slot.db.id.clone(), e));
             }
         }
         match errors.len() {
@@ -936,7 +945,7 @@ impl Fdb for LocalFdb {
         for db in self.catalogue.databases() {
             let db = db?;
             if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
-                out.push(db.path.display().to_string());
+                out.push(db.id.clone());
             }
         }
         Ok(out)
@@ -968,10 +977,16 @@ impl Fdb for LocalFdb {
             out.push(format!(
                 "{} database {}",
                 if doit { "wiped" } else { "would wipe" },
-                db.path.display()
+                db.id
             ));
             for f in self.catalogue.wipe(&db, doit)? {
                 out.push(format!("  {f}"));
+            }
+            for f in self.store.wipe(&db, doit)? {
+                out.push(format!("  {f}"));
+            }
+            if doit {
+                self.catalogue.finish_wipe(&db)?;
             }
         }
         if out.is_empty() {
@@ -992,13 +1007,13 @@ impl Fdb for LocalFdb {
             let verb = if doit { "removed" } else { "would remove" };
             out.push(format!(
                 "{}: {} masked fields; {verb} {} index files and {} data files",
-                db.path.display(),
+                db.id,
                 r.masked_fields,
                 r.indexes.len(),
                 r.objects.len()
             ));
             for f in &r.indexes {
-                out.push(format!("  {}", db.path.join(f).display()));
+                out.push(format!("  {}/{f}", db.id));
             }
             for o in &r.objects {
                 out.push(format!("  {}", self.store.uri(&db, o)));
@@ -1019,7 +1034,7 @@ impl Fdb for LocalFdb {
                 .sum();
             out.push(format!(
                 "{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
-                db.path.display(), s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, objects.len(), data_bytes, s.journal_records
+                db.id, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, objects.len(), data_bytes, s.journal_records
             ));
             fields += s.fields;
             masked += s.masked;
@@ -1069,7 +1084,7 @@ impl Fdb for LocalFdb {
                     )
                 })
                 .collect();
-            out.push(format!("{} {}", db.path.display(), state.join(", ")));
+            out.push(format!("{} {}", db.id, state.join(", ")));
         }
         Ok(out)
     }
@@ -1080,10 +1095,7 @@ impl Fdb for LocalFdb {
             let r = self.catalogue.compact(&db)?;
             out.push(format!(
                 "{}: merged {} indexes into {} ({} entries)",
-                db.path.display(),
-                r.merged_indexes,
-                r.new_indexes,
-                r.entries
+                db.id, r.merged_indexes, r.new_indexes, r.entries
             ));
         }
         Ok(out)
@@ -1329,29 +1341,32 @@ mod tests {
         }
         fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
             Ok(Box::new(GatedWriter {
-                inner: PosixStore.writer(db)?,
+                inner: PosixStore::default().writer(db)?,
                 expver: db.key.get("expver").unwrap_or("").to_string(),
                 gate: self.0.clone(),
             }))
         }
         fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
-            PosixStore.read(db, field)
+            PosixStore::default().read(db, field)
         }
         fn open_object(
             &self,
             db: &DbRef,
             object: &str,
         ) -> Result<Box<dyn ObjectReader>, StorageError> {
-            PosixStore.open_object(db, object)
+            PosixStore::default().open_object(db, object)
         }
         fn uri(&self, db: &DbRef, object: &str) -> String {
-            PosixStore.uri(db, object)
+            PosixStore::default().uri(db, object)
         }
         fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
-            PosixStore.remove(db, objects)
+            PosixStore::default().remove(db, objects)
+        }
+        fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
+            PosixStore::default().wipe(db, doit)
         }
         fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
-            PosixStore.object_size(db, object)
+            PosixStore::default().object_size(db, object)
         }
     }
 

@@ -90,8 +90,16 @@ pub trait Catalogue: Send + Sync {
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
 
-    /// Removes the whole database atomically (or reports what would go); returns the names.
+    /// Makes the whole database invisible to readers at once, then removes the catalogue's own
+    /// files (or reports what would go); returns their names. The store's objects are the
+    /// store's to wipe next, then [`Catalogue::finish_wipe`] removes what is left.
     fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError>;
+
+    /// Removes what a wipe left of the catalogue's (the database's directory, say) once the
+    /// store has wiped its objects.
+    fn finish_wipe(&self, _db: &DbRef) -> Result<(), StorageError> {
+        Ok(())
+    }
 
     /// Forgets replaced fields; the caller removes the returned objects from the store.
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError>;

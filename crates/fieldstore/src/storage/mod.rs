@@ -7,11 +7,11 @@
 
 pub mod catalogue;
 pub mod error;
+pub mod fs;
+pub(crate) mod names;
 pub mod posix;
 pub mod store;
 pub mod toc;
-
-use std::path::PathBuf;
 
 pub use catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, IndexSummary, ListedEntry,
@@ -24,10 +24,12 @@ pub use toc::TocCatalogue;
 
 use crate::model::Key;
 
-/// One database as the catalogue identifies it: its key, and where the catalogue keeps it (a
-/// directory for toc; stores that keep files beside the catalogue use it too).
+/// One database as the catalogue identifies it: its key, and the catalogue's own name for it.
+/// The id is opaque to everyone but the catalogue (and a store that keeps its objects beside the
+/// catalogue's files); it is also what users see as the database's location (the directory for
+/// toc, `memory://...` for a memory catalogue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DbRef {
     pub key: Key,
-    pub path: PathBuf,
+    pub id: String,
 }

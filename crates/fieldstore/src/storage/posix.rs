@@ -1,12 +1,13 @@
-//! The POSIX store: each writer appends to a data file of its own in the database's directory.
+//! The POSIX store: each writer appends to a data file of its own in the database's directory
+//! (the catalogue's id for the database, which this store reads as a directory path).
 
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use super::fs::{self, FileSystem, FsFile, OpenMode};
+use super::names::unique_name;
 use super::store::ObjectReader;
-use super::toc::unique_name;
 use super::{DbRef, FieldRef, StorageError, Store, StoreWriter};
 
 /// Buffer that gathers small fields into few large writes.
@@ -18,8 +19,29 @@ const STRAIGHT: usize = 256 << 10;
 /// the disk works while the archive goes on and the flush's fdatasync finds little left to do.
 const WRITEBACK_EVERY: u64 = 32 << 20;
 
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PosixStore;
+/// Objects of this store, told from the catalogue's files beside them.
+const SUFFIX: &str = ".data";
+
+#[derive(Debug, Clone)]
+pub struct PosixStore {
+    fs: Arc<dyn FileSystem>,
+}
+
+impl Default for PosixStore {
+    fn default() -> Self {
+        Self::new(fs::os())
+    }
+}
+
+impl PosixStore {
+    pub fn new(fs: Arc<dyn FileSystem>) -> PosixStore {
+        PosixStore { fs }
+    }
+}
+
+fn dir(db: &DbRef) -> &Path {
+    Path::new(&db.id)
+}
 
 impl Store for PosixStore {
     fn kind(&self) -> &'static str {
@@ -27,9 +49,10 @@ impl Store for PosixStore {
     }
 
     fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
-        let object = format!("{}.data", unique_name());
+        let object = format!("{}{SUFFIX}", unique_name());
         Ok(Box::new(PosixWriter {
-            path: db.path.join(&object),
+            path: dir(db).join(&object),
+            fs: self.fs.clone(),
             object,
             file: None,
             len: 0,
@@ -39,16 +62,24 @@ impl Store for PosixStore {
     }
 
     fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
-        let path = db.path.join(&field.object);
-        let f = File::open(&path).map_err(StorageError::io("open", &path))?;
+        let path = dir(db).join(&field.object);
+        let f = self
+            .fs
+            .open(&path, OpenMode::Read)
+            .map_err(StorageError::io("open", &path))?;
         let len = usize::try_from(field.length).map_err(|_| StorageError::Corrupt {
             path: path.clone(),
             offset: field.offset,
             detail: format!("field length {} does not fit in memory", field.length),
         })?;
         let mut buf = vec![0u8; len];
-        f.read_exact_at(&mut buf, field.offset)
+        let n = fs::read_full_at(&*f, &mut buf, field.offset)
             .map_err(StorageError::io("read", &path))?;
+        if n < len {
+            return Err(StorageError::io("read", &path)(std::io::Error::from(
+                std::io::ErrorKind::UnexpectedEof,
+            )));
+        }
         field
             .verify(crate::checksum::crc32c(&buf))
             .map_err(|(expected, found)| StorageError::FieldChecksum {
@@ -63,74 +94,89 @@ impl Store for PosixStore {
     }
 
     fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError> {
-        let path = db.path.join(object);
-        let file = File::open(&path).map_err(StorageError::io("open", &path))?;
+        let path = dir(db).join(object);
+        let file = self
+            .fs
+            .open(&path, OpenMode::Read)
+            .map_err(StorageError::io("open", &path))?;
         Ok(Box::new(PosixObject { file, path }))
     }
 
     fn uri(&self, db: &DbRef, object: &str) -> String {
-        format!("file://{}", db.path.join(object).display())
+        format!("file://{}", dir(db).join(object).display())
     }
 
     fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
         for o in objects {
-            let p = db.path.join(o);
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StorageError::io("remove", &p)(e)),
-            }
+            let p = dir(db).join(o);
+            fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
         }
         Ok(())
     }
 
+    /// Every data file in the directory, including those of writers that crashed before any
+    /// catalogue entry named them. A directory already gone holds nothing.
+    fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
+        let d = dir(db);
+        let entries = match self.fs.read_dir(d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StorageError::io("list", d)(e)),
+        };
+        let mut objects: Vec<String> = entries
+            .iter()
+            .filter(|e| !e.is_dir)
+            .map(|e| e.file_name())
+            .filter(|n| n.ends_with(SUFFIX))
+            .collect();
+        objects.sort();
+        if doit {
+            self.remove(db, &objects)?;
+        }
+        Ok(objects.iter().map(|o| self.uri(db, o)).collect())
+    }
+
     fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
-        std::fs::metadata(db.path.join(object))
-            .ok()
-            .map(|m| m.len())
+        self.fs.metadata(&dir(db).join(object)).ok().map(|m| m.len)
     }
 }
 
 struct PosixObject {
-    file: File,
+    file: Box<dyn FsFile>,
     path: PathBuf,
 }
 
 impl ObjectReader for PosixObject {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(StorageError::io("read", &self.path)(e)),
-            }
-        }
-        Ok(done)
+        fs::read_full_at(&*self.file, buf, offset).map_err(StorageError::io("read", &self.path))
     }
 }
 
-/// Starts writeback of a byte range and returns at once (Linux `sync_file_range`); a hint only,
-/// so failure is ignored: the flush's fdatasync is what guarantees durability.
-fn start_writeback(f: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    if len == 0 {
-        return;
+/// The data file as `BufWriter` wants it: every write appends.
+struct Appender(Box<dyn FsFile>);
+
+impl Write for Appender {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.append(buf)?;
+        Ok(buf.len())
     }
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: a valid open descriptor and a byte range; the call reads no memory of ours.
-    unsafe {
-        libc::sync_file_range(f.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0.append(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 struct PosixWriter {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
     object: String,
-    file: Option<BufWriter<File>>,
+    file: Option<BufWriter<Appender>>,
     len: u64,
     /// Bytes up to here have had writeback started.
     kicked: u64,
@@ -156,12 +202,12 @@ impl StoreWriter for PosixWriter {
         let w = match &mut self.file {
             Some(w) => w,
             None => {
-                let f = OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(&self.path)
+                let f = self
+                    .fs
+                    .open(&self.path, OpenMode::Append)
                     .map_err(StorageError::io("create", &self.path))?;
-                self.file.insert(BufWriter::with_capacity(BUFFER, f))
+                self.file
+                    .insert(BufWriter::with_capacity(BUFFER, Appender(f)))
             }
         };
         let written = if data.len() >= STRAIGHT {
@@ -181,7 +227,9 @@ impl StoreWriter for PosixWriter {
         if self.len - self.kicked >= WRITEBACK_EVERY {
             // Only what has left the buffer can be handed to the kernel's writeback.
             let written = self.len - w.buffer().len() as u64;
-            start_writeback(w.get_ref(), self.kicked, written - self.kicked);
+            w.get_ref()
+                .0
+                .start_writeback(self.kicked, written - self.kicked);
             self.kicked = written;
         }
         Ok(FieldRef {
@@ -202,6 +250,7 @@ impl StoreWriter for PosixWriter {
                 .map_err(StorageError::io("write", &self.path))
                 .and_then(|()| {
                     w.get_ref()
+                        .0
                         .sync_data()
                         .map_err(StorageError::io("sync", &self.path))
                 });
@@ -224,20 +273,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = DbRef {
             key: Key::default(),
-            path: dir.path().to_path_buf(),
+            id: dir.path().display().to_string(),
         };
+        let store = PosixStore::default();
         let fields: Vec<Vec<u8>> = [10usize, STRAIGHT, 7, STRAIGHT * 3 + 1, 1, BUFFER + 5, 3]
             .iter()
             .enumerate()
             .map(|(i, &n)| vec![i as u8 + 1; n])
             .collect();
-        let mut w = PosixStore.writer(&db).unwrap();
+        let mut w = store.writer(&db).unwrap();
         let refs: Vec<FieldRef> = fields.iter().map(|f| w.append(f).unwrap()).collect();
         w.sync().unwrap();
         let mut expected_offset = 0;
         for (f, r) in fields.iter().zip(&refs) {
             assert_eq!(r.offset, expected_offset);
-            assert_eq!(&PosixStore.read(&db, r).unwrap(), f);
+            assert_eq!(&store.read(&db, r).unwrap(), f);
             assert_eq!(r.checksum, Some(crate::checksum::crc32c(f)));
             expected_offset += f.len() as u64;
         }
@@ -246,11 +296,11 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[refs[2].offset as usize + 3] ^= 0x10;
         std::fs::write(&path, bytes).unwrap();
-        let err = PosixStore.read(&db, &refs[2]).unwrap_err().to_string();
+        let err = store.read(&db, &refs[2]).unwrap_err().to_string();
         assert!(
             err.contains(&refs[2].object) && err.contains("checksum"),
             "{err}"
         );
-        assert_eq!(&PosixStore.read(&db, &refs[1]).unwrap(), &fields[1]);
+        assert_eq!(&store.read(&db, &refs[1]).unwrap(), &fields[1]);
     }
 }

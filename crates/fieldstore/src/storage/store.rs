@@ -42,6 +42,10 @@ pub trait Store: Send + Sync {
     /// How `list --location` names an object.
     fn uri(&self, db: &DbRef, object: &str) -> String;
 
+    /// Deletes every object the store holds for the database (or names what would go): called
+    /// by wipe once the catalogue has made the database invisible. Returns the objects' URIs.
+    fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError>;
+
     /// Deletes objects no catalogue entry references any more (after purge).
     fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError>;
 

@@ -13,9 +13,11 @@ use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     PurgeReport,
 };
+use crate::storage::fs::{self, FileSystem};
 use crate::storage::{DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
+    fs: Arc<dyn FileSystem>,
     spaces: Vec<Space>,
     /// Each space's `regex`, compiled once: matching per field was half the archive cost.
     regexes: Vec<regex::Regex>,
@@ -35,10 +37,21 @@ type JournalId = (u64, u64);
 /// Databases whose readers stay open; past this the cache starts over.
 const OPEN_READERS: usize = 256;
 
-fn journal_id(db_dir: &Path) -> Option<JournalId> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(db_dir.join("toc")).ok()?;
-    Some((m.ino(), m.len()))
+fn journal_id(fs: &dyn FileSystem, db_dir: &Path) -> Option<JournalId> {
+    let m = fs.metadata(&db_dir.join("toc")).ok()?;
+    Some((m.ino, m.len))
+}
+
+/// The directory the catalogue named a database by.
+fn dir(db: &DbRef) -> &Path {
+    Path::new(&db.id)
+}
+
+fn db_ref(key: Key, dir: &Path) -> DbRef {
+    DbRef {
+        key,
+        id: dir.display().to_string(),
+    }
 }
 
 /// A cached reader handed out as the trait object callers expect.
@@ -64,6 +77,14 @@ impl CatalogueReader for SharedReader {
 
 impl TocCatalogue {
     pub fn new(spaces: Vec<Space>) -> Result<TocCatalogue, StorageError> {
+        Self::with_fs(spaces, fs::os())
+    }
+
+    /// Over another file system than the OS's (a simulated one, in crash tests).
+    pub fn with_fs(
+        spaces: Vec<Space>,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<TocCatalogue, StorageError> {
         let regexes = spaces
             .iter()
             .map(|s| {
@@ -73,6 +94,7 @@ impl TocCatalogue {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(TocCatalogue {
+            fs,
             spaces,
             regexes,
             readers: Mutex::new(HashMap::new()),
@@ -116,10 +138,9 @@ impl TocCatalogue {
 
     /// The key of the database in `dir` (`None`: no journal there), read once per journal file.
     fn key_of(&self, dir: &Path) -> Result<Option<Key>, StorageError> {
-        use std::os::unix::fs::MetadataExt;
         let toc = dir.join("toc");
-        let ino = match std::fs::metadata(&toc) {
-            Ok(m) if m.is_file() => m.ino(),
+        let ino = match self.fs.metadata(&toc) {
+            Ok(m) if m.is_file() => m.ino,
             _ => return Ok(None),
         };
         if let Ok(cache) = self.keys.lock() {
@@ -129,7 +150,7 @@ impl TocCatalogue {
                 }
             }
         }
-        let key = super::journal::read_db_key(&toc)?;
+        let key = super::journal::read_db_key(&*self.fs, &toc)?;
         if let Ok(mut cache) = self.keys.lock() {
             if cache.len() >= OPEN_READERS * 16 {
                 cache.clear();
@@ -166,7 +187,7 @@ fn check_key(db: &DbRef, found: &Key) -> Result<(), StorageError> {
         return Ok(());
     }
     Err(StorageError::NameTaken {
-        dir: db.path.clone(),
+        dir: dir(db).to_path_buf(),
         found: found.to_string(),
         wanted: db.key.to_string(),
     })
@@ -184,15 +205,17 @@ fn being_wiped(dir: &Path) -> bool {
 /// lost. `None` for anything else, including a directory that is gone (wiped meanwhile), one
 /// whose `toc` appeared meanwhile, and one holding only a `schema` (a database being created, or
 /// one whose creation was cut short before anything was stored in it).
-fn orphan(dir: &Path) -> Option<StorageError> {
-    if being_wiped(dir) || !dir.is_dir() {
+///
+/// A directory whose journal was renamed for a wipe is not one: the wipe was cut short (a crash)
+/// or is under way, and the next wipe or creation under the name cleans up after it.
+fn orphan(fs: &dyn FileSystem, dir: &Path) -> Option<StorageError> {
+    if being_wiped(dir) || !fs.is_dir(dir) {
         return None;
     }
     let mut files = 0;
-    for e in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+    for e in fs.read_dir(dir).ok()? {
         let name = e.file_name();
-        let name = name.to_string_lossy();
-        if name == "toc" {
+        if name == "toc" || name.starts_with(maintenance::WIPING_PREFIX) {
             return None;
         }
         if name.ends_with(".idx") || name.ends_with(".data") {
@@ -213,20 +236,22 @@ impl Catalogue for TocCatalogue {
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
         let mut out = Vec::new();
         for r in self.visit_roots() {
-            let Ok(rd) = std::fs::read_dir(&r.path) else {
+            let Ok(rd) = self.fs.read_dir(&r.path) else {
                 continue;
             };
             let mut dirs: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
+                .into_iter()
+                .map(|e| e.path)
                 .filter(|p| !being_wiped(p))
                 .collect();
             dirs.sort();
             for d in dirs {
                 let toc = d.join("toc");
-                if toc.is_file() {
-                    out.push(super::journal::read_db_key(&toc).map(|key| DbRef { key, path: d }));
-                } else if let Some(e) = orphan(&d) {
+                if self.fs.is_file(&toc) {
+                    out.push(
+                        super::journal::read_db_key(&*self.fs, &toc).map(|key| db_ref(key, &d)),
+                    );
+                } else if let Some(e) = orphan(&*self.fs, &d) {
                     // Reported in its place: the database must not vanish without a word, and
                     // the others stay listed.
                     out.push(Err(e));
@@ -239,15 +264,15 @@ impl Catalogue for TocCatalogue {
     fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
         for r in self.visit_roots() {
             if let Some(path) = self.existing(&r.path, db)? {
-                return Ok(Some(DbRef {
-                    key: db.clone(),
-                    path,
-                }));
+                return Ok(Some(db_ref(db.clone(), &path)));
             }
         }
         // Not found: say so if its directory is there but lost its journal.
         let name = Self::dir_name(db);
-        match self.visit_roots().find_map(|r| orphan(&r.path.join(&name))) {
+        match self
+            .visit_roots()
+            .find_map(|r| orphan(&*self.fs, &r.path.join(&name)))
+        {
             Some(e) => Err(e),
             None => Ok(None),
         }
@@ -267,13 +292,15 @@ impl Catalogue for TocCatalogue {
         let path = match (existing, roots.iter().find(|r| r.archive)) {
             (Some(path), _) => path,
             (None, Some(r)) => {
-                if !r.path.is_dir() {
-                    std::fs::create_dir_all(&r.path).map_err(|e| StorageError::Config {
-                        detail: format!(
-                            "root {} does not exist and cannot be created: {e}",
-                            r.path.display()
-                        ),
-                    })?;
+                if !self.fs.is_dir(&r.path) {
+                    self.fs
+                        .create_dir_all(&r.path)
+                        .map_err(|e| StorageError::Config {
+                            detail: format!(
+                                "root {} does not exist and cannot be created: {e}",
+                                r.path.display()
+                            ),
+                        })?;
                 }
                 r.path.join(&name)
             }
@@ -288,10 +315,10 @@ impl Catalogue for TocCatalogue {
                 })
             }
         };
-        ensure_database(&path, db, schema_text)?;
+        ensure_database(&*self.fs, &path, db, schema_text)?;
         // The directory may be another key's (an older store's `x/y` under the name `x_y` has
         // now; same values with other keywords; or created meanwhile): never mix their fields.
-        let found = super::journal::read_db_key(&path.join("toc"))?;
+        let found = super::journal::read_db_key(&*self.fs, &path.join("toc"))?;
         if !same_key(&found, db) {
             return Err(StorageError::NameTaken {
                 dir: path,
@@ -299,23 +326,21 @@ impl Catalogue for TocCatalogue {
                 wanted: db.to_string(),
             });
         }
-        Ok(DbRef {
-            key: db.clone(),
-            path,
-        })
+        Ok(db_ref(db.clone(), &path))
     }
 
     fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError> {
-        Ok(Box::new(DbWriter::open_existing(&db.path)?))
+        Ok(Box::new(DbWriter::open_existing(&self.fs, dir(db))?))
     }
 
     fn reader(&self, db: &DbRef) -> Result<Box<dyn CatalogueReader>, StorageError> {
         // Identify the journal before reading it: what is read then holds at least that much,
         // and any later append changes the length, so a stale reader is never reused.
-        let id = journal_id(&db.path);
+        let path = dir(db);
+        let id = journal_id(&*self.fs, path);
         let mut grown = None;
         if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
-            if let Some((cached, r)) = cache.get(&db.path) {
+            if let Some((cached, r)) = cache.get(path) {
                 if *cached == id {
                     check_key(db, r.db_key())?;
                     return Ok(Box::new(SharedReader(r.clone())));
@@ -329,60 +354,62 @@ impl Catalogue for TocCatalogue {
         }
         let reader = Arc::new(match grown {
             Some(r) => r.refreshed()?,
-            None => DbReader::open(&db.path)?,
+            None => DbReader::open(&self.fs, path)?,
         });
         check_key(db, reader.db_key())?;
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();
             }
-            cache.insert(db.path.clone(), (id, reader.clone()));
+            cache.insert(path.to_path_buf(), (id, reader.clone()));
         }
         Ok(Box::new(SharedReader(reader)))
     }
 
     fn is_locked(&self, db: &DbRef, action: &str) -> bool {
-        maintenance::is_locked(&db.path, action)
+        maintenance::is_locked(&*self.fs, dir(db), action)
     }
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError> {
-        let p = maintenance::lock_path(&db.path, action);
+        let p = maintenance::lock_path(dir(db), action);
         if locked {
-            std::fs::write(&p, b"").map_err(StorageError::io("create", &p))
+            self.fs
+                .write(&p, b"")
+                .map_err(StorageError::io("create", &p))
         } else {
-            match std::fs::remove_file(&p) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(StorageError::io("remove", &p)(e)),
-            }
+            fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))
         }
     }
 
     fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
-        Ok(maintenance::wipe(&db.path, doit)?
+        Ok(maintenance::wipe(&self.fs, dir(db), doit)?
             .into_iter()
             .map(|p| p.display().to_string())
             .collect())
     }
 
+    fn finish_wipe(&self, db: &DbRef) -> Result<(), StorageError> {
+        maintenance::wipe_done(&*self.fs, dir(db))
+    }
+
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
-        maintenance::purge(&db.path, doit)
+        maintenance::purge(&self.fs, dir(db), doit)
     }
 
     fn objects(&self, db: &DbRef) -> Result<BTreeSet<String>, StorageError> {
-        maintenance::objects(&db.path)
+        maintenance::objects(&self.fs, dir(db))
     }
 
     fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError> {
-        maintenance::stats(&db.path)
+        maintenance::stats(&self.fs, dir(db))
     }
 
     fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError> {
-        maintenance::dump(&db.path)
+        maintenance::dump(&*self.fs, dir(db))
     }
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
-        maintenance::compact(&db.path)
+        maintenance::compact(&self.fs, dir(db))
     }
 }
 
@@ -423,7 +450,7 @@ mod tests {
         let a = Key::parse("{class=od,expver=0001}").unwrap();
         let b = Key::parse("{class=od,stream=0001}").unwrap();
         let db = c.create(&a, "schema").unwrap();
-        assert_eq!(db.path, d.path().join("od:0001"));
+        assert_eq!(db.id, d.path().join("od:0001").display().to_string());
         let err = c.create(&b, "schema").unwrap_err().to_string();
         assert!(
             err.contains(
@@ -436,7 +463,7 @@ mod tests {
         // A reader asked for the other key there is refused too.
         let other = DbRef {
             key: b,
-            path: db.path.clone(),
+            id: db.id.clone(),
         };
         assert!(c.reader(&other).is_err());
         assert!(c.reader(&db).is_ok());
@@ -456,15 +483,12 @@ mod tests {
         std::fs::write(wiping.join("h.1.2.3.data"), "x").unwrap();
         std::fs::create_dir_all(d.path().join("other")).unwrap();
         assert_eq!(c.databases().len(), 1);
-        std::fs::write(db.path.join("h.1.2.3.data"), "x").unwrap();
-        std::fs::remove_file(db.path.join("toc")).unwrap();
+        std::fs::write(dir(&db).join("h.1.2.3.data"), "x").unwrap();
+        std::fs::remove_file(dir(&db).join("toc")).unwrap();
         let dbs = c.databases();
         assert_eq!(dbs.len(), 1);
         let err = dbs[0].as_ref().unwrap_err().to_string();
-        assert!(
-            err.contains(&db.path.display().to_string()) && err.contains("no journal"),
-            "{err}"
-        );
+        assert!(err.contains(&db.id) && err.contains("no journal"), "{err}");
         assert!(c.find(&a).is_err());
         assert!(c
             .find(&Key::parse("{class=od,expver=0002}").unwrap())

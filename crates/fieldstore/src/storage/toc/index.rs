@@ -11,12 +11,12 @@
 //! archived, so a retrieve can tell damaged data from good data. Version 1 and 2 entries carry
 //! none (`checksum: None`): their fields are returned unchecked, as before.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::storage::fs::{FileSystem, Mapped, OpenMode};
 use crate::storage::StorageError;
 
 const MAGIC: &[u8; 4] = b"FSIX";
@@ -69,7 +69,7 @@ pub struct IndexFile {
     pub datum_keywords: Vec<String>,
     pub data_files: Vec<String>,
     path: PathBuf,
-    map: memmap2::Mmap,
+    map: Mapped,
     count: usize,
     blocks: Vec<Block>,
     /// The file's format version: it decides an entry's fixed part (`fixed_len`).
@@ -181,6 +181,7 @@ fn scan(
 impl IndexFile {
     /// Writes and syncs the file. Later entries with the same values replace earlier ones.
     pub fn write(
+        fs: &dyn FileSystem,
         path: &Path,
         index_key: &str,
         datum_keywords: &[String],
@@ -188,13 +189,11 @@ impl IndexFile {
         entries: Vec<IndexEntry>,
     ) -> Result<(), StorageError> {
         let buf = Self::encode(index_key, datum_keywords, data_files, entries, VERSION);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
+        let f = fs
+            .open(path, OpenMode::CreateNew)
             .map_err(StorageError::io("create", path))?;
-        f.write_all(&buf).map_err(StorageError::io("write", path))?;
-        f.sync_all().map_err(StorageError::io("sync", path))?;
+        f.append(&buf).map_err(StorageError::io("write", path))?;
+        f.sync_data().map_err(StorageError::io("sync", path))?;
         Ok(())
     }
 
@@ -253,11 +252,10 @@ impl IndexFile {
         buf
     }
 
-    pub fn read(path: &Path) -> Result<IndexFile, StorageError> {
-        let f = std::fs::File::open(path).map_err(StorageError::io("open", path))?;
-        // SAFETY: index files are immutable once their journal record exists: nobody truncates
-        // or rewrites them (purge and wipe unlink, which leaves this mapping intact).
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(StorageError::io("map", path))?;
+    /// Maps the file: index files are immutable once their journal record exists (purge and
+    /// wipe unlink them, which leaves a mapping intact).
+    pub fn read(fs: &dyn FileSystem, path: &Path) -> Result<IndexFile, StorageError> {
+        let map = fs.map(path).map_err(StorageError::io("open", path))?;
         let buf: &[u8] = &map;
         let corrupt = |offset: usize, detail: &str| StorageError::Corrupt {
             path: path.to_path_buf(),
@@ -534,6 +532,7 @@ impl IndexFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::fs::OsFs;
 
     fn e(v: &str, o: u64) -> IndexEntry {
         IndexEntry {
@@ -548,6 +547,7 @@ mod tests {
 
     fn write(p: &Path, entries: Vec<IndexEntry>) {
         IndexFile::write(
+            &OsFs,
             p,
             "{type=fc}",
             &["step".into()],
@@ -562,7 +562,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("i.idx");
         write(&p, vec![e("6", 0), e("0", 10), e("6", 20)]);
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.len(), 2);
         assert_eq!(i.lookup("6").unwrap().unwrap().offset, 20);
         assert!(i.lookup("12").unwrap().is_none());
@@ -570,7 +570,7 @@ mod tests {
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[20] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        let err = IndexFile::read(&p).err().unwrap().to_string();
+        let err = IndexFile::read(&OsFs, &p).err().unwrap().to_string();
         assert!(
             err.contains("i.idx is corrupt") && err.contains("checksum"),
             "{err}"
@@ -587,7 +587,7 @@ mod tests {
         let p = d.path().join("big.idx");
         let n = 3 * BLOCK + 17;
         write(&p, (0..n).map(|k| e(&key(k * 2), k as u64)).collect());
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.len(), n);
         assert_eq!(i.blocks.len(), 4);
         assert!(i.blocks.iter().all(|b| b.starts.get().is_none()));
@@ -617,7 +617,7 @@ mod tests {
         }
         entries.push(e("z", 9));
         write(&p, entries);
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.lookup("k").unwrap().unwrap().offset, 7);
         assert_eq!(i.lookup("z").unwrap().unwrap().offset, 9);
         assert_eq!(
@@ -632,11 +632,11 @@ mod tests {
         let p = d.path().join("d.idx");
         let n = 2 * BLOCK;
         write(&p, (0..n).map(|k| e(&key(k), k as u64)).collect());
-        let second = IndexFile::read(&p).unwrap().blocks[1].start;
+        let second = IndexFile::read(&OsFs, &p).unwrap().blocks[1].start;
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[second + 40] ^= 0x01;
         std::fs::write(&p, &bytes).unwrap();
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.lookup(&key(5)).unwrap().unwrap().offset, 5);
         let err = i.lookup(&key(BLOCK + 5)).err().unwrap().to_string();
         assert!(
@@ -675,7 +675,7 @@ mod tests {
         let n = BLOCK + 3;
         let entries: Vec<IndexEntry> = (0..n).map(|k| e(&key(k), k as u64)).collect();
         write_v1(&p, &entries);
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.len(), n);
         for k in [0, BLOCK - 1, BLOCK, n - 1] {
             assert_eq!(i.lookup(&key(k)).unwrap().unwrap().offset, k as u64);
@@ -685,7 +685,7 @@ mod tests {
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[40] ^= 0x01;
         std::fs::write(&p, &bytes).unwrap();
-        assert!(IndexFile::read(&p).is_err());
+        assert!(IndexFile::read(&OsFs, &p).is_err());
     }
 
     #[test]
@@ -698,7 +698,7 @@ mod tests {
         entries[7].checksum = None;
         entries[BLOCK + 1].masked = true;
         write(&p, entries);
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         let all: Vec<EntryRef> = i.entries().map(Result::unwrap).collect();
         assert_eq!(all.len(), n);
         for (k, x) in all.iter().enumerate() {
@@ -729,7 +729,7 @@ mod tests {
         );
         assert_eq!(le(&bytes[4..8]), 2);
         std::fs::write(&p, bytes).unwrap();
-        let i = IndexFile::read(&p).unwrap();
+        let i = IndexFile::read(&OsFs, &p).unwrap();
         assert_eq!(i.len(), n);
         for k in [0, 6, BLOCK, n - 1] {
             let x = i.lookup(&key(k)).unwrap().unwrap();
@@ -749,7 +749,7 @@ mod tests {
             let p = d.path().join("p.idx");
             let entries: Vec<IndexEntry> = keys.iter().enumerate().map(|(o, k)| e(k, o as u64)).collect();
             write(&p, entries);
-            let i = IndexFile::read(&p).unwrap();
+            let i = IndexFile::read(&OsFs, &p).unwrap();
             let want = keys.iter().position(|k| *k == probe).map(|o| o as u64);
             proptest::prop_assert_eq!(i.lookup(&probe).unwrap().map(|x| x.offset), want);
         }

@@ -1,14 +1,11 @@
 //! The `toc` journal: checksummed records appended with one `write()` each flush.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::storage::fs::{read_full_at, FileSystem, FsFile, OpenMode};
 use crate::storage::StorageError;
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -155,17 +152,19 @@ pub type Records = Vec<(u64, Record)>;
 ///
 /// A torn tail (see [`is_torn_tail`]) is ignored, and the end returned excludes it. Any other
 /// damage is an error naming the file and the offset.
-pub fn read_from(path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
-    let f = File::open(path).map_err(StorageError::io("open", path))?;
-    read_tail(&f, path, start)
+pub fn read_from(
+    fs: &dyn FileSystem,
+    path: &Path,
+    start: u64,
+) -> Result<(Records, u64), StorageError> {
+    let f = fs
+        .open(path, OpenMode::Read)
+        .map_err(StorageError::io("open", path))?;
+    read_tail(&*f, path, start)
 }
 
-fn read_tail(mut f: &File, path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
-    f.seek(SeekFrom::Start(start))
-        .map_err(StorageError::io("seek in", path))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)
-        .map_err(StorageError::io("read", path))?;
+fn read_tail(f: &dyn FsFile, path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
+    let buf = f.read_from(start).map_err(StorageError::io("read", path))?;
     let mut pos = 0usize;
     let mut out = Vec::new();
     while pos < buf.len() {
@@ -199,11 +198,19 @@ fn read_tail(mut f: &File, path: &Path, start: u64) -> Result<(Records, u64), St
 
 /// The database key from the journal's first record, reading only that record: listing the
 /// databases of a root must not read every journal whole.
-pub fn read_db_key(path: &Path) -> Result<crate::model::Key, StorageError> {
-    let mut f = File::open(path).map_err(StorageError::io("open", path))?;
+pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key, StorageError> {
+    let f = fs
+        .open(path, OpenMode::Read)
+        .map_err(StorageError::io("open", path))?;
+    let read_exact = |buf: &mut [u8], at: u64| match read_full_at(&*f, buf, at) {
+        Ok(n) if n == buf.len() => Ok(()),
+        Ok(_) => Err(StorageError::io("read", path)(std::io::Error::from(
+            std::io::ErrorKind::UnexpectedEof,
+        ))),
+        Err(e) => Err(StorageError::io("read", path)(e)),
+    };
     let mut head = [0u8; HEADER];
-    f.read_exact(&mut head)
-        .map_err(StorageError::io("read", path))?;
+    read_exact(&mut head, 0)?;
     let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
     let corrupt = |detail: String| StorageError::Corrupt {
         path: path.to_path_buf(),
@@ -215,8 +222,7 @@ pub fn read_db_key(path: &Path) -> Result<crate::model::Key, StorageError> {
     }
     let mut buf = head.to_vec();
     buf.resize(HEADER + len, 0);
-    f.read_exact(&mut buf[HEADER..])
-        .map_err(StorageError::io("read", path))?;
+    read_exact(&mut buf[HEADER..], HEADER as u64)?;
     match parse_at(&buf) {
         Parsed::Ok(Record::Init { db_key, .. }, _) => {
             crate::model::Key::parse(&db_key).map_err(|e| corrupt(e.to_string()))
@@ -243,27 +249,18 @@ pub struct Appended {
 }
 
 /// Holds `flock(LOCK_EX)` on the journal while alive; closing the descriptor releases it.
-struct JournalLock<'a>(&'a File);
+struct JournalLock<'a>(&'a dyn FsFile);
 
 impl<'a> JournalLock<'a> {
-    fn take(f: &'a File, path: &Path) -> Result<JournalLock<'a>, StorageError> {
-        loop {
-            // SAFETY: flock on a descriptor we own; no memory is passed.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(JournalLock(f));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(StorageError::io("lock", path)(e));
-            }
-        }
+    fn take(f: &'a dyn FsFile, path: &Path) -> Result<JournalLock<'a>, StorageError> {
+        f.lock(true).map_err(StorageError::io("lock", path))?;
+        Ok(JournalLock(f))
     }
 }
 
 impl Drop for JournalLock<'_> {
     fn drop(&mut self) {
-        // SAFETY: as above; unlocking cannot fail in a way we could act on.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        self.0.unlock();
     }
 }
 
@@ -278,18 +275,27 @@ impl Drop for JournalLock<'_> {
 /// journal unreadable. Damage that is not a torn tail fails the append: nothing is written
 /// into a journal that cannot be read. The fdatasync happens after the lock is released, so
 /// appenders wait for each other's `write()` only, not for each other's disk flushes.
-pub fn append(path: &Path, known_end: u64, records: &[Record]) -> Result<Appended, StorageError> {
+///
+/// Only a new journal (`known_end` 0) is created: appending to one that was wiped meanwhile
+/// fails instead of starting a journal without its Init record.
+pub fn append(
+    fs: &dyn FileSystem,
+    path: &Path,
+    known_end: u64,
+    records: &[Record],
+) -> Result<Appended, StorageError> {
     let (buf, starts) = encode_with_offsets(records);
-    let f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .open(path)
+    let f = fs
+        .open(
+            path,
+            OpenMode::ReadAppend {
+                create: known_end == 0,
+            },
+        )
         .map_err(StorageError::io("open", path))?;
     let appended = {
-        let _lock = JournalLock::take(&f, path)?;
-        let len = f.metadata().map_err(StorageError::io("stat", path))?.len();
+        let _lock = JournalLock::take(&*f, path)?;
+        let len = f.len().map_err(StorageError::io("stat", path))?;
         if len < known_end {
             return Err(StorageError::Corrupt {
                 path: path.to_path_buf(),
@@ -299,13 +305,13 @@ pub fn append(path: &Path, known_end: u64, records: &[Record]) -> Result<Appende
                 ),
             });
         }
-        let (others, end) = read_tail(&f, path, known_end)?;
+        let (others, end) = read_tail(&*f, path, known_end)?;
         if end < len {
             tracing::warn!(path = %path.display(), offset = end, "cutting off a torn record at the end of the journal before appending");
             f.set_len(end)
                 .map_err(StorageError::io("truncate the torn tail of", path))?;
         }
-        (&f).write_all(&buf)
+        f.append(&buf)
             .map_err(StorageError::io("append to", path))?;
         let ours = starts
             .into_iter()
@@ -360,15 +366,15 @@ pub struct JournalState {
 }
 
 impl JournalState {
-    pub fn read(path: &Path) -> Result<JournalState, StorageError> {
+    pub fn read(fs: &dyn FileSystem, path: &Path) -> Result<JournalState, StorageError> {
         let mut s = JournalState::default();
-        s.refresh(path)?;
+        s.refresh(fs, path)?;
         Ok(s)
     }
 
     /// Parses what was appended since the last refresh.
-    pub fn refresh(&mut self, path: &Path) -> Result<(), StorageError> {
-        let (records, end) = read_from(path, self.end)?;
+    pub fn refresh(&mut self, fs: &dyn FileSystem, path: &Path) -> Result<(), StorageError> {
+        let (records, end) = read_from(fs, path, self.end)?;
         self.apply(records, end);
         Ok(())
     }
@@ -461,6 +467,7 @@ impl JournalState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::fs::OsFs;
 
     fn idx(n: u64) -> Record {
         Record::Index {
@@ -482,7 +489,8 @@ mod tests {
     }
 
     fn raw_append(p: &Path, bytes: &[u8]) {
-        let mut f = OpenOptions::new().append(true).open(p).unwrap();
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
         f.write_all(bytes).unwrap();
     }
 
@@ -490,11 +498,11 @@ mod tests {
     fn round_trip_and_torn_tail() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(&p, 0, &[init()]).unwrap();
-        let a = append(&p, 0, &[idx(1), idx(2)]).unwrap();
+        append(&OsFs, &p, 0, &[init()]).unwrap();
+        let a = append(&OsFs, &p, 0, &[idx(1), idx(2)]).unwrap();
         assert_eq!(a.others.len(), 1, "the Init record, read under the lock");
         assert_eq!(a.ours.len(), 2);
-        let (rs, end) = read_from(&p, 0).unwrap();
+        let (rs, end) = read_from(&OsFs, &p, 0).unwrap();
         assert_eq!(rs.len(), 3);
         assert_eq!(rs[1], a.ours[0]);
         assert_eq!(end, std::fs::metadata(&p).unwrap().len());
@@ -502,12 +510,12 @@ mod tests {
         // A torn record at the tail is ignored.
         let whole = encode(&[idx(3)]);
         raw_append(&p, &whole[..whole.len() - 5]);
-        let (rs, torn_end) = read_from(&p, 0).unwrap();
+        let (rs, torn_end) = read_from(&OsFs, &p, 0).unwrap();
         assert_eq!(rs.len(), 3);
         assert_eq!(torn_end, end);
         // Damage followed by a valid record is corruption, named with its offset.
         raw_append(&p, &encode(&[idx(4)]));
-        let e = read_from(&p, 0).unwrap_err().to_string();
+        let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
         assert!(e.contains("is corrupt at offset"), "{e}");
     }
 
@@ -515,20 +523,20 @@ mod tests {
     fn a_damaged_last_record_is_corruption_not_a_torn_tail() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(&p, 0, &[init()]).unwrap();
-        let a = append(&p, 0, &[idx(1)]).unwrap();
+        append(&OsFs, &p, 0, &[init()]).unwrap();
+        let a = append(&OsFs, &p, 0, &[idx(1)]).unwrap();
         let mut bytes = std::fs::read(&p).unwrap();
         let n = bytes.len();
         bytes[n - 3] ^= 0x20;
         std::fs::write(&p, &bytes).unwrap();
-        let e = read_from(&p, 0).unwrap_err().to_string();
+        let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
         assert!(
             e.contains(&p.display().to_string())
                 && e.contains(&format!("corrupt at offset {}", a.ours[0].0)),
             "{e}"
         );
         // And nothing is appended after it.
-        let e = append(&p, 0, &[idx(2)]).err().map(|e| e.to_string());
+        let e = append(&OsFs, &p, 0, &[idx(2)]).err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("checksum")));
         assert_eq!(std::fs::read(&p).unwrap(), bytes);
         // A damaged magic is corruption too.
@@ -536,19 +544,19 @@ mod tests {
         let start = a.ours[0].0 as usize;
         bytes[start] = b'X';
         std::fs::write(&p, &bytes).unwrap();
-        assert!(read_from(&p, 0).is_err());
+        assert!(read_from(&OsFs, &p, 0).is_err());
     }
 
     #[test]
     fn zeros_and_short_headers_at_the_end_are_torn_tails() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(&p, 0, &[init(), idx(1)]).unwrap();
+        append(&OsFs, &p, 0, &[init(), idx(1)]).unwrap();
         let good = std::fs::metadata(&p).unwrap().len();
         raw_append(&p, &[0u8; 100]);
         assert_eq!(
-            read_from(&p, 0).unwrap(),
-            (read_from(&p, 0).unwrap().0, good)
+            read_from(&OsFs, &p, 0).unwrap(),
+            (read_from(&OsFs, &p, 0).unwrap().0, good)
         );
         // A record whose end the filesystem left as zeros.
         let whole = encode(&[idx(2)]);
@@ -560,7 +568,7 @@ mod tests {
             [std::fs::read(&p).unwrap()[..good as usize].to_vec(), zeroed].concat(),
         )
         .unwrap();
-        let (rs, end) = read_from(&p, 0).unwrap();
+        let (rs, end) = read_from(&OsFs, &p, 0).unwrap();
         assert_eq!((rs.len(), end), (2, good));
         std::fs::write(
             &p,
@@ -571,12 +579,12 @@ mod tests {
             .concat(),
         )
         .unwrap();
-        assert_eq!(read_from(&p, 0).unwrap().1, good);
+        assert_eq!(read_from(&OsFs, &p, 0).unwrap().1, good);
         // The next append cuts the torn tail off.
-        let a = append(&p, good, &[idx(3)]).unwrap();
+        let a = append(&OsFs, &p, good, &[idx(3)]).unwrap();
         assert!(a.others.is_empty());
         assert_eq!(a.ours[0].0, good);
-        let (rs, end) = read_from(&p, 0).unwrap();
+        let (rs, end) = read_from(&OsFs, &p, 0).unwrap();
         assert_eq!(rs.len(), 3);
         assert_eq!(end, std::fs::metadata(&p).unwrap().len());
     }
@@ -585,29 +593,29 @@ mod tests {
     fn reading_from_an_offset_reads_only_from_there() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(&p, 0, &[init()]).unwrap();
+        append(&OsFs, &p, 0, &[init()]).unwrap();
         let first_end = std::fs::metadata(&p).unwrap().len();
-        append(&p, first_end, &[idx(1), idx(2)]).unwrap();
+        append(&OsFs, &p, first_end, &[idx(1), idx(2)]).unwrap();
         // Damage before `start` is not read.
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[20] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        let (rs, _) = read_from(&p, first_end).unwrap();
+        let (rs, _) = read_from(&OsFs, &p, first_end).unwrap();
         assert_eq!(rs.len(), 2);
         assert_eq!(rs[0].0, first_end);
-        assert!(read_from(&p, 0).is_err());
+        assert!(read_from(&OsFs, &p, 0).is_err());
     }
 
     #[test]
     fn journal_state_follows_appends_incrementally() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
-        append(&p, 0, &[init(), idx(1), idx(2)]).unwrap();
-        let mut s = JournalState::read(&p).unwrap();
+        append(&OsFs, &p, 0, &[init(), idx(1), idx(2)]).unwrap();
+        let mut s = JournalState::read(&OsFs, &p).unwrap();
         assert_eq!((s.records, s.live_count()), (3, 2));
         assert_eq!(s.init, Some(("{a=1}".into(), 0)));
         // Merge f1+f2 into m (slot f2); f3 flushed before the merge's record stays newer.
-        append(&p, 0, &[idx(3)]).unwrap();
+        append(&OsFs, &p, 0, &[idx(3)]).unwrap();
         let merged = Record::Index {
             file: "m".into(),
             index_key: "{a=1}".into(),
@@ -617,6 +625,7 @@ mod tests {
             slot: Some("f2".into()),
         };
         let a = append(
+            &OsFs,
             &p,
             s.end,
             &[
@@ -634,12 +643,12 @@ mod tests {
         let names: Vec<&str> = s.live_of("{a=1}").iter().map(|l| l.file.as_str()).collect();
         assert_eq!(names, ["f3", "m"]);
         assert_eq!(s.records, 6);
-        let fresh = JournalState::read(&p).unwrap();
+        let fresh = JournalState::read(&OsFs, &p).unwrap();
         assert_eq!(fresh.end, s.end);
         let names: Vec<&str> = fresh.live().iter().map(|l| l.file.as_str()).collect();
         assert_eq!(names, ["f3", "m"]);
         // A refresh with nothing new reads nothing.
-        s.refresh(&p).unwrap();
+        s.refresh(&OsFs, &p).unwrap();
         assert_eq!(s.records, 6);
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::index::{IndexEntry, IndexFile};
 use super::journal::{self, JournalState, LiveIndex, Record};
@@ -11,6 +12,7 @@ use super::unique_name;
 use super::writer::current_uid;
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
+use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
 use crate::storage::StorageError;
 
 /// Actions a lock file can disable, by file name.
@@ -20,8 +22,8 @@ pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
 }
 
-pub fn is_locked(dir: &Path, action: &str) -> bool {
-    lock_path(dir, action).exists()
+pub fn is_locked(fs: &dyn FileSystem, dir: &Path, action: &str) -> bool {
+    fs.exists(&lock_path(dir, action))
 }
 
 fn check_owner(reader: &DbReader, action: &'static str) -> Result<(), StorageError> {
@@ -37,46 +39,111 @@ fn check_owner(reader: &DbReader, action: &'static str) -> Result<(), StorageErr
     Ok(())
 }
 
-/// Removes a whole database. The directory is first renamed away, atomically, so readers see the
-/// database entirely or not at all. Returns the files that go (or would go).
-pub fn wipe(dir: &Path, doit: bool) -> Result<Vec<PathBuf>, StorageError> {
+/// The journal's name while a wipe is under way: `toc` renamed to it is the step that makes the
+/// database invisible, and its presence tells a directory being wiped from one that lost its
+/// journal.
+pub(crate) const WIPING_PREFIX: &str = "toc.wiping.";
+
+/// Removes the database's catalogue files. First the journal is renamed away (and the rename made
+/// durable), atomically: readers see the database whole or not at all, and the next database
+/// created under the name starts afresh. Then index files, schema, lock files go. The store's
+/// objects are left for the store to wipe; [`wipe_done`] removes the directory after it.
+/// Returns the catalogue's files that go (or would go), with the store's objects still there
+/// when this is a dry run (as before stores wiped their own).
+pub fn wipe(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    doit: bool,
+) -> Result<Vec<PathBuf>, StorageError> {
     // The reader checks this is a database (and reads its owner) before anything goes.
-    let reader = DbReader::open(dir)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let reader = DbReader::open(fs, dir)?;
+    let mut files: Vec<PathBuf> = fs
+        .read_dir(dir)
         .map_err(StorageError::io("list", dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .map(|e| e.path)
         .collect();
     files.sort();
+    let ours = |p: &PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !n.ends_with(".data"))
+    };
     if !doit {
-        return Ok(files);
+        return Ok(files.into_iter().filter(ours).collect());
     }
     check_owner(&reader, "wipe")?;
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    let doomed = parent.join(format!(".{name}.wiping.{}", unique_name()));
-    std::fs::rename(dir, &doomed).map_err(StorageError::io("rename", dir))?;
-    std::fs::remove_dir_all(&doomed).map_err(StorageError::io("remove", &doomed))?;
-    Ok(files)
+    let toc = dir.join("toc");
+    let doomed = dir.join(format!("{WIPING_PREFIX}{}", unique_name()));
+    fs.rename(&toc, &doomed)
+        .map_err(StorageError::io("rename", &toc))?;
+    super::writer::sync_dir(&**fs, dir)?;
+    let mut gone = Vec::new();
+    for p in files.into_iter().filter(ours) {
+        // The journal goes last: while it is there the directory is known to be being wiped.
+        if p == toc {
+            gone.push(p);
+            continue;
+        }
+        remove_if_exists(&**fs, &p).map_err(StorageError::io("remove", &p))?;
+        gone.push(p);
+    }
+    Ok(gone)
+}
+
+/// Ends a wipe once the store removed its objects: the renamed journal goes, then the directory
+/// if nothing else is left in it (another store's files, say).
+pub fn wipe_done(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
+    let entries = match fs.read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StorageError::io("list", dir)(e)),
+    };
+    let mut left = 0;
+    for e in entries {
+        let name = e.file_name();
+        if !e.is_dir
+            && (name.starts_with(WIPING_PREFIX)
+                || name.ends_with(".lock")
+                || name == COMPACTION_LOCK)
+        {
+            remove_if_exists(fs, &e.path).map_err(StorageError::io("remove", &e.path))?;
+        } else {
+            left += 1;
+        }
+    }
+    if left == 0 {
+        match fs.remove_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // Someone created something meanwhile (a new database under the name): theirs.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {}
+            Err(e) => return Err(StorageError::io("remove", dir)(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Removes masked duplicates: indexes whose every entry is replaced by a newer one are cleared in
 /// the journal and deleted, with index files that compaction replaced; the report names the data
 /// objects no live index references any more, for the store to delete. Objects never referenced
 /// by any index (a writer still running, or one that crashed) are left alone.
-pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
+pub fn purge(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    doit: bool,
+) -> Result<PurgeReport, StorageError> {
     // Serialised with compactions: a compaction merging an index that purge clears would bring
     // its entries back.
     // Only the owner takes it (others may not create the lock file; they are refused below
     // if there is anything to purge).
-    let _lock = if doit && check_owner(&DbReader::open(dir)?, "purge").is_ok() {
-        compaction_lock(dir, true)?
+    let _lock = if doit && check_owner(&DbReader::open(fs, dir)?, "purge").is_ok() {
+        compaction_lock(&**fs, dir, true)?
     } else {
         None
     };
-    let reader = DbReader::open(dir)?;
+    let reader = DbReader::open(fs, dir)?;
     let mut report = PurgeReport::default();
     let mut live_data: BTreeSet<String> = BTreeSet::new();
     let mut dead_data: BTreeSet<String> = BTreeSet::new();
@@ -102,13 +169,14 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
     }
     report.indexes = cleared.clone();
     // Index files cleared earlier (by compaction) whose grace period has passed.
-    let stale = cleared_files(dir, &reader)?;
+    let stale = cleared_files(&**fs, dir, &reader)?;
     report.indexes.extend(stale.iter().cloned());
     report.objects = dead_data.difference(&live_data).cloned().collect();
     if doit {
         if !cleared.is_empty() {
             check_owner(&reader, "purge")?;
             journal::append(
+                &**fs,
                 &dir.join("toc"),
                 reader.state().end,
                 &[Record::Clear { files: cleared }],
@@ -118,11 +186,7 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
         }
         for f in &report.indexes {
             let p = dir.join(f);
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StorageError::io("remove", &p)(e)),
-            }
+            remove_if_exists(&**fs, &p).map_err(StorageError::io("remove", &p))?;
         }
     }
     Ok(report)
@@ -133,8 +197,12 @@ pub fn purge(dir: &Path, doit: bool) -> Result<PurgeReport, StorageError> {
 pub const CLEARED_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Index files the journal cleared (and that are not live) older than the grace period.
-fn cleared_files(dir: &Path, reader: &DbReader) -> Result<Vec<String>, StorageError> {
-    let (records, _) = journal::read_from(&dir.join("toc"), 0)?;
+fn cleared_files(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    reader: &DbReader,
+) -> Result<Vec<String>, StorageError> {
+    let (records, _) = journal::read_from(fs, &dir.join("toc"), 0)?;
     let live: HashSet<&str> = reader.indexes().iter().map(|i| i.name.as_str()).collect();
     let now = std::time::SystemTime::now();
     let mut out = Vec::new();
@@ -144,8 +212,9 @@ fn cleared_files(dir: &Path, reader: &DbReader) -> Result<Vec<String>, StorageEr
                 if live.contains(f.as_str()) {
                     continue;
                 }
-                let old_enough = std::fs::metadata(dir.join(f))
-                    .and_then(|m| m.modified())
+                let old_enough = fs
+                    .metadata(&dir.join(f))
+                    .map(|m| m.modified)
                     .ok()
                     .and_then(|t| now.duration_since(t).ok())
                     .is_some_and(|age| age >= CLEARED_GRACE);
@@ -160,8 +229,8 @@ fn cleared_files(dir: &Path, reader: &DbReader) -> Result<Vec<String>, StorageEr
     Ok(out)
 }
 
-pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
-    let reader = DbReader::open(dir)?;
+pub fn stats(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<DbStats, StorageError> {
+    let reader = DbReader::open(fs, dir)?;
     let mut s = DbStats {
         index_files: reader.indexes().len() as u64,
         journal_records: reader.journal_records() as u64,
@@ -185,8 +254,8 @@ pub fn stats(dir: &Path) -> Result<DbStats, StorageError> {
 }
 
 /// Data objects the live indexes reference.
-pub fn objects(dir: &Path) -> Result<BTreeSet<String>, StorageError> {
-    let reader = DbReader::open(dir)?;
+pub fn objects(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<BTreeSet<String>, StorageError> {
+    let reader = DbReader::open(fs, dir)?;
     let mut data = BTreeSet::new();
     for ix in reader.indexes() {
         data.extend(reader.load(ix)?.data_files.iter().cloned());
@@ -195,8 +264,8 @@ pub fn objects(dir: &Path) -> Result<BTreeSet<String>, StorageError> {
 }
 
 /// The journal, one line per record, for `fieldstore dump`.
-pub fn dump(dir: &Path) -> Result<Vec<String>, StorageError> {
-    let (records, end) = journal::read_from(&dir.join("toc"), 0)?;
+pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
+    let (records, end) = journal::read_from(fs, &dir.join("toc"), 0)?;
     let mut out = vec![format!(
         "database {} (journal {end} bytes, {} records)",
         dir.display(),
@@ -234,37 +303,22 @@ const TIER: u64 = 4;
 
 /// Holds an exclusive `flock` on [`COMPACTION_LOCK`]; released when dropped (or when the
 /// process dies, so a killed compactor never blocks the next).
-pub(crate) struct CompactionLock(#[allow(dead_code)] std::fs::File);
+pub(crate) struct CompactionLock(#[allow(dead_code)] Box<dyn FsFile>);
 
 /// Takes the compaction lock, waiting for it when `wait`, else `None` if someone holds it.
-fn compaction_lock(dir: &Path, wait: bool) -> Result<Option<CompactionLock>, StorageError> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
+fn compaction_lock(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    wait: bool,
+) -> Result<Option<CompactionLock>, StorageError> {
     let path = dir.join(COMPACTION_LOCK);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&path)
+    let f = fs
+        .open(&path, OpenMode::Lock)
         .map_err(StorageError::io("open", &path))?;
-    let op = if wait {
-        libc::LOCK_EX
+    if f.lock(wait).map_err(StorageError::io("lock", &path))? {
+        Ok(Some(CompactionLock(f)))
     } else {
-        libc::LOCK_EX | libc::LOCK_NB
-    };
-    loop {
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-            return Ok(Some(CompactionLock(f)));
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
-            _ => return Err(StorageError::io("lock", &path)(e)),
-        }
+        Ok(None)
     }
 }
 
@@ -297,6 +351,7 @@ fn tier_to_merge(group: &[LiveIndex]) -> Option<Vec<usize>> {
 /// journal is caught up from `state`'s end, and only the index keys the flush touched are looked
 /// at.
 pub(crate) fn auto_compact(
+    fs: &Arc<dyn FileSystem>,
     dir: &Path,
     state: &mut JournalState,
     touched: &[String],
@@ -307,11 +362,11 @@ pub(crate) fn auto_compact(
     {
         return Ok(());
     }
-    let Some(_lock) = compaction_lock(dir, false)? else {
+    let Some(_lock) = compaction_lock(&**fs, dir, false)? else {
         return Ok(());
     };
     // Whatever another compactor did before we got the lock is in the journal: merge from that.
-    state.refresh(&dir.join("toc"))?;
+    state.refresh(&**fs, &dir.join("toc"))?;
     let mut report = CompactReport::default();
     let unique = unique_name();
     let mut keys: Vec<&String> = touched.iter().collect();
@@ -324,7 +379,7 @@ pub(crate) fn auto_compact(
             let Some(members) = tier_to_merge(&group) else {
                 break;
             };
-            if !merge(dir, state, &group, &members, &unique, &mut report)? {
+            if !merge(fs, dir, state, &group, &members, &unique, &mut report)? {
                 break;
             }
         }
@@ -341,12 +396,12 @@ fn owned(v: Vec<&LiveIndex>) -> Vec<LiveIndex> {
 /// works from the journal as it is once it holds the lock, so two compactions never merge the
 /// same indexes. Replaced index files are not deleted here: a reader that read the journal just
 /// before may still open them; purge deletes them after `CLEARED_GRACE`.
-pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
-    let reader = DbReader::open(dir)?;
+pub fn compact(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<CompactReport, StorageError> {
+    let reader = DbReader::open(fs, dir)?;
     check_owner(&reader, "compact")?;
-    let _lock = compaction_lock(dir, true)?;
+    let _lock = compaction_lock(&**fs, dir, true)?;
     let mut state = reader.state().clone();
-    state.refresh(&dir.join("toc"))?;
+    state.refresh(&**fs, &dir.join("toc"))?;
     let mut keys: Vec<String> = Vec::new();
     for ix in state.live() {
         if !keys.contains(&ix.index_key) {
@@ -359,7 +414,7 @@ pub fn compact(dir: &Path) -> Result<CompactReport, StorageError> {
         let group = owned(state.live_of(&key));
         if group.len() > 1 {
             let all: Vec<usize> = (0..group.len()).collect();
-            merge(dir, &mut state, &group, &all, &unique, &mut report)?;
+            merge(fs, dir, &mut state, &group, &all, &unique, &mut report)?;
         }
     }
     Ok(report)
@@ -382,6 +437,7 @@ type Location = (u32, u64, u64);
 /// Members whose datum layout differs from the newest member's stay unmerged. Returns whether
 /// anything was merged.
 fn merge(
+    fs: &Arc<dyn FileSystem>,
     dir: &Path,
     state: &mut JournalState,
     group: &[LiveIndex],
@@ -393,7 +449,7 @@ fn merge(
         return Ok(false);
     };
     let load = |ix: &LiveIndex| -> Result<IndexFile, StorageError> {
-        IndexFile::read(&dir.join(&ix.file))
+        IndexFile::read(&**fs, &dir.join(&ix.file))
     };
     let layout = load(&group[newest])?.datum_keywords;
     let mut merged: Vec<(usize, IndexFile)> = Vec::with_capacity(members.len());
@@ -484,6 +540,7 @@ fn merge(
     );
     let count = entries.len() as u64;
     IndexFile::write(
+        &**fs,
         &dir.join(&name),
         &slot.index_key,
         &layout,
@@ -511,9 +568,9 @@ fn merge(
             files: merged_names,
         },
     ];
-    super::writer::sync_dir(dir)?;
+    super::writer::sync_dir(&**fs, dir)?;
     let end = state.end;
-    let appended = journal::append(&dir.join("toc"), end, &records)?;
+    let appended = journal::append(&**fs, &dir.join("toc"), end, &records)?;
     state.apply(appended.others, end);
     state.apply(appended.ours, appended.end);
     report.entries += count as usize;
@@ -526,6 +583,7 @@ fn merge(
 mod tests {
     use super::*;
     use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
+    use crate::storage::fs::{os, OsFs};
     use crate::storage::toc::DbWriter;
     use crate::storage::FieldRef;
 
@@ -539,7 +597,7 @@ mod tests {
 
     /// One flush of `steps`, each at its own location in object `obj`.
     fn flush(dir: &Path, obj: &str, steps: &[&str]) {
-        let mut w = DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+        let mut w = DbWriter::open(&os(), dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
         for (i, s) in steps.iter().enumerate() {
             let f = FieldRef {
                 object: obj.into(),
@@ -553,7 +611,7 @@ mod tests {
     }
 
     fn found(dir: &Path, step: &str) -> Option<FieldRef> {
-        DbReader::open(dir)
+        DbReader::open(&os(), dir)
             .unwrap()
             .lookup(&ik(), &dk(step))
             .unwrap()
@@ -569,19 +627,19 @@ mod tests {
         flush(dir, "b", &["x"]);
         flush(dir, "c", &["c1", "c2", "c3", "c4"]);
         flush(dir, "d", &["d1", "d2", "d3", "d4"]);
-        assert_eq!(DbReader::open(dir).unwrap().indexes().len(), 4);
+        assert_eq!(DbReader::open(&os(), dir).unwrap().indexes().len(), 4);
         // The fourth index of tier 1: a, c, d, e merge; b (tier 0) stays between.
         flush(dir, "e", &["e1", "e2", "e3", "e4"]);
-        let r = DbReader::open(dir).unwrap();
+        let r = DbReader::open(&os(), dir).unwrap();
         assert_eq!(r.indexes().len(), 2);
         assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
-        let s = stats(dir).unwrap();
+        let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked), (16, 1));
         // Merging the merged index (newer in the journal, holding x flagged masked) with b: b's
         // copy of x is the live one and must stay so (a flagged copy masks nothing).
-        compact(dir).unwrap();
+        compact(&os(), dir).unwrap();
         assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
-        let s = stats(dir).unwrap();
+        let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (16, 1, 1));
     }
 
@@ -593,12 +651,13 @@ mod tests {
         let dir = d.path();
         flush(dir, "a", &["1", "2"]);
         flush(dir, "b", &["3"]);
-        let snapshot = JournalState::read(&dir.join("toc")).unwrap();
+        let snapshot = JournalState::read(&OsFs, &dir.join("toc")).unwrap();
         let group = owned(snapshot.live_of(&ik().to_string()));
         for n in 0..2 {
             let mut state = snapshot.clone();
             let mut report = CompactReport::default();
             assert!(merge(
+                &os(),
                 dir,
                 &mut state,
                 &group,
@@ -608,10 +667,10 @@ mod tests {
             )
             .unwrap());
         }
-        let s = stats(dir).unwrap();
+        let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (3, 3, 2));
-        compact(dir).unwrap();
-        let s = stats(dir).unwrap();
+        compact(&os(), dir).unwrap();
+        let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (3, 0, 1));
     }
 
@@ -626,10 +685,10 @@ mod tests {
         }
         std::thread::scope(|s| {
             for _ in 0..8 {
-                s.spawn(|| compact(dir).unwrap());
+                s.spawn(|| compact(&os(), dir).unwrap());
             }
         });
-        let s = stats(dir).unwrap();
+        let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (6, 0, 1));
     }
 
@@ -696,7 +755,8 @@ mod tests {
             match op {
                 Op::Flush(layout, fields) => {
                     let mut w =
-                        DbWriter::open(dir, &Key::from_pairs([("class", "od")]), "s").unwrap();
+                        DbWriter::open(&os(), dir, &Key::from_pairs([("class", "od")]), "s")
+                            .unwrap();
                     let mut last: HashMap<Field, Loc> = HashMap::new();
                     for (k, step, obj) in fields {
                         let field = (index_type(*k), *layout, step.to_string());
@@ -719,7 +779,7 @@ mod tests {
                     if !dir.join("toc").exists() {
                         continue;
                     }
-                    let mut state = JournalState::read(&dir.join("toc")).unwrap();
+                    let mut state = JournalState::read(&OsFs, &dir.join("toc")).unwrap();
                     let ik = Key::from_pairs([("type", index_type(*k))]);
                     let group = owned(state.live_of(&ik.to_string()));
                     if group.is_empty() {
@@ -733,6 +793,7 @@ mod tests {
                     }
                     let mut report = CompactReport::default();
                     let merged = merge(
+                        &os(),
                         dir,
                         &mut state,
                         &group,
@@ -746,7 +807,7 @@ mod tests {
                 }
                 Op::Compact => {
                     if dir.join("toc").exists() {
-                        compact(dir).unwrap();
+                        compact(&os(), dir).unwrap();
                     }
                 }
                 Op::Purge => {
@@ -754,7 +815,7 @@ mod tests {
                         continue;
                     }
                     // The copies in indexes with nothing live go.
-                    let r = DbReader::open(dir).unwrap();
+                    let r = DbReader::open(&os(), dir).unwrap();
                     for i in 0..r.indexes().len() {
                         let copies: Vec<ListedEntry> =
                             r.entries(i, true).unwrap().map(Result::unwrap).collect();
@@ -764,13 +825,13 @@ mod tests {
                             }
                         }
                     }
-                    purge(dir, true).unwrap();
+                    purge(&os(), dir, true).unwrap();
                 }
             }
             if !dir.join("toc").exists() {
                 continue;
             }
-            let r = DbReader::open(dir).unwrap();
+            let r = DbReader::open(&os(), dir).unwrap();
             for k in 0..2 {
                 for layout in 0..2 {
                     for step in 0..4u8 {
@@ -787,7 +848,7 @@ mod tests {
                     }
                 }
             }
-            let s = stats(dir).unwrap();
+            let s = stats(&os(), dir).unwrap();
             prop_assert_eq!(s.fields as usize, newest.len(), "fields after op {}", n);
             prop_assert_eq!(
                 (s.fields + s.masked) as usize,

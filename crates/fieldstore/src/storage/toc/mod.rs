@@ -51,22 +51,7 @@ pub(crate) fn legacy_dir_name(key: &crate::model::Key) -> String {
     key.fingerprint().replace('/', "_")
 }
 
-/// A unique suffix for files this process creates: host, pid, time, counter.
-pub(crate) fn unique_name() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().replace(['/', ':', '.'], "-"))
-        .unwrap_or_else(|_| "host".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{host}.{}.{nanos}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub(crate) use crate::storage::names::unique_name;
 
 #[cfg(test)]
 mod tests {

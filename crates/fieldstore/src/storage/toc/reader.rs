@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::storage::fs::FileSystem;
+
 use super::index::{IndexFile, SEP};
 use super::journal::JournalState;
 use crate::model::Key;
@@ -11,6 +13,7 @@ use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, Listed
 use crate::storage::{DbRef, FieldRef, StorageError};
 
 pub struct DbReader {
+    fs: Arc<dyn FileSystem>,
     db: DbRef,
     owner: u32,
     /// Newest first.
@@ -21,17 +24,17 @@ pub struct DbReader {
 }
 
 impl DbReader {
-    pub fn open(dir: &Path) -> Result<DbReader, StorageError> {
-        let state = JournalState::read(&dir.join("toc"))?;
-        Self::from_state(dir, state)
+    pub fn open(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<DbReader, StorageError> {
+        let state = JournalState::read(&**fs, &dir.join("toc"))?;
+        Self::from_state(fs, dir, state)
     }
 
     /// A reader for the journal's current state, parsing only what was appended since this
     /// reader was opened (index files already loaded are reused: they are immutable).
     pub fn refreshed(&self) -> Result<DbReader, StorageError> {
         let mut state = self.state.clone();
-        state.refresh(&self.db.path.join("toc"))?;
-        let r = Self::from_state(&self.db.path, state)?;
+        state.refresh(&*self.fs, &self.dir().join("toc"))?;
+        let r = Self::from_state(&self.fs, self.dir(), state)?;
         if let (Ok(old), Ok(mut new)) = (self.cache.lock(), r.cache.lock()) {
             for ix in &r.indexes {
                 if let Some(f) = old.get(&ix.name) {
@@ -42,7 +45,11 @@ impl DbReader {
         Ok(r)
     }
 
-    pub(crate) fn from_state(dir: &Path, state: JournalState) -> Result<DbReader, StorageError> {
+    pub(crate) fn from_state(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        state: JournalState,
+    ) -> Result<DbReader, StorageError> {
         let toc = dir.join("toc");
         let corrupt = |detail: String| StorageError::Corrupt {
             path: toc.clone(),
@@ -80,9 +87,10 @@ impl DbReader {
             })
             .collect::<Result<Vec<_>, StorageError>>()?;
         Ok(DbReader {
+            fs: fs.clone(),
             db: DbRef {
                 key: db_key,
-                path: dir.to_path_buf(),
+                id: dir.display().to_string(),
             },
             owner,
             indexes,
@@ -98,7 +106,7 @@ impl DbReader {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.db.path
+        Path::new(&self.db.id)
     }
 
     pub fn db_key(&self) -> &Key {
@@ -119,7 +127,7 @@ impl DbReader {
                 return Ok(i.clone());
             }
         }
-        let i = Arc::new(IndexFile::read(&self.db.path.join(&index.name))?);
+        let i = Arc::new(IndexFile::read(&*self.fs, &self.dir().join(&index.name))?);
         if let Ok(mut c) = self.cache.lock() {
             c.insert(index.name.clone(), i.clone());
         }
@@ -300,7 +308,7 @@ mod tests {
 
     /// Archives through a catalogue writer and a store writer, as a frontend does.
     fn write(c: &TocCatalogue, db: &DbRef, fields: &[(&Key, &Key, &[u8])]) {
-        let mut sw = PosixStore.writer(db).unwrap();
+        let mut sw = PosixStore::default().writer(db).unwrap();
         let mut cw = c.writer(db).unwrap();
         for (ik, dk, data) in fields {
             let f = sw.append(data).unwrap();
@@ -321,7 +329,7 @@ mod tests {
         let ik = Key::parse("{type=fc,levtype=pl}").unwrap();
         let dk = Key::parse("{step=6,levelist=500,param=130}").unwrap();
         let other = Key::parse("{step=0,levelist=500,param=130}").unwrap();
-        let mut sw = PosixStore.writer(&db).unwrap();
+        let mut sw = PosixStore::default().writer(&db).unwrap();
         let mut cw = c.writer(&db).unwrap();
         let f = sw.append(b"first").unwrap();
         cw.add(&ik, &dk, f).unwrap();
@@ -330,13 +338,13 @@ mod tests {
         assert_eq!(cw.commit().unwrap(), 1);
         let r = c.reader(&db).unwrap();
         let f = r.lookup(&ik, &dk).unwrap().unwrap();
-        assert_eq!(PosixStore.read(&db, &f).unwrap(), b"first");
+        assert_eq!(PosixStore::default().read(&db, &f).unwrap(), b"first");
 
         write(&c, &db, &[(&ik, &dk, b"second"), (&ik, &other, b"zero")]);
         let r = c.reader(&db).unwrap();
         assert_eq!(r.indexes().len(), 2);
         let f = r.lookup(&ik, &dk).unwrap().unwrap();
-        assert_eq!(PosixStore.read(&db, &f).unwrap(), b"second");
+        assert_eq!(PosixStore::default().read(&db, &f).unwrap(), b"second");
         // The older index's only entry is masked by the newer index.
         let older: Vec<_> = r.entries(1, true).unwrap().map(Result::unwrap).collect();
         assert_eq!(older.len(), 1);
@@ -346,9 +354,9 @@ mod tests {
         assert_eq!(newer.len(), 2);
         assert!(newer.iter().all(|e| !e.masked));
         // A reader refreshed from where it stopped sees what a fresh one sees.
-        let r1 = DbReader::open(&db.path).unwrap();
+        let r1 = DbReader::open(&crate::storage::fs::os(), Path::new(&db.id)).unwrap();
         write(&c, &db, &[(&ik, &other, b"one")]);
-        let fresh = DbReader::open(&db.path).unwrap();
+        let fresh = DbReader::open(&crate::storage::fs::os(), Path::new(&db.id)).unwrap();
         let refreshed = r1.refreshed().unwrap();
         let names =
             |r: &DbReader| -> Vec<String> { r.indexes().iter().map(|i| i.name.clone()).collect() };
@@ -399,7 +407,7 @@ mod tests {
                     .unwrap()
                     .unwrap();
                 assert_eq!(
-                    PosixStore.read(&db, &f).unwrap(),
+                    PosixStore::default().read(&db, &f).unwrap(),
                     format!("{t}-{i}").as_bytes()
                 );
             }

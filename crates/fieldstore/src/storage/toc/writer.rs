@@ -2,14 +2,15 @@
 //! index file per index key, made visible together by one journal append.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{self, JournalState, Record};
 use super::unique_name;
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
+use crate::storage::fs::{FileSystem, OpenMode};
 use crate::storage::{FieldRef, StorageError};
 
 struct Pending {
@@ -21,6 +22,7 @@ struct Pending {
 }
 
 pub struct DbWriter {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     pending: BTreeMap<Key, Pending>,
     /// The journal as far as this writer has read it, kept up to date by each commit's append
@@ -35,26 +37,44 @@ pub(crate) fn current_uid() -> u32 {
 
 /// Creates the database directory if needed: `schema` copy and the journal with its Init record,
 /// installed atomically so that concurrent creators agree on one.
+///
+/// Every step is made durable before the journal is linked in (the schema's data, the new
+/// directory's entry in its parent), so a database whose `toc` survives a crash is whole.
 pub(crate) fn ensure_database(
+    fs: &dyn FileSystem,
     dir: &Path,
     db_key: &Key,
     schema_text: &str,
 ) -> Result<(), StorageError> {
     let toc = dir.join("toc");
-    if toc.exists() {
+    if fs.exists(&toc) {
         return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(StorageError::io("create directory", dir))?;
+    let fresh = !fs.is_dir(dir);
+    fs.create_dir_all(dir)
+        .map_err(StorageError::io("create directory", dir))?;
+    if fresh {
+        if let Some(parent) = dir.parent() {
+            sync_dir(fs, parent)?;
+        }
+    }
     let unique = unique_name();
     let schema_tmp = dir.join(format!("schema.{unique}"));
-    std::fs::write(&schema_tmp, schema_text).map_err(StorageError::io("write", &schema_tmp))?;
-    std::fs::rename(&schema_tmp, dir.join("schema"))
+    // Synced before it is renamed in: a crash must not leave an empty `schema`.
+    let f = fs
+        .open(&schema_tmp, OpenMode::CreateNew)
+        .map_err(StorageError::io("create", &schema_tmp))?;
+    f.append(schema_text.as_bytes())
+        .and_then(|()| f.sync_data())
+        .map_err(StorageError::io("write", &schema_tmp))?;
+    fs.rename(&schema_tmp, &dir.join("schema"))
         .map_err(StorageError::io("rename", &schema_tmp))?;
     let toc_tmp = dir.join(format!("toc.{unique}"));
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     journal::append(
+        fs,
         &toc_tmp,
         0,
         &[Record::Init {
@@ -64,10 +84,10 @@ pub(crate) fn ensure_database(
         }],
     )?;
     // link() fails if `toc` exists: the first creator wins and the others use its journal.
-    let linked = std::fs::hard_link(&toc_tmp, &toc);
-    let _ = std::fs::remove_file(&toc_tmp);
+    let linked = fs.hard_link(&toc_tmp, &toc);
+    let _ = fs.remove_file(&toc_tmp);
     match linked {
-        Ok(()) => sync_dir(dir),
+        Ok(()) => sync_dir(fs, dir),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(StorageError::Io {
             op: "create",
@@ -77,22 +97,26 @@ pub(crate) fn ensure_database(
     }
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
+    fs.sync_dir(dir)
         .map_err(StorageError::io("sync directory", dir))
 }
 
 impl DbWriter {
-    pub fn open(dir: &Path, db_key: &Key, schema_text: &str) -> Result<DbWriter, StorageError> {
-        ensure_database(dir, db_key, schema_text)?;
-        Self::open_existing(dir)
+    pub fn open(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        db_key: &Key,
+        schema_text: &str,
+    ) -> Result<DbWriter, StorageError> {
+        ensure_database(&**fs, dir, db_key, schema_text)?;
+        Self::open_existing(fs, dir)
     }
 
     /// A writer for a database that exists; only its owner (or root) may write.
-    pub fn open_existing(dir: &Path) -> Result<DbWriter, StorageError> {
+    pub fn open_existing(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<DbWriter, StorageError> {
         // A damaged journal is refused here, before anything is written into the database.
-        let journal = JournalState::read(&dir.join("toc"))?;
+        let journal = JournalState::read(&**fs, &dir.join("toc"))?;
         if let Some((_, uid)) = &journal.init {
             let me = current_uid();
             if *uid != me && me != 0 {
@@ -105,6 +129,7 @@ impl DbWriter {
             }
         }
         Ok(DbWriter {
+            fs: fs.clone(),
             dir: dir.to_path_buf(),
             pending: BTreeMap::new(),
             journal,
@@ -185,6 +210,7 @@ impl CatalogueWriter for DbWriter {
             let name = format!("{}.{unique}.idx", super::disk_name(&index_key));
             let count = p.entries.len() as u64;
             IndexFile::write(
+                &*self.fs,
                 &self.dir.join(&name),
                 &index_key.to_string(),
                 &p.datum_keywords,
@@ -209,14 +235,16 @@ impl CatalogueWriter for DbWriter {
                 slot: None,
             });
         }
-        sync_dir(&self.dir)?;
+        sync_dir(&*self.fs, &self.dir)?;
         let toc = self.dir.join("toc");
-        let appended = journal::append(&toc, self.journal.end, &records)?;
+        let appended = journal::append(&*self.fs, &toc, self.journal.end, &records)?;
         self.journal.apply(appended.others, self.journal.end);
         self.journal.apply(appended.ours, appended.end);
         // Committed and visible: a failed merge afterwards loses nothing, so it is a warning,
         // not a failed flush.
-        if let Err(e) = super::maintenance::auto_compact(&self.dir, &mut self.journal, &touched) {
+        if let Err(e) =
+            super::maintenance::auto_compact(&self.fs, &self.dir, &mut self.journal, &touched)
+        {
             tracing::warn!(db = %self.dir.display(), "automatic compaction failed: {e}");
         }
         Ok(self.journal.live_count())
