@@ -84,6 +84,23 @@ pub struct LocalConfig {
     pub statistics: bool,
     /// What `~fdb` meant for this config, when the config set it.
     pub fdb_home: Option<PathBuf>,
+    /// `engine: memory` only: its `memory:` section (defaults when absent).
+    pub memory: Option<MemoryConfig>,
+}
+
+/// The `memory:` section of an `engine: memory` config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Handles of one process naming the same store share its data; unnamed, each has its own.
+    pub name: Option<String>,
+    /// Bytes of fields (plus a small per-field overhead) the store may hold.
+    pub capacity: u64,
+}
+
+impl MemoryConfig {
+    /// When the config sets no capacity: fixed rather than a share of RAM, so a store behaves
+    /// the same on every machine.
+    pub const DEFAULT_CAPACITY: u64 = 1 << 30;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::discover::{process_env, Env};
 use super::{
-    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, RemoteTls, Root, SelectLane,
-    Space, HANDLERS, TYPES,
+    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
+    Root, SelectLane, Space, HANDLERS, TYPES,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -132,6 +132,36 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "a mapping",
     }
+}
+
+/// `2GiB`, `512 MB`, `1000000`: binary units (KiB, MiB, GiB, TiB; K, M, G, T too) and
+/// decimal ones (KB, MB, GB, TB); `None` for zero, junk or overflow.
+fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return None,
+    };
+    let bytes = if num.contains('.') {
+        let f: f64 = num.parse().ok()?;
+        let b = f * factor as f64;
+        (b.is_finite() && b < u64::MAX as f64).then_some(b as u64)?
+    } else {
+        num.parse::<u64>().ok()?.checked_mul(factor)?
+    };
+    (bytes > 0).then_some(bytes)
 }
 
 /// Levenshtein distance, for "did you mean" hints.
@@ -483,6 +513,7 @@ impl Walk<'_> {
                         "permissions",
                         "statistics",
                         "fdb_home",
+                        "memory",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -707,21 +738,39 @@ impl Walk<'_> {
         let engine = self
             .string(m, "engine", path)?
             .unwrap_or_else(|| "toc".into());
-        if engine != "toc" {
+        if engine != "toc" && engine != "memory" {
             return Err(self.err(
                 &join(path, "engine"),
-                format!("unsupported engine '{engine}' (supported: toc)"),
+                format!("unsupported engine '{engine}' (supported: toc, memory)"),
             ));
         }
+        let in_memory = engine == "memory";
         let store = self
             .string(m, "store", path)?
-            .unwrap_or_else(|| "file".into());
-        if store != "file" {
+            .unwrap_or_else(|| if in_memory { "memory" } else { "file" }.into());
+        // A catalogue and its store live and die together: a toc catalogue pointing into RAM
+        // would outlive its bytes, a memory catalogue would forget files.
+        let wanted = if in_memory { "memory" } else { "file" };
+        if store != wanted {
             return Err(self.err(
                 &join(path, "store"),
-                format!("unsupported store '{store}' (supported: file)"),
+                format!("unsupported store '{store}' for engine {engine} (supported: {wanted})"),
             ));
         }
+        let memory = match (m.get("memory"), in_memory) {
+            (None | Some(Value::Null), true) => Some(MemoryConfig {
+                name: None,
+                capacity: MemoryConfig::DEFAULT_CAPACITY,
+            }),
+            (Some(v), true) => Some(self.memory(v, &join(path, "memory"))?),
+            (None | Some(Value::Null), false) => None,
+            (Some(_), false) => {
+                return Err(self.err(
+                    &join(path, "memory"),
+                    "a memory section needs engine: memory",
+                ))
+            }
+        };
         let schema = match self.string(m, "schema", path)? {
             Some(s) => Some(self.path_value(&s, fdb_home.as_deref(), &join(path, "schema"))?),
             None => None,
@@ -742,6 +791,7 @@ impl Walk<'_> {
         };
         let spaces_path = join(path, "spaces");
         let spaces = match self.list(m, "spaces", path)? {
+            None if in_memory => Vec::new(),
             None => {
                 return Err(self.err(
                     path,
@@ -771,7 +821,24 @@ impl Walk<'_> {
             permissions,
             statistics: self.boolean(m, "statistics", path, false)?,
             fdb_home,
+            memory,
         })
+    }
+
+    /// `memory: {capacity: 2GiB, name: exchange}`.
+    fn memory(&self, v: &Value, path: &str) -> Result<MemoryConfig, ConfigError> {
+        let m = self.map(v, path, &["capacity", "name"])?;
+        let capacity = match self.string(m, "capacity", path)? {
+            None => MemoryConfig::DEFAULT_CAPACITY,
+            Some(c) => parse_size(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "capacity"),
+                    format!("'{c}' is not a size above zero like 512MiB, 2GiB or 1000000 (bytes)"),
+                )
+            })?,
+        };
+        let name = self.string(m, "name", path)?.filter(|n| !n.is_empty());
+        Ok(MemoryConfig { name, capacity })
     }
 
     fn space(&self, v: &Value, path: &str, fdb_home: Option<&Path>) -> Result<Space, ConfigError> {

@@ -3,11 +3,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use super::db_ref;
 use super::state::{
     datum_of, entry_values, is_masked, merge, now, poisoned, MemDb, MemEntry, MemIndex, Shared,
     Snapshot,
 };
-use super::db_ref;
 use crate::model::Key;
 use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
@@ -25,12 +25,14 @@ impl MemoryCatalogue {
     }
 
     fn db(&self, db: &DbRef) -> Result<Arc<MemDb>, StorageError> {
-        self.shared.get(&db.key)?.ok_or_else(|| StorageError::Config {
-            detail: format!(
-                "database {} is not in memory store '{}' (wiped?)",
-                db.key, self.shared.name
-            ),
-        })
+        self.shared
+            .get(&db.key)?
+            .ok_or_else(|| StorageError::Config {
+                detail: format!(
+                    "database {} is not in memory store '{}' (wiped?)",
+                    db.key, self.shared.name
+                ),
+            })
     }
 
     fn index_name(&self, index_key: &Key) -> String {
@@ -138,7 +140,13 @@ impl Catalogue for MemoryCatalogue {
             .iter()
             .map(|i| i.summary.name.clone())
             .collect();
-        let mut objects: Vec<String> = d.objects.read().map_err(poisoned)?.keys().cloned().collect();
+        let mut objects: Vec<String> = d
+            .objects
+            .read()
+            .map_err(poisoned)?
+            .keys()
+            .cloned()
+            .collect();
         objects.sort();
         names.extend(objects);
         if doit {
@@ -341,7 +349,10 @@ impl CatalogueWriter for MemCatalogueWriter {
             });
         for (k, v) in datum.iter() {
             if !p.axes.get(k).is_some_and(|s| s.contains(v)) {
-                p.axes.entry(k.to_string()).or_default().insert(v.to_string());
+                p.axes
+                    .entry(k.to_string())
+                    .or_default()
+                    .insert(v.to_string());
             }
         }
         let values = entry_values(&p.keywords, datum);
@@ -366,7 +377,13 @@ impl CatalogueWriter for MemCatalogueWriter {
         // live now (a new one after a wipe).
         let db = self.shared.get_or_create(&self.key)?;
         let _change = db.change.lock().map_err(poisoned)?;
-        let objects = db.objects.read().map_err(poisoned)?.keys().cloned().collect::<HashSet<_>>();
+        let objects = db
+            .objects
+            .read()
+            .map_err(poisoned)?
+            .keys()
+            .cloned()
+            .collect::<HashSet<_>>();
         let snap = db.snapshot()?;
         let timestamp = now();
         let mut fresh: Vec<Arc<MemIndex>> = Vec::new();

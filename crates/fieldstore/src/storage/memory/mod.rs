@@ -24,9 +24,8 @@ use super::{DbRef, StorageError};
 use crate::model::Key;
 use state::Shared;
 
-/// What a store holds when the config sets no `memory: {capacity: ...}`: fixed rather than a
-/// share of RAM, so behaviour does not change from one machine to the next.
-pub const DEFAULT_CAPACITY: u64 = 1 << 30;
+/// What a store holds when the config sets no `memory: {capacity: ...}`.
+pub const DEFAULT_CAPACITY: u64 = crate::model::config::MemoryConfig::DEFAULT_CAPACITY;
 
 /// Bytes counted per stored field besides its own: the catalogue entry and bookkeeping, so a
 /// flood of tiny fields is bounded too.

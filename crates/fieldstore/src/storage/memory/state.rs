@@ -104,7 +104,13 @@ impl Shared {
     }
 
     pub fn all(&self) -> Result<Vec<Arc<MemDb>>, StorageError> {
-        Ok(self.dbs.read().map_err(poisoned)?.values().cloned().collect())
+        Ok(self
+            .dbs
+            .read()
+            .map_err(poisoned)?
+            .values()
+            .cloned()
+            .collect())
     }
 
     /// Takes the database away from new readers and writers and frees its bytes. Readers that
