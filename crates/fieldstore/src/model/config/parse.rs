@@ -990,6 +990,50 @@ mod tests {
     }
 
     #[test]
+    fn memory_engine_with_capacity_and_name() {
+        let l = local(parse("engine: memory").unwrap());
+        assert_eq!((l.engine.as_str(), l.store.as_str()), ("memory", "memory"));
+        assert!(l.spaces.is_empty());
+        assert_eq!(
+            l.memory,
+            Some(MemoryConfig {
+                name: None,
+                capacity: MemoryConfig::DEFAULT_CAPACITY
+            })
+        );
+        let l = local(
+            parse("engine: memory\nstore: memory\nmemory: {capacity: 2GiB, name: exchange}")
+                .unwrap(),
+        );
+        let m = l.memory.unwrap();
+        assert_eq!((m.capacity, m.name.as_deref()), (2 << 30, Some("exchange")));
+        for (size, bytes) in [("1000", 1000), ("512 MB", 512_000_000), ("1.5k", 1536)] {
+            assert_eq!(parse_size(size), Some(bytes), "{size}");
+        }
+        for bad in ["0", "", "12 parsecs", "-1", "99999999999999999999"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+        for (text, msg) in [
+            (
+                "engine: memory\nmemory: {capacity: lots}",
+                "memory.capacity: 'lots' is not a size",
+            ),
+            (
+                "engine: memory\nstore: file",
+                "unsupported store 'file' for engine memory",
+            ),
+            (
+                "memory: {capacity: 1G}\nspaces: [{roots: [{path: /a}]}]",
+                "a memory section needs engine: memory",
+            ),
+            ("engine: memory\nmemory: {size: 1G}", "unknown key 'size'"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(msg), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn minimal_local_and_defaults() {
         let l = local(parse("spaces:\n- roots:\n  - path: /data/fdb1\n").unwrap());
         assert_eq!((l.engine.as_str(), l.store.as_str()), ("toc", "file"));
@@ -1175,7 +1219,7 @@ mod tests {
             ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
             ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
             ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
-            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc)"),
+            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory)"),
             ("permissions: rw\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: permissions: 'rw' is not an octal file mode like \"0644\""),
             ("type: remote\nhost: h\nport: 99999", "config t.yaml: port: port 99999 is not in 1-65535"),
             ("type: remote\nport: 1", "config t.yaml: missing required key 'host'"),
