@@ -47,8 +47,7 @@ fn auto_merge(
     mut indexes: Vec<Arc<MemIndex>>,
     index_key: &Key,
     keywords: &[String],
-) -> (Vec<Arc<MemIndex>>, usize) {
-    let mut merged = 0;
+) -> Vec<Arc<MemIndex>> {
     loop {
         let pos: Vec<usize> = indexes
             .iter()
@@ -58,16 +57,15 @@ fn auto_merge(
             .take(2)
             .collect();
         let [a, b] = pos[..] else {
-            return (indexes, merged);
+            return indexes;
         };
         if indexes[a].entries.len() * 2 < indexes[b].entries.len() {
-            return (indexes, merged);
+            return indexes;
         }
         let name = format!("{index_key}#{}", shared.next_id());
         let m = Arc::new(merge(name, &[indexes[a].clone(), indexes[b].clone()]));
         indexes.remove(b);
         indexes[a] = m;
-        merged += 1;
     }
 }
 
@@ -433,7 +431,7 @@ impl CatalogueWriter for MemCatalogueWriter {
         let mut indexes: Vec<Arc<MemIndex>> = fresh.clone();
         indexes.extend(snap.indexes.iter().cloned());
         for f in &fresh {
-            indexes = auto_merge(&self.shared, indexes, &f.summary.index_key, &f.keywords).0;
+            indexes = auto_merge(&self.shared, indexes, &f.summary.index_key, &f.keywords);
         }
         let live = indexes.len();
         db.publish(Snapshot::with(indexes, history))?;
