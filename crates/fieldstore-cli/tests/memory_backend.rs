@@ -141,7 +141,8 @@ fn a_memory_server_fills_up_clearly_and_wipe_frees_it() {
     let capacity = 2 * one_write + fields[0] / 2;
     std::fs::write(
         d.path("memory.yaml"),
-        format!("engine: memory\nmemory: {{capacity: {capacity}, name: exchange}}\n"),
+        // Unnamed: the server's per-connection handles still share the one store.
+        format!("engine: memory\nmemory: {{capacity: {capacity}}}\n"),
     )
     .unwrap();
     let info = d.ok("memory.yaml", &["info"]);
@@ -175,7 +176,7 @@ fn a_memory_server_fills_up_clearly_and_wipe_frees_it() {
     got.sort();
     assert_eq!(got, want);
     let listed = d.ok("remote.yaml", &["list", "class=od", "--location"]);
-    assert!(listed.contains("memory://exchange/"), "{listed}");
+    assert!(listed.contains("memory://unnamed-"), "{listed}");
 
     // Wipe frees the space: the refused write goes through now.
     d.ok("remote.yaml", &["wipe", DB, "--doit"]);

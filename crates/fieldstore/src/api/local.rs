@@ -114,8 +114,12 @@ impl LocalFdb {
                     let m = config.memory.clone().unwrap_or(crate::model::config::MemoryConfig {
                         name: None,
                         capacity: crate::model::config::MemoryConfig::DEFAULT_CAPACITY,
+                        instance: None,
                     });
-                    let backend = crate::storage::MemoryBackend::open(m.name.as_deref(), m.capacity)?;
+                    let backend = crate::storage::MemoryBackend::open(
+                        m.shared_name().as_deref(),
+                        m.capacity,
+                    )?;
                     (Box::new(backend.catalogue()), Box::new(backend.store()))
                 }
                 (engine, store) => {

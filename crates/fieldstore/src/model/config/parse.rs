@@ -134,6 +134,13 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// Tells unnamed memory stores of separate parses apart (see [`MemoryConfig::instance`]).
+fn next_instance() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// `2GiB`, `512 MB`, `1000000`: binary units (KiB, MiB, GiB, TiB; K, M, G, T too) and
 /// decimal ones (KB, MB, GB, TB); `None` for zero, junk or overflow.
 fn parse_size(text: &str) -> Option<u64> {
@@ -761,6 +768,7 @@ impl Walk<'_> {
             (None | Some(Value::Null), true) => Some(MemoryConfig {
                 name: None,
                 capacity: MemoryConfig::DEFAULT_CAPACITY,
+                instance: Some(next_instance()),
             }),
             (Some(v), true) => Some(self.memory(v, &join(path, "memory"))?),
             (None | Some(Value::Null), false) => None,
@@ -838,7 +846,12 @@ impl Walk<'_> {
             })?,
         };
         let name = self.string(m, "name", path)?.filter(|n| !n.is_empty());
-        Ok(MemoryConfig { name, capacity })
+        let instance = name.is_none().then(next_instance);
+        Ok(MemoryConfig {
+            name,
+            capacity,
+            instance,
+        })
     }
 
     fn space(&self, v: &Value, path: &str, fdb_home: Option<&Path>) -> Result<Space, ConfigError> {
@@ -994,19 +1007,21 @@ mod tests {
         let l = local(parse("engine: memory").unwrap());
         assert_eq!((l.engine.as_str(), l.store.as_str()), ("memory", "memory"));
         assert!(l.spaces.is_empty());
+        let m = l.memory.unwrap();
         assert_eq!(
-            l.memory,
-            Some(MemoryConfig {
-                name: None,
-                capacity: MemoryConfig::DEFAULT_CAPACITY
-            })
+            (m.name.as_deref(), m.capacity),
+            (None, MemoryConfig::DEFAULT_CAPACITY)
         );
+        // Handles of one parse share a store; another parse has its own.
+        let again = local(parse("engine: memory").unwrap()).memory.unwrap();
+        assert!(m.shared_name().is_some() && m.shared_name() != again.shared_name());
         let l = local(
             parse("engine: memory\nstore: memory\nmemory: {capacity: 2GiB, name: exchange}")
                 .unwrap(),
         );
         let m = l.memory.unwrap();
         assert_eq!((m.capacity, m.name.as_deref()), (2 << 30, Some("exchange")));
+        assert_eq!(m.shared_name().as_deref(), Some("exchange"));
         for (size, bytes) in [("1000", 1000), ("512 MB", 512_000_000), ("1.5k", 1536)] {
             assert_eq!(parse_size(size), Some(bytes), "{size}");
         }
