@@ -1,3 +1,5 @@
+use std::io::Read as _;
+
 use super::*;
 use crate::storage::{Catalogue, Store};
 
@@ -291,4 +293,78 @@ fn object_reads_span_adjacent_fields_and_stop_at_gaps() {
     assert_eq!(o.read_at(1, &mut buf).unwrap(), 5);
     assert_eq!(&buf[..5], b"bcdef");
     assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+}
+
+/// Through the frontend: handles opened from one parsed config share the store, another parse
+/// has its own, and a handle goes on archiving after a wipe.
+#[test]
+fn local_handles_of_one_config_share_and_survive_a_wipe() {
+    use crate::api::{Fdb, ListOptions, LocalFdb};
+    use crate::model::config::{from_yaml_str, FdbConfig};
+    use crate::model::request::parse_request;
+
+    let open = |c: &FdbConfig| match c {
+        FdbConfig::Local(l) => LocalFdb::new(l.clone()).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let config = from_yaml_str("engine: memory\nmemory: {capacity: 1MiB}", "t.yaml").unwrap();
+    let (a, b) = (open(&config), open(&config));
+    let other = open(&from_yaml_str("engine: memory", "t.yaml").unwrap());
+    let field = |step: &str, seed: u64| {
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20261122"),
+            ("time", "1200"),
+            ("step", step),
+            ("levtype", "pl"),
+            ("levelist", "500"),
+            ("param", "130"),
+        ];
+        crate::grib::sample::make_field(&keys, 10, seed).unwrap()
+    };
+    let all = parse_request("class=od,expver=0001").unwrap();
+    let listed = |f: &LocalFdb, include_masked: bool| -> Vec<(String, bool)> {
+        f.list(
+            &all,
+            ListOptions {
+                include_masked,
+                ..ListOptions::default()
+            },
+        )
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.key.datum.get("step").unwrap().to_string(), e.masked)
+        })
+        .collect()
+    };
+    a.archive(None, &field("0", 1)).unwrap();
+    assert!(listed(&b, false).is_empty());
+    a.flush().unwrap();
+    a.archive(None, &field("0", 2)).unwrap();
+    a.flush().unwrap();
+    assert_eq!(
+        listed(&b, true),
+        vec![("0".to_string(), false), ("0".to_string(), true)]
+    );
+    assert!(listed(&other, true).is_empty());
+    let mut got = Vec::new();
+    b.retrieve(&parse_request("class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,step=0,levelist=500,param=130").unwrap())
+        .unwrap()
+        .read_to_end(&mut got)
+        .unwrap();
+    assert_eq!(got, field("0", 2));
+
+    b.wipe(
+        &parse_request("class=od,expver=0001,stream=oper,date=20261122,time=1200").unwrap(),
+        true,
+    )
+    .unwrap();
+    assert!(listed(&a, true).is_empty());
+    a.archive(None, &field("6", 3)).unwrap();
+    a.flush().unwrap();
+    assert_eq!(listed(&b, true), vec![("6".to_string(), false)]);
 }
