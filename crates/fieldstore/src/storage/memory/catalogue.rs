@@ -195,14 +195,15 @@ impl Catalogue for MemoryCatalogue {
         }
         report.objects = dead_objects.difference(&live_objects).cloned().collect();
         if doit && report.masked_fields > 0 {
-            let mut history = snap.history.clone();
-            history.push(format!(
-                "  PURGE {} masked fields, {} indexes at {}",
-                report.masked_fields,
-                report.indexes.len(),
-                now()
-            ));
-            d.publish(Snapshot::with(kept, history))?;
+            d.publish(
+                Snapshot::with(kept),
+                format!(
+                    "  PURGE {} masked fields, {} indexes at {}",
+                    report.masked_fields,
+                    report.indexes.len(),
+                    now()
+                ),
+            )?;
             for f in doomed {
                 if !live.contains(&(f.object.clone(), f.offset)) {
                     self.shared.free(&d, &f)?;
@@ -223,10 +224,11 @@ impl Catalogue for MemoryCatalogue {
     }
 
     fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError> {
-        let snap = self.db(db)?.snapshot()?;
+        let d = self.db(db)?;
+        let snap = d.snapshot()?;
         let mut s = DbStats {
             index_files: snap.indexes.len() as u64,
-            journal_records: snap.history.len() as u64,
+            journal_records: d.history()?.1 + 1,
             ..Default::default()
         };
         for (i, ix) in snap.indexes.iter().enumerate() {
@@ -246,17 +248,23 @@ impl Catalogue for MemoryCatalogue {
 
     fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError> {
         let d = self.db(db)?;
-        let snap = d.snapshot()?;
+        let (lines, total) = d.history()?;
         let mut out = vec![
             format!(
                 "database memory://{}/{} ({} records)",
                 self.shared.name,
                 d.key,
-                snap.history.len() + 1
+                total + 1
             ),
             format!("  INIT  {} created {}", d.key, d.created),
         ];
-        out.extend(snap.history.iter().cloned());
+        if total > lines.len() as u64 {
+            out.push(format!(
+                "  ... {} older records not kept",
+                total - lines.len() as u64
+            ));
+        }
+        out.extend(lines);
         Ok(out)
     }
 
@@ -296,14 +304,15 @@ impl Catalogue for MemoryCatalogue {
             out.push(Arc::new(m));
         }
         if report.new_indexes > 0 {
-            let mut history = snap.history.clone();
-            history.push(format!(
-                "  COMPACT {} indexes into {} at {}",
-                report.merged_indexes,
-                report.new_indexes,
-                now()
-            ));
-            d.publish(Snapshot::with(out, history))?;
+            d.publish(
+                Snapshot::with(out),
+                format!(
+                    "  COMPACT {} indexes into {} at {}",
+                    report.merged_indexes,
+                    report.new_indexes,
+                    now()
+                ),
+            )?;
         }
         Ok(report)
     }
@@ -375,13 +384,7 @@ impl CatalogueWriter for MemCatalogueWriter {
         // live now (a new one after a wipe).
         let db = self.shared.get_or_create(&self.key)?;
         let _change = db.change.lock().map_err(poisoned)?;
-        let objects = db
-            .objects
-            .read()
-            .map_err(poisoned)?
-            .keys()
-            .cloned()
-            .collect::<HashSet<_>>();
+        let objects = db.objects.read().map_err(poisoned)?;
         let snap = db.snapshot()?;
         let timestamp = now();
         let mut fresh: Vec<Arc<MemIndex>> = Vec::new();
@@ -390,7 +393,7 @@ impl CatalogueWriter for MemCatalogueWriter {
             let entries: Vec<MemEntry> = p
                 .entries
                 .iter()
-                .filter(|(_, f)| objects.contains(&f.object))
+                .filter(|(_, f)| objects.contains_key(&f.object))
                 .map(|(v, f)| MemEntry {
                     values: v.clone(),
                     field: f.clone(),
@@ -418,8 +421,7 @@ impl CatalogueWriter for MemCatalogueWriter {
                 entries,
             }));
         }
-        let mut history = snap.history.clone();
-        history.push(format!(
+        let what = format!(
             "  FLUSH {total} entries in {} indexes ({}) at {timestamp}",
             fresh.len(),
             fresh
@@ -427,14 +429,14 @@ impl CatalogueWriter for MemCatalogueWriter {
                 .map(|i| i.summary.name.as_str())
                 .collect::<Vec<_>>()
                 .join(" ")
-        ));
+        );
         let mut indexes: Vec<Arc<MemIndex>> = fresh.clone();
         indexes.extend(snap.indexes.iter().cloned());
         for f in &fresh {
             indexes = auto_merge(&self.shared, indexes, &f.summary.index_key, &f.keywords);
         }
         let live = indexes.len();
-        db.publish(Snapshot::with(indexes, history))?;
+        db.publish(Snapshot::with(indexes), what)?;
         self.pending.clear();
         Ok(live)
     }

@@ -163,7 +163,18 @@ pub(super) struct MemDb {
     pub objects: RwLock<HashMap<String, Arc<Object>>>,
     pub locks: Mutex<BTreeSet<String>>,
     pub wiped: AtomicBool,
+    history: Mutex<History>,
 }
+
+/// What `dump` prints: one line per change, the newest [`HISTORY_KEPT`] of them, so a
+/// long-running server's history stays bounded.
+#[derive(Default)]
+struct History {
+    lines: std::collections::VecDeque<String>,
+    total: u64,
+}
+
+pub(super) const HISTORY_KEPT: usize = 10_000;
 
 impl MemDb {
     fn new(key: Key) -> MemDb {
@@ -175,6 +186,7 @@ impl MemDb {
             objects: RwLock::new(HashMap::new()),
             locks: Mutex::new(BTreeSet::new()),
             wiped: AtomicBool::new(false),
+            history: Mutex::new(History::default()),
         }
     }
 
@@ -186,9 +198,22 @@ impl MemDb {
         Ok(self.snapshot.read().map_err(poisoned)?.clone())
     }
 
-    pub fn publish(&self, s: Snapshot) -> Result<(), StorageError> {
+    /// Makes `s` what readers see and records the change; callers hold `change`.
+    pub fn publish(&self, s: Snapshot, what: String) -> Result<(), StorageError> {
         *self.snapshot.write().map_err(poisoned)? = Arc::new(s);
+        let mut h = self.history.lock().map_err(poisoned)?;
+        if h.lines.len() >= HISTORY_KEPT {
+            h.lines.pop_front();
+        }
+        h.lines.push_back(what);
+        h.total += 1;
         Ok(())
+    }
+
+    /// The kept history lines and how many changes there were in all.
+    pub fn history(&self) -> Result<(Vec<String>, u64), StorageError> {
+        let h = self.history.lock().map_err(poisoned)?;
+        Ok((h.lines.iter().cloned().collect(), h.total))
     }
 }
 
@@ -244,16 +269,13 @@ pub(super) struct Snapshot {
     pub indexes: Vec<Arc<MemIndex>>,
     /// The summaries of `indexes`, in the same order (what `CatalogueReader::indexes` lends).
     pub summaries: Vec<IndexSummary>,
-    /// One line per change, for `dump`.
-    pub history: Vec<String>,
 }
 
 impl Snapshot {
-    pub fn with(indexes: Vec<Arc<MemIndex>>, history: Vec<String>) -> Snapshot {
+    pub fn with(indexes: Vec<Arc<MemIndex>>) -> Snapshot {
         Snapshot {
             summaries: indexes.iter().map(|i| i.summary.clone()).collect(),
             indexes,
-            history,
         }
     }
 

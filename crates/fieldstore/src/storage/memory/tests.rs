@@ -368,3 +368,18 @@ fn local_handles_of_one_config_share_and_survive_a_wipe() {
     a.flush().unwrap();
     assert_eq!(listed(&b, true), vec![("6".to_string(), false)]);
 }
+
+#[test]
+fn dump_keeps_a_bounded_history() {
+    let f = fixture(1 << 20);
+    let d = f.b.shared.get(&f.db.key).unwrap().unwrap();
+    for i in 0..state::HISTORY_KEPT + 2 {
+        d.publish(state::Snapshot::default(), format!("  CHANGE {i}"))
+            .unwrap();
+    }
+    let dump = f.c.dump(&f.db).unwrap();
+    assert_eq!(dump.len(), 2 + 1 + state::HISTORY_KEPT, "{:?}", &dump[..3]);
+    assert!(dump[0].ends_with(&format!("({} records)", state::HISTORY_KEPT + 3)));
+    assert_eq!(dump[2], "  ... 2 older records not kept");
+    assert_eq!(dump[3], "  CHANGE 2");
+}
