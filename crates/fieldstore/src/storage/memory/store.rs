@@ -189,8 +189,15 @@ impl StoreWriter for MemStoreWriter {
 }
 
 impl Drop for MemStoreWriter {
+    /// An object left empty goes, so handles opened and dropped (a server's connections) leave
+    /// nothing behind.
     fn drop(&mut self) {
         self.object.open.store(false, Ordering::SeqCst);
+        if let Ok(mut map) = self.db.objects.write() {
+            if self.object.held() == 0 {
+                map.remove(&self.name);
+            }
+        }
     }
 }
 

@@ -292,6 +292,11 @@ fn object_reads_span_adjacent_fields_and_stop_at_gaps() {
     let mut buf = [0u8; 10];
     assert_eq!(o.read_at(1, &mut buf).unwrap(), 5);
     assert_eq!(&buf[..5], b"bcdef");
+    // A writer that stored nothing leaves no object behind.
+    let idle = f.s.writer(&f.db).unwrap();
+    drop(idle);
+    let d = f.b.shared.get(&f.db.key).unwrap().unwrap();
+    assert_eq!(d.objects.read().unwrap().len(), 1);
     assert_eq!(human_bytes(3 << 20), "3.0 MiB");
 }
 
