@@ -113,22 +113,30 @@ impl LocalFdb {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
-        let catalogue: Box<dyn Catalogue> = match config.engine.as_str() {
-            "toc" | "" => Box::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
-            other => {
-                return Err(ApiError::Config(format!(
-                    "engine '{other}' is not known (this version has: toc)"
-                )))
-            }
-        };
-        let store: Box<dyn Store> = match config.store.as_str() {
-            "file" | "posix" | "" => Box::new(PosixStore::new(fs)),
-            other => {
-                return Err(ApiError::Config(format!(
-                    "store '{other}' is not known (this version has: file)"
-                )))
-            }
-        };
+        let (catalogue, store): (Box<dyn Catalogue>, Box<dyn Store>) =
+            match (config.engine.as_str(), config.store.as_str()) {
+                ("toc" | "", "file" | "posix" | "") => (
+                    Box::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
+                    Box::new(PosixStore::new(fs)),
+                ),
+                ("memory", "memory" | "") => {
+                    let m = config.memory.clone().unwrap_or(crate::model::config::MemoryConfig {
+                        name: None,
+                        capacity: crate::model::config::MemoryConfig::DEFAULT_CAPACITY,
+                        instance: None,
+                    });
+                    let backend = crate::storage::MemoryBackend::open(
+                        m.shared_name().as_deref(),
+                        m.capacity,
+                    )?;
+                    (Box::new(backend.catalogue()), Box::new(backend.store()))
+                }
+                (engine, store) => {
+                    return Err(ApiError::Config(format!(
+                        "engine '{engine}' with store '{store}' is not known (this version has: toc with file, memory with memory)"
+                    )))
+                }
+            };
         Ok(LocalFdb {
             config,
             schema,

@@ -47,6 +47,16 @@ pub enum StorageError {
         found: String,
         wanted: String,
     },
+    /// A capacity-limited store cannot take a write: nothing of it was stored.
+    #[error("{store} is full: {} of {} used, {} more wanted; {hint}", crate::storage::memory::human_bytes(*used), crate::storage::memory::human_bytes(*capacity), crate::storage::memory::human_bytes(*wanted))]
+    Full {
+        store: String,
+        used: u64,
+        capacity: u64,
+        wanted: u64,
+        /// What the user can do about it.
+        hint: String,
+    },
     #[error("{detail}")]
     Config { detail: String },
     #[error("no writable roots available for database {db}. Configured roots: [{roots}]")]

@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod error;
 pub mod fs;
+pub mod memory;
 pub(crate) mod names;
 pub mod posix;
 pub mod store;
@@ -18,6 +19,7 @@ pub use catalogue::{
     PurgeReport,
 };
 pub use error::StorageError;
+pub use memory::{MemoryBackend, MemoryCatalogue, MemoryStore};
 pub use posix::PosixStore;
 pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
 pub use toc::TocCatalogue;

@@ -105,6 +105,18 @@ pub static ALL: &[Backend] = &[
         quirks: &[],
         known_bugs: LOCAL_BUGS,
     },
+    Backend {
+        name: "memory (engine: memory)",
+        open: memory,
+        quirks: &[],
+        known_bugs: &[],
+    },
+    Backend {
+        name: "toc + POSIX over the simulated file system",
+        open: simulated,
+        quirks: &[],
+        known_bugs: LOCAL_BUGS,
+    },
 ];
 
 /// A local config's YAML (one root, created) for nesting under a frontend.
@@ -170,6 +182,42 @@ fn diagnostics(dir: &Path) -> Instance {
         "type: diagnostics\nfdb: {}\n",
         local_yaml(dir, "a")
     ))
+}
+
+/// Handles share one named store; the name is the case's directory, so cases never share.
+fn memory(dir: &Path) -> Instance {
+    from_yaml(format!(
+        "{{type: local, engine: memory, memory: {{name: '{}', capacity: 512MiB}}}}",
+        dir.display()
+    ))
+}
+
+/// The toc catalogue and POSIX store over one in-memory simulated file system (no crash here:
+/// tests/crash_points.rs crashes it), so the suite checks that the fs layer changes nothing.
+fn simulated(dir: &Path) -> Instance {
+    let fs = Arc::new(fieldstore::storage::fs::SimFs::new());
+    let root = dir.join("sim-root");
+    fieldstore::storage::fs::FileSystem::create_dir_all(fs.as_ref(), &root)
+        .expect("create the simulated root");
+    let yaml = format!(
+        "{{type: local, spaces: [{{roots: [{{path: {}}}]}}]}}",
+        root.display()
+    );
+    let config = match from_yaml_str(&yaml, "conformance").expect("the suite's config parses") {
+        fieldstore::model::config::FdbConfig::Local(l) => l,
+        _ => unreachable!("a local config"),
+    };
+    let open = move || -> Arc<dyn Fdb> {
+        Arc::new(
+            fieldstore::api::LocalFdb::with_fs(config.clone(), fs.clone())
+                .expect("a local store over the simulated fs opens"),
+        )
+    };
+    open();
+    Instance {
+        handle: Box::new(open),
+        _keep: None,
+    }
 }
 
 /// Stops the server when the case is done with it.

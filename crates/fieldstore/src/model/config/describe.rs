@@ -39,6 +39,16 @@ impl FdbConfig {
                     "{pad}local (engine {}, store {}), schema: {schema}",
                     l.engine, l.store
                 )?;
+                if let Some(m) = &l.memory {
+                    write!(
+                        s,
+                        ", memory: {} bytes{}",
+                        m.capacity,
+                        m.name
+                            .as_deref()
+                            .map_or(String::new(), |n| format!(" named {n}"))
+                    )?;
+                }
                 if l.actions != Actions::default() {
                     write!(s, ", actions: {}", flags(&l.actions))?;
                 }

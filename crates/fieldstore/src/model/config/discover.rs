@@ -83,6 +83,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         permissions: None,
         statistics: false,
         fdb_home: None,
+        memory: None,
     })
 }
 

@@ -84,6 +84,36 @@ pub struct LocalConfig {
     pub statistics: bool,
     /// What `~fdb` meant for this config, when the config set it.
     pub fdb_home: Option<PathBuf>,
+    /// `engine: memory` only: its `memory:` section (defaults when absent).
+    pub memory: Option<MemoryConfig>,
+}
+
+/// The `memory:` section of an `engine: memory` config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Handles of one process naming the same store share its data.
+    pub name: Option<String>,
+    /// Bytes of fields (plus a small per-field overhead) the store may hold.
+    pub capacity: u64,
+    /// Set by the parser for an unnamed store, unique to that parse: every handle opened from
+    /// one parsed config (a server opens one per connection) shares one store, while configs
+    /// parsed separately do not. `None`: each handle has a store of its own.
+    pub instance: Option<u64>,
+}
+
+impl MemoryConfig {
+    /// When the config sets no capacity: fixed rather than a share of RAM, so a store behaves
+    /// the same on every machine.
+    pub const DEFAULT_CAPACITY: u64 = 1 << 30;
+
+    /// The name handles share the store under, if they share it.
+    pub fn shared_name(&self) -> Option<String> {
+        match (&self.name, self.instance) {
+            (Some(n), _) => Some(n.clone()),
+            (None, Some(i)) => Some(format!("unnamed-{i}")),
+            (None, None) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

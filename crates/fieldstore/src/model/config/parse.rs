@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::discover::{process_env, Env};
 use super::{
-    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, RemoteTls, Root, SelectLane,
-    Space, HANDLERS, TYPES,
+    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
+    Root, SelectLane, Space, HANDLERS, TYPES,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -132,6 +132,43 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "a mapping",
     }
+}
+
+/// Tells unnamed memory stores of separate parses apart (see [`MemoryConfig::instance`]).
+fn next_instance() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `2GiB`, `512 MB`, `1000000`: binary units (KiB, MiB, GiB, TiB; K, M, G, T too) and
+/// decimal ones (KB, MB, GB, TB); `None` for zero, junk or overflow.
+fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return None,
+    };
+    let bytes = if num.contains('.') {
+        let f: f64 = num.parse().ok()?;
+        let b = f * factor as f64;
+        (b.is_finite() && b < u64::MAX as f64).then_some(b as u64)?
+    } else {
+        num.parse::<u64>().ok()?.checked_mul(factor)?
+    };
+    (bytes > 0).then_some(bytes)
 }
 
 /// Levenshtein distance, for "did you mean" hints.
@@ -483,6 +520,7 @@ impl Walk<'_> {
                         "permissions",
                         "statistics",
                         "fdb_home",
+                        "memory",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -707,21 +745,40 @@ impl Walk<'_> {
         let engine = self
             .string(m, "engine", path)?
             .unwrap_or_else(|| "toc".into());
-        if engine != "toc" {
+        if engine != "toc" && engine != "memory" {
             return Err(self.err(
                 &join(path, "engine"),
-                format!("unsupported engine '{engine}' (supported: toc)"),
+                format!("unsupported engine '{engine}' (supported: toc, memory)"),
             ));
         }
+        let in_memory = engine == "memory";
         let store = self
             .string(m, "store", path)?
-            .unwrap_or_else(|| "file".into());
-        if store != "file" {
+            .unwrap_or_else(|| if in_memory { "memory" } else { "file" }.into());
+        // A catalogue and its store live and die together: a toc catalogue pointing into RAM
+        // would outlive its bytes, a memory catalogue would forget files.
+        let wanted = if in_memory { "memory" } else { "file" };
+        if store != wanted {
             return Err(self.err(
                 &join(path, "store"),
-                format!("unsupported store '{store}' (supported: file)"),
+                format!("unsupported store '{store}' for engine {engine} (supported: {wanted})"),
             ));
         }
+        let memory = match (m.get("memory"), in_memory) {
+            (None | Some(Value::Null), true) => Some(MemoryConfig {
+                name: None,
+                capacity: MemoryConfig::DEFAULT_CAPACITY,
+                instance: Some(next_instance()),
+            }),
+            (Some(v), true) => Some(self.memory(v, &join(path, "memory"))?),
+            (None | Some(Value::Null), false) => None,
+            (Some(_), false) => {
+                return Err(self.err(
+                    &join(path, "memory"),
+                    "a memory section needs engine: memory",
+                ))
+            }
+        };
         let schema = match self.string(m, "schema", path)? {
             Some(s) => Some(self.path_value(&s, fdb_home.as_deref(), &join(path, "schema"))?),
             None => None,
@@ -742,6 +799,7 @@ impl Walk<'_> {
         };
         let spaces_path = join(path, "spaces");
         let spaces = match self.list(m, "spaces", path)? {
+            None if in_memory => Vec::new(),
             None => {
                 return Err(self.err(
                     path,
@@ -771,6 +829,28 @@ impl Walk<'_> {
             permissions,
             statistics: self.boolean(m, "statistics", path, false)?,
             fdb_home,
+            memory,
+        })
+    }
+
+    /// `memory: {capacity: 2GiB, name: exchange}`.
+    fn memory(&self, v: &Value, path: &str) -> Result<MemoryConfig, ConfigError> {
+        let m = self.map(v, path, &["capacity", "name"])?;
+        let capacity = match self.string(m, "capacity", path)? {
+            None => MemoryConfig::DEFAULT_CAPACITY,
+            Some(c) => parse_size(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "capacity"),
+                    format!("'{c}' is not a size above zero like 512MiB, 2GiB or 1000000 (bytes)"),
+                )
+            })?,
+        };
+        let name = self.string(m, "name", path)?.filter(|n| !n.is_empty());
+        let instance = name.is_none().then(next_instance);
+        Ok(MemoryConfig {
+            name,
+            capacity,
+            instance,
         })
     }
 
@@ -919,6 +999,52 @@ mod tests {
         match c {
             FdbConfig::Local(l) => l,
             other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn memory_engine_with_capacity_and_name() {
+        let l = local(parse("engine: memory").unwrap());
+        assert_eq!((l.engine.as_str(), l.store.as_str()), ("memory", "memory"));
+        assert!(l.spaces.is_empty());
+        let m = l.memory.unwrap();
+        assert_eq!(
+            (m.name.as_deref(), m.capacity),
+            (None, MemoryConfig::DEFAULT_CAPACITY)
+        );
+        // Handles of one parse share a store; another parse has its own.
+        let again = local(parse("engine: memory").unwrap()).memory.unwrap();
+        assert!(m.shared_name().is_some() && m.shared_name() != again.shared_name());
+        let l = local(
+            parse("engine: memory\nstore: memory\nmemory: {capacity: 2GiB, name: exchange}")
+                .unwrap(),
+        );
+        let m = l.memory.unwrap();
+        assert_eq!((m.capacity, m.name.as_deref()), (2 << 30, Some("exchange")));
+        assert_eq!(m.shared_name().as_deref(), Some("exchange"));
+        for (size, bytes) in [("1000", 1000), ("512 MB", 512_000_000), ("1.5k", 1536)] {
+            assert_eq!(parse_size(size), Some(bytes), "{size}");
+        }
+        for bad in ["0", "", "12 parsecs", "-1", "99999999999999999999"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+        for (text, msg) in [
+            (
+                "engine: memory\nmemory: {capacity: lots}",
+                "memory.capacity: 'lots' is not a size",
+            ),
+            (
+                "engine: memory\nstore: file",
+                "unsupported store 'file' for engine memory",
+            ),
+            (
+                "memory: {capacity: 1G}\nspaces: [{roots: [{path: /a}]}]",
+                "a memory section needs engine: memory",
+            ),
+            ("engine: memory\nmemory: {size: 1G}", "unknown key 'size'"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(msg), "{text}: {e}");
         }
     }
 
@@ -1108,7 +1234,7 @@ mod tests {
             ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
             ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
             ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
-            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc)"),
+            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory)"),
             ("permissions: rw\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: permissions: 'rw' is not an octal file mode like \"0644\""),
             ("type: remote\nhost: h\nport: 99999", "config t.yaml: port: port 99999 is not in 1-65535"),
             ("type: remote\nport: 1", "config t.yaml: missing required key 'host'"),

@@ -1,0 +1,206 @@
+//! `engine: memory` end to end: a memory-backed `fieldstore server` with a small capacity,
+//! written to and read from by other processes; writes beyond the capacity fail with a clear
+//! error at the client, flushed data stays readable, and wipe gives the space back.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+
+const TOKEN: &str = "memory-test-token";
+const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+/// What the store counts per field besides its bytes (`storage::memory::ENTRY_OVERHEAD`).
+const OVERHEAD: u64 = fieldstore::storage::memory::ENTRY_OVERHEAD;
+
+struct Dir(tempfile::TempDir);
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Dir {
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+
+    fn run(&self, config: &str, args: &[&str]) -> Output {
+        common::fieldstore()
+            .arg("--config")
+            .arg(self.path(config))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, config: &str, args: &[&str]) -> String {
+        let o = self.run(config, args);
+        assert!(
+            o.status.success(),
+            "{config} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn fails(&self, config: &str, args: &[&str]) -> String {
+        let o = self.run(config, args);
+        assert!(!o.status.success(), "{config} {args:?} should fail");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
+    /// Four fields (t/u on 1000/500) per step.
+    fn sample(&self, steps: &str) -> PathBuf {
+        let p = self.path(&format!("s{}.grib", steps.replace('/', "_")));
+        self.ok(
+            "memory.yaml",
+            &[
+                "sample",
+                "--out",
+                p.to_str().unwrap(),
+                "--steps",
+                steps,
+                "--params",
+                "t/u",
+                "--levels",
+                "1000/500",
+                "--points",
+                "2000",
+            ],
+        );
+        p
+    }
+
+    fn list(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .ok(
+                "remote.yaml",
+                &["list", "class=od,expver=0001", "--porcelain"],
+            )
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A memory-backed server; `remote.yaml` points at it.
+    fn serve(&self) -> Server {
+        let log = std::fs::File::create(self.path("server.log")).unwrap();
+        let mut child = common::fieldstore()
+            .arg("--config")
+            .arg(self.path("memory.yaml"))
+            .args(["server", "--listen", "127.0.0.1:0", "--token", TOKEN])
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut port = 0u16;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(a) = line.strip_prefix("listening on ") {
+                port = a.rsplit(':').next().unwrap().parse().unwrap();
+                break;
+            }
+        }
+        let server = Server(child);
+        assert!(
+            port > 0,
+            "server did not start: {}",
+            std::fs::read_to_string(self.path("server.log")).unwrap_or_default()
+        );
+        std::fs::write(
+            self.path("remote.yaml"),
+            format!("type: remote\nhost: 127.0.0.1\nport: {port}\ntoken: {TOKEN}\n"),
+        )
+        .unwrap();
+        server
+    }
+}
+
+fn messages(path: &std::path::Path) -> Vec<Vec<u8>> {
+    fieldstore::grib::MessageReader::new(std::fs::File::open(path).unwrap(), "test")
+        .map(|m| m.unwrap().bytes)
+        .collect()
+}
+
+#[test]
+fn a_memory_server_fills_up_clearly_and_wipe_frees_it() {
+    let d = Dir(tempfile::tempdir().unwrap());
+    std::fs::write(d.path("memory.yaml"), "engine: memory\n").unwrap();
+    let (a, b, c) = (d.sample("0"), d.sample("6"), d.sample("12"));
+    let fields: Vec<u64> = messages(&a).iter().map(|m| m.len() as u64).collect();
+    assert_eq!(fields.len(), 4);
+    let one_write: u64 = fields.iter().map(|n| n + OVERHEAD).sum();
+    // Two writes fit; not even one field of a third.
+    let capacity = 2 * one_write + fields[0] / 2;
+    std::fs::write(
+        d.path("memory.yaml"),
+        // Unnamed: the server's per-connection handles still share the one store.
+        format!("engine: memory\nmemory: {{capacity: {capacity}}}\n"),
+    )
+    .unwrap();
+    let info = d.ok("memory.yaml", &["info"]);
+    assert!(info.contains("engine memory"), "{info}");
+
+    let _server = d.serve();
+    d.ok("remote.yaml", &["write", a.to_str().unwrap()]);
+    d.ok("remote.yaml", &["write", b.to_str().unwrap()]);
+    assert_eq!(d.list().len(), 8);
+
+    let e = d.fails("remote.yaml", &["write", c.to_str().unwrap()]);
+    assert!(
+        e.contains("is full") && e.contains("wipe") && e.contains("capacity"),
+        "{e}"
+    );
+    // What was flushed is all there, byte for byte; nothing of the refused write is.
+    assert_eq!(d.list().len(), 8);
+    let out = d.path("out.grib");
+    d.ok(
+        "remote.yaml",
+        &[
+            "read",
+            &format!("{DB},type=fc,levtype=pl,param=t/u,levelist=1000/500,step=0/6"),
+            out.to_str().unwrap(),
+        ],
+    );
+    let mut want = messages(&a);
+    want.extend(messages(&b));
+    let mut got = messages(&out);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let listed = d.ok("remote.yaml", &["list", "class=od", "--location"]);
+    assert!(listed.contains("memory://unnamed-"), "{listed}");
+
+    // Wipe frees the space: the refused write goes through now.
+    d.ok("remote.yaml", &["wipe", DB, "--doit"]);
+    assert!(d.list().is_empty());
+    d.ok("remote.yaml", &["write", c.to_str().unwrap()]);
+    let listed = d.list();
+    assert_eq!(listed.len(), 4);
+    assert!(listed.iter().all(|l| l.contains("step=12")), "{listed:?}");
+}
+
+#[test]
+fn a_memory_config_works_within_one_command() {
+    let d = Dir(tempfile::tempdir().unwrap());
+    std::fs::write(
+        d.path("memory.yaml"),
+        "engine: memory\nmemory: {capacity: 1KiB}\n",
+    )
+    .unwrap();
+    let a = d.sample("0");
+    // Each command is its own process, so its store starts empty; a write that does not fit
+    // says so.
+    let e = d.fails("memory.yaml", &["write", a.to_str().unwrap()]);
+    assert!(e.contains("is full"), "{e}");
+    std::fs::write(d.path("memory.yaml"), "engine: memory\n").unwrap();
+    d.ok("memory.yaml", &["write", a.to_str().unwrap()]);
+    assert!(d.ok("memory.yaml", &["list", "class=od"]).trim().is_empty());
+}

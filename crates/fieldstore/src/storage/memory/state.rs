@@ -1,0 +1,406 @@
+//! The memory backend's shared state: databases, their snapshots and their objects, and the
+//! capacity account.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::ENTRY_OVERHEAD;
+use crate::model::Key;
+use crate::storage::catalogue::IndexSummary;
+use crate::storage::{FieldRef, StorageError};
+
+pub(super) struct Shared {
+    pub name: String,
+    pub capacity: u64,
+    used: AtomicU64,
+    /// By the key's sorted form (keyword order does not make another database); a BTreeMap so
+    /// `databases()` has a stable order.
+    dbs: RwLock<BTreeMap<String, Arc<MemDb>>>,
+    /// Databases a wipe made invisible whose objects the store has not yet dropped (the
+    /// catalogue detaches, the store drains, as for every backend: see `Catalogue::wipe`).
+    wiping: Mutex<HashMap<String, Arc<MemDb>>>,
+    /// Names objects and indexes uniquely for the life of the store.
+    next: AtomicU64,
+}
+
+/// A lock poisoned by a panicking thread: reported, never unwrapped.
+pub(super) fn poisoned<T>(_: T) -> StorageError {
+    StorageError::Config {
+        detail: "memory store state is unusable: a thread panicked while changing it".into(),
+    }
+}
+
+pub(super) fn db_id(key: &Key) -> String {
+    key.sorted().to_string()
+}
+
+impl Shared {
+    pub fn new(name: String, capacity: u64) -> Shared {
+        Shared {
+            name,
+            capacity,
+            used: AtomicU64::new(0),
+            dbs: RwLock::new(BTreeMap::new()),
+            wiping: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts `wanted` bytes as held, or says how full the store is; never over capacity.
+    pub fn reserve(&self, wanted: u64) -> Result<(), StorageError> {
+        let mut used = self.used.load(Ordering::SeqCst);
+        loop {
+            let fits = used
+                .checked_add(wanted)
+                .is_some_and(|total| total <= self.capacity);
+            if !fits {
+                return Err(StorageError::Full {
+                    store: format!("memory://{}", self.name),
+                    used,
+                    capacity: self.capacity,
+                    wanted,
+                    hint: "data already flushed stays readable; free space with `fieldstore wipe` (whole databases) or `fieldstore purge --doit` (replaced copies), or raise `memory: {capacity: ...}` in the config".into(),
+                });
+            }
+            match self.used.compare_exchange(
+                used,
+                used + wanted,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    pub fn release(&self, n: u64) {
+        // Saturating: an accounting slip must not wrap into a store that looks full forever.
+        let _ = self
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+
+    pub fn get(&self, key: &Key) -> Result<Option<Arc<MemDb>>, StorageError> {
+        Ok(self.dbs.read().map_err(poisoned)?.get(&db_id(key)).cloned())
+    }
+
+    pub fn get_or_create(&self, key: &Key) -> Result<Arc<MemDb>, StorageError> {
+        if let Some(db) = self.get(key)? {
+            return Ok(db);
+        }
+        let mut dbs = self.dbs.write().map_err(poisoned)?;
+        Ok(dbs
+            .entry(db_id(key))
+            .or_insert_with(|| Arc::new(MemDb::new(key.clone())))
+            .clone())
+    }
+
+    pub fn all(&self) -> Result<Vec<Arc<MemDb>>, StorageError> {
+        Ok(self
+            .dbs
+            .read()
+            .map_err(poisoned)?
+            .values()
+            .cloned()
+            .collect())
+    }
+
+    /// Takes the database away from new readers and writers and frees its bytes. Readers that
+    /// hold a snapshot keep their index lists; their reads of wiped bytes fail.
+    /// Makes a database invisible (the catalogue's half of a wipe); its objects stay until
+    /// [`Shared::drain`] (the store's half).
+    pub fn detach(&self, db: &Arc<MemDb>) -> Result<(), StorageError> {
+        let id = db_id(&db.key);
+        {
+            let mut dbs = self.dbs.write().map_err(poisoned)?;
+            if dbs.get(&id).is_some_and(|d| Arc::ptr_eq(d, db)) {
+                dbs.remove(&id);
+            }
+        }
+        // Set before draining: an append that takes an object's lock after the drain sees it.
+        db.wiped.store(true, Ordering::SeqCst);
+        self.wiping.lock().map_err(poisoned)?.insert(id, db.clone());
+        Ok(())
+    }
+
+    /// The database a wipe detached, if its objects are not drained yet.
+    pub fn detached(&self, key: &Key) -> Result<Option<Arc<MemDb>>, StorageError> {
+        Ok(self
+            .wiping
+            .lock()
+            .map_err(poisoned)?
+            .get(&db_id(key))
+            .cloned())
+    }
+
+    /// Forgets a detached database once the store drained it.
+    pub fn forget_detached(&self, key: &Key) -> Result<(), StorageError> {
+        self.wiping.lock().map_err(poisoned)?.remove(&db_id(key));
+        Ok(())
+    }
+
+    /// Drops every object's bytes and gives their space back.
+    pub fn drain(&self, db: &MemDb) -> Result<(), StorageError> {
+        let objects: Vec<Arc<Object>> = db
+            .objects
+            .read()
+            .map_err(poisoned)?
+            .values()
+            .cloned()
+            .collect();
+        for o in objects {
+            let mut segs = o.segments.write().map_err(poisoned)?;
+            let freed: u64 = segs.values().map(|s| s.len() as u64 + ENTRY_OVERHEAD).sum();
+            segs.clear();
+            self.release(freed);
+        }
+        Ok(())
+    }
+
+    /// Frees one field's bytes (a replaced copy, or one never committed).
+    pub fn free(&self, db: &MemDb, field: &FieldRef) -> Result<(), StorageError> {
+        let Some(o) = db.object(&field.object)? else {
+            return Ok(());
+        };
+        let removed = o.segments.write().map_err(poisoned)?.remove(&field.offset);
+        if let Some(s) = removed {
+            self.release(s.len() as u64 + ENTRY_OVERHEAD);
+        }
+        Ok(())
+    }
+}
+
+pub(super) struct MemDb {
+    pub key: Key,
+    pub created: u64,
+    pub snapshot: RwLock<Arc<Snapshot>>,
+    /// Serialises changes to the snapshot (commit, compact, purge); readers never take it.
+    pub change: Mutex<()>,
+    pub objects: RwLock<HashMap<String, Arc<Object>>>,
+    pub locks: Mutex<BTreeSet<String>>,
+    pub wiped: AtomicBool,
+    history: Mutex<History>,
+}
+
+/// What `dump` prints: one line per change, the newest [`HISTORY_KEPT`] of them, so a
+/// long-running server's history stays bounded.
+#[derive(Default)]
+struct History {
+    lines: std::collections::VecDeque<String>,
+    total: u64,
+}
+
+pub(super) const HISTORY_KEPT: usize = 10_000;
+
+impl MemDb {
+    fn new(key: Key) -> MemDb {
+        MemDb {
+            key,
+            created: now(),
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            change: Mutex::new(()),
+            objects: RwLock::new(HashMap::new()),
+            locks: Mutex::new(BTreeSet::new()),
+            wiped: AtomicBool::new(false),
+            history: Mutex::new(History::default()),
+        }
+    }
+
+    pub fn object(&self, name: &str) -> Result<Option<Arc<Object>>, StorageError> {
+        Ok(self.objects.read().map_err(poisoned)?.get(name).cloned())
+    }
+
+    pub fn snapshot(&self) -> Result<Arc<Snapshot>, StorageError> {
+        Ok(self.snapshot.read().map_err(poisoned)?.clone())
+    }
+
+    /// Makes `s` what readers see and records the change; callers hold `change`.
+    pub fn publish(&self, s: Snapshot, what: String) -> Result<(), StorageError> {
+        *self.snapshot.write().map_err(poisoned)? = Arc::new(s);
+        let mut h = self.history.lock().map_err(poisoned)?;
+        if h.lines.len() >= HISTORY_KEPT {
+            h.lines.pop_front();
+        }
+        h.lines.push_back(what);
+        h.total += 1;
+        Ok(())
+    }
+
+    /// The kept history lines and how many changes there were in all.
+    pub fn history(&self) -> Result<(Vec<String>, u64), StorageError> {
+        let h = self.history.lock().map_err(poisoned)?;
+        Ok((h.lines.iter().cloned().collect(), h.total))
+    }
+}
+
+pub(super) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// One writer's bytes: each field a segment of its own, so a replaced copy frees exactly its
+/// bytes.
+#[derive(Default)]
+pub(super) struct Object {
+    pub segments: RwLock<BTreeMap<u64, Arc<[u8]>>>,
+    /// A writer still appends to it: purge must not drop it even when empty.
+    pub open: AtomicBool,
+}
+
+impl Object {
+    pub fn held(&self) -> u64 {
+        self.segments
+            .read()
+            .map(|s| s.values().map(|v| v.len() as u64).sum())
+            .unwrap_or(0)
+    }
+
+    /// Copies from `offset` on, across adjacent segments; fewer bytes at a gap or the end.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        let segs = self.segments.read().map_err(poisoned)?;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let Some((start, seg)) = segs.range(..=at).next_back() else {
+                break;
+            };
+            let skip = at - start;
+            if skip >= seg.len() as u64 {
+                break;
+            }
+            let src = &seg[skip as usize..];
+            let n = src.len().min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&src[..n]);
+            done += n;
+        }
+        Ok(done)
+    }
+}
+
+/// What readers see of one database: immutable, replaced whole on each change.
+#[derive(Default)]
+pub(super) struct Snapshot {
+    /// Newest first.
+    pub indexes: Vec<Arc<MemIndex>>,
+    /// The summaries of `indexes`, in the same order (what `CatalogueReader::indexes` lends).
+    pub summaries: Vec<IndexSummary>,
+}
+
+impl Snapshot {
+    pub fn with(indexes: Vec<Arc<MemIndex>>) -> Snapshot {
+        Snapshot {
+            summaries: indexes.iter().map(|i| i.summary.clone()).collect(),
+            indexes,
+        }
+    }
+
+    /// The newer indexes that can mask entries of index `i`: same index key and datum layout.
+    pub fn maskers(&self, i: usize) -> Vec<Arc<MemIndex>> {
+        let Some(ix) = self.indexes.get(i) else {
+            return Vec::new();
+        };
+        self.indexes[..i]
+            .iter()
+            .filter(|n| n.summary.index_key == ix.summary.index_key && n.keywords == ix.keywords)
+            .cloned()
+            .collect()
+    }
+}
+
+pub(super) struct MemIndex {
+    pub summary: IndexSummary,
+    pub keywords: Vec<String>,
+    /// Sorted by values; copies of one key newest first, all but the first flagged masked.
+    pub entries: Vec<MemEntry>,
+}
+
+#[derive(Clone)]
+pub(super) struct MemEntry {
+    pub values: String,
+    pub field: FieldRef,
+    pub masked: bool,
+}
+
+impl MemIndex {
+    /// The newest copy of the key with these values.
+    pub fn lookup(&self, values: &str) -> Option<&MemEntry> {
+        let i = self.entries.partition_point(|e| e.values.as_str() < values);
+        self.entries.get(i).filter(|e| e.values == values)
+    }
+}
+
+/// Separates values in an entry's key: a control character no value holds.
+const SEP: char = '\u{1f}';
+
+pub(super) fn entry_values(keywords: &[String], datum: &Key) -> String {
+    let mut s = String::new();
+    for (i, kw) in keywords.iter().enumerate() {
+        if i > 0 {
+            s.push(SEP);
+        }
+        s.push_str(datum.get(kw).unwrap_or(""));
+    }
+    s
+}
+
+pub(super) fn datum_of(keywords: &[String], values: &str) -> Key {
+    Key::from_pairs(keywords.iter().map(String::as_str).zip(values.split(SEP)))
+}
+
+pub(super) fn is_masked(e: &MemEntry, maskers: &[Arc<MemIndex>]) -> bool {
+    e.masked || maskers.iter().any(|m| m.lookup(&e.values).is_some())
+}
+
+/// One index from several of the same group, given newest first: copies of a key keep their
+/// age order, older ones flagged masked; a copy at the location of a newer one is dropped.
+pub(super) fn merge(name: String, group: &[Arc<MemIndex>]) -> MemIndex {
+    let mut entries: Vec<MemEntry> = group.iter().flat_map(|i| i.entries.clone()).collect();
+    // Stable: for equal values, newer indexes (earlier in `group`) come first.
+    entries.sort_by(|a, b| a.values.cmp(&b.values));
+    let mut out: Vec<MemEntry> = Vec::with_capacity(entries.len());
+    let mut first_of_key = 0;
+    for mut e in entries {
+        if out.last().is_some_and(|l| l.values == e.values) {
+            if out[first_of_key..]
+                .iter()
+                .any(|o| o.field.object == e.field.object && o.field.offset == e.field.offset)
+            {
+                continue;
+            }
+            e.masked = true;
+        } else {
+            first_of_key = out.len();
+        }
+        out.push(e);
+    }
+    let mut axes = group[0].summary.axes.clone();
+    for g in &group[1..] {
+        for (k, v) in &g.summary.axes {
+            axes.entry(k.clone()).or_default().extend(v.iter().cloned());
+        }
+    }
+    MemIndex {
+        summary: IndexSummary {
+            name,
+            index_key: group[0].summary.index_key.clone(),
+            timestamp: group.iter().map(|g| g.summary.timestamp).max().unwrap_or(0),
+            entries: out.len() as u64,
+            axes,
+        },
+        keywords: group[0].keywords.clone(),
+        entries: out,
+    }
+}
