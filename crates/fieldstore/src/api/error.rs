@@ -1,5 +1,9 @@
 //! The api layer's error type.
 
+use std::fmt;
+
+use super::operation::Operation;
+use crate::error_kind::ErrorKind;
 use crate::grib::GribError;
 use crate::model::ModelError;
 use crate::storage::StorageError;
@@ -36,5 +40,46 @@ pub enum ApiError {
     /// A failure talking to a fieldstore server, boxed so this layer knows nothing of the network
     /// code above it (`fieldstore::remote::RemoteError` inside).
     #[error(transparent)]
-    Remote(Box<dyn std::error::Error + Send + Sync>),
+    Remote(RemoteFailure),
+    /// The frontend neither implements the operation nor forwards it to a child.
+    #[error("{frontend} does not support {op}")]
+    Unsupported { op: Operation, frontend: String },
+}
+
+impl ApiError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ApiError::Model(e) => e.kind(),
+            ApiError::Storage(e) => e.kind(),
+            ApiError::Grib(e) => e.kind(),
+            ApiError::Config(_) | ApiError::NoWritableRoot { .. } => ErrorKind::Config,
+            ApiError::NothingMatched(_) => ErrorKind::NotFound,
+            ApiError::KeyMismatch { .. } | ApiError::Invalid(_) => ErrorKind::BadRequest,
+            ApiError::Locked { .. } => ErrorKind::Locked,
+            ApiError::FlushFailed { .. } => ErrorKind::Io,
+            ApiError::Remote(r) => r.kind,
+            ApiError::Unsupported { .. } => ErrorKind::Unsupported,
+        }
+    }
+}
+
+/// A failure of the remote layer, boxed so this layer knows nothing of the network code above it
+/// (`fieldstore::remote::RemoteError` inside), with the kind that error reported, which for a
+/// server's answer is the kind of the server-side error.
+#[derive(Debug)]
+pub struct RemoteFailure {
+    pub kind: ErrorKind,
+    pub error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl fmt::Display for RemoteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for RemoteFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }

@@ -25,6 +25,7 @@ use super::protocol::{
 };
 use super::transport::{Socket, TlsAcceptor};
 use crate::api::{ApiError, Fdb, ListOptions};
+use crate::error_kind::ErrorKind;
 
 /// Builds a fresh handle on the served store (one per archive connection).
 pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
@@ -341,10 +342,7 @@ impl Read for ConnReader<'_> {
 }
 
 fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> io::Result<u64> {
-    let body = p::to_json(&ErrorReply {
-        kind: kind.into(),
-        message: message.into(),
-    });
+    let body = p::to_json(&ErrorReply::new(kind, message, kinds::error_kind(kind)));
     let n = p::write_frame(w, p::VERSION_MIN, MsgType::Error, request, &[&body])?;
     w.flush()?;
     Ok(n)
@@ -462,10 +460,17 @@ impl<'a> Connection<'a> {
     }
 
     fn send_error(&mut self, request: u64, kind: &str, message: &str) -> Result<(), Broken> {
-        let body = p::to_json(&ErrorReply {
-            kind: kind.into(),
-            message: message.into(),
-        });
+        self.send_error_of(request, kind, message, kinds::error_kind(kind))
+    }
+
+    fn send_error_of(
+        &mut self,
+        request: u64,
+        kind: &str,
+        message: &str,
+        error_kind: ErrorKind,
+    ) -> Result<(), Broken> {
+        let body = p::to_json(&ErrorReply::new(kind, message, error_kind));
         self.send(MsgType::Error, request, &[&body])?;
         Ok(self.writer.flush()?)
     }
@@ -475,7 +480,7 @@ impl<'a> Connection<'a> {
             ApiError::NothingMatched(_) => kinds::NOTHING_MATCHED,
             _ => kinds::FAILED,
         };
-        self.send_error(request, kind, &error_chain(e))
+        self.send_error_of(request, kind, &error_chain(e), e.kind())
     }
 
     fn handshake(&mut self) -> Result<Option<Role>, Broken> {
@@ -505,7 +510,7 @@ impl<'a> Connection<'a> {
             .versions
             .iter()
             .copied()
-            .filter(|v| (p::VERSION_MIN..=p::VERSION_MAX).contains(v))
+            .filter(|v| (p::SESSION_VERSION_MIN..=p::VERSION_MAX).contains(v))
             .max()
         else {
             return refuse(
@@ -514,7 +519,7 @@ impl<'a> Connection<'a> {
                 &format!(
                     "the client speaks protocol versions {:?}, this server {}..={}: upgrade the older side",
                     hello.versions,
-                    p::VERSION_MIN,
+                    p::SESSION_VERSION_MIN,
                     p::VERSION_MAX
                 ),
             );
