@@ -3,12 +3,12 @@
 use std::io::Read;
 
 use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
+use super::error::ApiError;
 use super::operation::Operation;
 use super::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
 };
-use super::error::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
 
@@ -164,6 +164,8 @@ mod tests {
         // Forwarded to the bare store, which names itself.
         let e = Wrapper(Bare).stats(&r).unwrap_err();
         assert_eq!(e.to_string(), "bare does not support stats");
-        assert!(Wrapper(Bare).explain_nothing(&r).contains("bare cannot say"));
+        assert!(Wrapper(Bare)
+            .explain_nothing(&r)
+            .contains("bare cannot say"));
     }
 }

@@ -7,9 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// An operation of the [`Fdb`](super::Fdb) interface. The order is the order summaries list.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
     Archive,

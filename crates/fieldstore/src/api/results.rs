@@ -134,7 +134,10 @@ mod tests {
             locked: [Operation::Wipe, Operation::List].into_iter().collect(),
         };
         let json = serde_json::to_string(&el).unwrap();
-        assert!(json.contains(r#"[["stream","oper"],["class","od"]]"#), "{json}");
+        assert!(
+            json.contains(r#"[["stream","oper"],["class","od"]]"#),
+            "{json}"
+        );
         let back: ControlElement = serde_json::from_str(&json).unwrap();
         assert_eq!(back, el);
         assert_eq!(back.db.keywords().collect::<Vec<_>>(), ["stream", "class"]);

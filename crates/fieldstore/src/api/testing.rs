@@ -1,13 +1,10 @@
 //! Test doubles shared by the frontends' and the remote layer's tests.
 
-use std::io::Read;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::fdb::Fdb;
 use super::{ApiError, LocalFdb};
-use crate::model::request::Request;
-use crate::model::Key;
 
 /// A local store in `dir`.
 pub(crate) fn local(dir: &std::path::Path) -> Arc<LocalFdb> {

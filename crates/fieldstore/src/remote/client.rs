@@ -20,12 +20,12 @@ use super::protocol::{
     WireListElement,
 };
 use crate::api::fdb::ListIter;
+use crate::api::RemoteFailure;
 use crate::api::{
     ApiError, AxesMap, CompactElement, ControlAction, ControlElement, ControlIdentifier,
     DumpElement, Fdb, ListElement, ListOptions, PurgeElement, StatsElement, WhereElement,
     WipeElement,
 };
-use crate::api::RemoteFailure;
 use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::Key;

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::RemoteError;
 use crate::api::{ControlAction, ControlIdentifier, ListElement, Location, Operation};
-use crate::error_kind::ErrorKind;
 use crate::checksum::{crc32c, crc32c_append, Crc32c};
+use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::schema::SplitKey;
 use crate::model::Key;
@@ -550,7 +550,9 @@ pub fn parse_action(s: &str) -> Option<ControlAction> {
 }
 
 pub fn parse_identifier(s: &str) -> Option<ControlIdentifier> {
-    s.parse::<Operation>().ok().filter(|op| op.is_controllable())
+    s.parse::<Operation>()
+        .ok()
+        .filter(|op| op.is_controllable())
 }
 
 fn key_pairs(k: &Key) -> Vec<(String, String)> {

@@ -526,7 +526,11 @@ mod tests {
         // A list is counted when it ends, with its elements.
         let all = parse_request("class=od,expver=0001").unwrap();
         let it = f.list(&all, ListOptions::default()).unwrap();
-        assert_eq!(f.stats(Operation::List).calls, 0, "not yet: the stream is open");
+        assert_eq!(
+            f.stats(Operation::List).calls,
+            0,
+            "not yet: the stream is open"
+        );
         assert_eq!(it.count(), 3);
         let l = f.stats(Operation::List);
         assert_eq!((l.calls, l.errors, l.items), (1, 0, 3));
