@@ -83,3 +83,100 @@ impl std::error::Error for RemoteFailure {
         self.error.source()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::request::parse_request;
+    use crate::model::Key;
+
+    /// A representative error of each layer, and the kind a caller sees.
+    #[test]
+    fn errors_report_their_kind() {
+        let io = |k: std::io::ErrorKind| StorageError::Io {
+            op: "write",
+            path: "/x".into(),
+            source: std::io::Error::from(k),
+        };
+        let table: Vec<(ApiError, ErrorKind)> = vec![
+            (
+                ApiError::NothingMatched("no database".into()),
+                ErrorKind::NotFound,
+            ),
+            (ApiError::Invalid("bad".into()), ErrorKind::BadRequest),
+            (
+                ModelError::from(parse_request("class=").unwrap_err()).into(),
+                ErrorKind::BadRequest,
+            ),
+            (
+                ModelError::from(Key::parse("=x").unwrap_err()).into(),
+                ErrorKind::BadRequest,
+            ),
+            (
+                ModelError::from(crate::model::schema::SchemaError::Read {
+                    path: "s".into(),
+                    reason: "gone".into(),
+                })
+                .into(),
+                ErrorKind::Schema,
+            ),
+            (
+                ModelError::from(crate::model::config::ConfigError {
+                    origin: "f".into(),
+                    path: String::new(),
+                    message: "m".into(),
+                })
+                .into(),
+                ErrorKind::Config,
+            ),
+            (ApiError::Config("no roots".into()), ErrorKind::Config),
+            (
+                ApiError::Locked {
+                    db: "d".into(),
+                    action: "wipe".into(),
+                },
+                ErrorKind::Locked,
+            ),
+            (io(std::io::ErrorKind::Other).into(), ErrorKind::Io),
+            (
+                io(std::io::ErrorKind::PermissionDenied).into(),
+                ErrorKind::Permission,
+            ),
+            (io(std::io::ErrorKind::StorageFull).into(), ErrorKind::Full),
+            (
+                StorageError::Corrupt {
+                    path: "/x/toc".into(),
+                    offset: 8,
+                    detail: "bad".into(),
+                }
+                .into(),
+                ErrorKind::Corrupt,
+            ),
+            (
+                GribError::NotGrib {
+                    source_name: "f".into(),
+                    len: 3,
+                }
+                .into(),
+                ErrorKind::BadRequest,
+            ),
+            (
+                ApiError::Unsupported {
+                    op: Operation::Compact,
+                    frontend: "x".into(),
+                },
+                ErrorKind::Unsupported,
+            ),
+            (
+                ApiError::Remote(RemoteFailure {
+                    kind: ErrorKind::Locked,
+                    error: "server said locked".into(),
+                }),
+                ErrorKind::Locked,
+            ),
+        ];
+        for (e, kind) in table {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+    }
+}

@@ -886,4 +886,61 @@ mod tests {
         stop.shutdown();
         serving.join().unwrap().unwrap();
     }
+
+    /// Maintenance answers arrive as the same typed elements the server's store made, and a
+    /// failure as an error of the same kind.
+    #[test]
+    fn elements_and_error_kinds_survive_the_wire() {
+        let d = tempfile::tempdir().unwrap();
+        let slow = SlowFlush::new(local(d.path()));
+        let store = slow.inner.clone();
+        let factory: Box<FdbFactory> = Box::new({
+            let slow = slow.clone();
+            move || Ok(Box::new(slow.clone()) as Box<dyn Fdb>)
+        });
+        let server = Server::bind("127.0.0.1:0", factory, ServerOptions::default()).unwrap();
+        let port = server.local_addr().port();
+        let stop = server.shutdown_handle();
+        let serving = std::thread::spawn(move || server.run());
+        let fdb = RemoteFdb::new("127.0.0.1", port, None);
+        fdb.archive(Some(&key(0)), b"f0").unwrap();
+        fdb.flush().unwrap();
+
+        let parse = crate::model::request::parse_request;
+        let db = parse("class=od,expver=0001,stream=oper,date=20261122,time=1200").unwrap();
+        assert_eq!(fdb.where_(&db).unwrap(), store.where_(&db).unwrap());
+        assert_eq!(fdb.stats(&db).unwrap(), store.stats(&db).unwrap());
+        assert_eq!(fdb.dump(&db).unwrap(), store.dump(&db).unwrap());
+        assert_eq!(fdb.stats(&db).unwrap()[0].fields, 1);
+        let locked = fdb
+            .control(&db, ControlAction::Lock, &[ControlIdentifier::Wipe])
+            .unwrap();
+        assert!(locked[0].is_locked(ControlIdentifier::Wipe));
+        assert_eq!(locked[0].db, store.where_(&db).unwrap()[0].db);
+
+        let remote = fdb.wipe(&db, true).unwrap_err();
+        let here = store.wipe(&db, true).unwrap_err();
+        assert_eq!(here.kind(), ErrorKind::Locked);
+        assert_eq!(remote.kind(), here.kind(), "{remote}");
+        let nothing = parse("class=rd,expver=0001,stream=oper,date=20261122,time=1200").unwrap();
+        assert_eq!(
+            fdb.wipe(&nothing, false).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        // A request the server cannot read is the client's mistake, wherever it is found.
+        let bad = parse("class=od,date=notadate").unwrap();
+        let (remote, here) = (
+            fdb.where_(&bad).unwrap_err(),
+            store.where_(&bad).unwrap_err(),
+        );
+        assert_eq!(remote.kind(), here.kind(), "{remote} / {here}");
+        let unlocked = fdb
+            .control(&db, ControlAction::Unlock, &[ControlIdentifier::Wipe])
+            .unwrap();
+        assert!(unlocked[0].locked.is_empty());
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+        // A server that is gone is a remote failure.
+        assert_eq!(fdb.stats(&db).unwrap_err().kind(), ErrorKind::Remote);
+    }
 }

@@ -864,4 +864,40 @@ mod tests {
         let w: WireListElement = from_json("e", &to_json(&WireListElement::from(&e))).unwrap();
         assert_eq!(ListElement::from(w), e);
     }
+
+    #[test]
+    fn request_types_and_operations_map_both_ways() {
+        for op in Operation::ALL {
+            let t = MsgType::request(op);
+            assert_eq!(t.operation(), Some(op));
+            assert_eq!(t.op_name(), op.name());
+        }
+        let requests = MsgType::ALL
+            .iter()
+            .filter(|t| t.operation().is_some())
+            .count();
+        assert_eq!(requests, Operation::ALL.len());
+        assert_eq!(MsgType::Reply.operation(), None);
+        // Wire codes never move.
+        assert_eq!(MsgType::request(Operation::Wipe) as u16, 24);
+        assert_eq!(MsgType::request(Operation::Explain) as u16, 28);
+    }
+
+    #[test]
+    fn error_replies_carry_the_kind_and_older_ones_still_map() {
+        let r = ErrorReply::new(kinds::FAILED, "locked", ErrorKind::Locked);
+        let back: ErrorReply = from_json("error", &to_json(&r)).unwrap();
+        assert_eq!(back.error_kind(), ErrorKind::Locked);
+        let old: ErrorReply =
+            from_json("error", br#"{"kind":"nothing_matched","message":"m"}"#).unwrap();
+        assert_eq!(old.error_kind(), ErrorKind::NotFound);
+        let newer: ErrorReply = from_json(
+            "error",
+            br#"{"kind":"failed","message":"m","error_kind":"later"}"#,
+        )
+        .unwrap();
+        assert_eq!(newer.error_kind(), ErrorKind::Remote);
+        assert_eq!(parse_identifier("wipe"), Some(Operation::Wipe));
+        assert_eq!(parse_identifier("flush"), None);
+    }
 }
