@@ -934,6 +934,13 @@ mod tests {
             store.where_(&bad).unwrap_err(),
         );
         assert_eq!(remote.kind(), here.kind(), "{remote} / {here}");
+        // A batch the server refuses fails its flush with the kind of the first refusal.
+        let partial = Key::parse("class=od,expver=0001").unwrap();
+        fdb.archive(Some(&partial), b"f").unwrap();
+        let remote = fdb.flush().unwrap_err();
+        let here = store.archive(Some(&partial), b"f").unwrap_err();
+        assert_ne!(here.kind(), ErrorKind::Remote);
+        assert_eq!(remote.kind(), here.kind(), "{remote} / {here}");
         let unlocked = fdb
             .control(&db, ControlAction::Unlock, &[ControlIdentifier::Wipe])
             .unwrap();
