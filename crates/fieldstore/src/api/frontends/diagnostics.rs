@@ -34,7 +34,7 @@ pub struct OpStats {
     pub max: Duration,
     /// Field bytes archived or retrieved.
     pub bytes: u64,
-    /// Fields archived, list elements, or lines/values answered.
+    /// Fields archived, list elements, or databases or axis values answered.
     pub items: u64,
 }
 
