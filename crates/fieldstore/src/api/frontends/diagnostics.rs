@@ -474,7 +474,6 @@ impl Fdb for DiagnosticsFdb {
             |v| v.len() as u64,
         )
     }
-
 }
 
 #[cfg(test)]
