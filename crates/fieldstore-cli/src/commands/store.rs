@@ -551,12 +551,20 @@ fn dry_run_note(doit: bool) {
 
 pub fn stats(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
-    let all = session.fdb()?.stats(&req)?;
-    // One total per run of databases reached through the same lanes (one, for a single store).
+    for line in stats_lines(&session.fdb()?.stats(&req)?) {
+        outln!("{line}")?;
+    }
+    Ok(())
+}
+
+/// One line per database, and a total per run of databases reached through the same lanes
+/// (one total for a single store, even of no database).
+fn stats_lines(all: &[StatsElement]) -> Vec<String> {
     let mut groups: Vec<&[StatsElement]> = all.chunk_by(|a, b| a.lanes == b.lanes).collect();
     if groups.is_empty() {
         groups.push(&[]);
     }
+    let mut out = Vec::new();
     for group in groups {
         let prefix: String = group
             .first()
@@ -564,20 +572,20 @@ pub fn stats(request: String, session: &Session) -> Result<()> {
             .unwrap_or_default();
         let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
         for s in group {
-            outln!(
+            out.push(format!(
                 "{prefix}{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
                 s.location, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
-            )?;
+            ));
             fields += s.fields;
             masked += s.masked;
             bytes += s.field_bytes;
         }
-        outln!(
+        out.push(format!(
             "{prefix}total: {} databases, {fields} fields ({bytes} bytes), {masked} masked",
             group.len()
-        )?;
+        ));
     }
-    Ok(())
+    out
 }
 
 pub fn compact(request: String, session: &Session) -> Result<()> {
@@ -659,4 +667,55 @@ pub fn control(a: ControlArgs, session: &Session) -> Result<()> {
         outln!("{} {}", db.location, state.join(", "))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(location: &str, lanes: &[&str], fields: u64) -> StatsElement {
+        StatsElement {
+            db: Key::new(),
+            location: location.into(),
+            lanes: lanes.iter().map(|l| l.to_string()).collect(),
+            fields,
+            masked: 1,
+            field_bytes: fields * 10,
+            masked_bytes: 10,
+            index_files: 2,
+            data_files: 1,
+            data_bytes: 99,
+            journal_records: 3,
+        }
+    }
+
+    #[test]
+    fn stats_print_as_before_with_a_total_per_lane() {
+        assert_eq!(
+            stats_lines(&[db("/r/a", &[], 4)]),
+            [
+                "/r/a: fields 4, masked 1, field bytes 40, masked bytes 10, index files 2, data files 1 (99 bytes), journal records 3",
+                "total: 1 databases, 4 fields (40 bytes), 1 masked",
+            ]
+        );
+        assert_eq!(
+            stats_lines(&[]),
+            ["total: 0 databases, 0 fields (0 bytes), 0 masked"]
+        );
+        let lanes = stats_lines(&[
+            db("/a", &["x"], 1),
+            db("/b", &["x"], 2),
+            db("/c", &["y"], 3),
+        ]);
+        assert_eq!(lanes.len(), 5);
+        assert!(lanes[0].starts_with("[x] /a: fields 1"));
+        assert_eq!(
+            lanes[2],
+            "[x] total: 2 databases, 3 fields (30 bytes), 2 masked"
+        );
+        assert_eq!(
+            lanes[4],
+            "[y] total: 1 databases, 3 fields (30 bytes), 1 masked"
+        );
+    }
 }
