@@ -467,4 +467,38 @@ mod tests {
             "the field archived during the first flush was left unflushed by the second"
         );
     }
+
+    /// Stats name the lane each database was found in, so the CLI can say which lane it is in.
+    #[test]
+    fn stats_carry_the_lane() {
+        use crate::api::testing::local;
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let lanes = [("a", &a), ("b", &b)]
+            .into_iter()
+            .map(|(id, d)| DistLane {
+                id: id.into(),
+                hash_id: id.into(),
+                fdb: local(d.path()),
+            })
+            .collect();
+        let dist = DistFdb::new(lanes, DistHash::Field, None, Context::default()).unwrap();
+        for step in 0..8 {
+            let k = Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap();
+            dist.archive(Some(&k), b"f").unwrap();
+        }
+        dist.flush().unwrap();
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        let stats = dist.stats(&all).unwrap();
+        assert!(!stats.is_empty());
+        for s in &stats {
+            assert_eq!(s.lanes.len(), 1);
+            let dir = if s.lanes[0] == "a" {
+                a.path()
+            } else {
+                b.path()
+            };
+            assert!(s.location.starts_with(&dir.display().to_string()), "{s:?}");
+        }
+        assert_eq!(stats.iter().map(|s| s.fields).sum::<u64>(), 8);
+    }
 }
