@@ -6,6 +6,7 @@ mod output;
 
 mod commands;
 mod context;
+mod exit;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -133,7 +134,7 @@ fn main() -> ExitCode {
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
-            ExitCode::FAILURE
+            exit::failure(&e)
         }
     }
 }

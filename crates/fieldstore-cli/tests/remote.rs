@@ -246,7 +246,7 @@ impl RawClient {
     fn hello(port: u16, role: Role) -> RawClient {
         let mut c = RawClient::connect(port);
         let hello = p::to_json(&Hello {
-            versions: vec![1],
+            versions: vec![p::VERSION_MAX],
             token: Some(TOKEN.into()),
             role,
             client: "raw test client".into(),

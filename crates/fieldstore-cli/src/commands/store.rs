@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use fieldstore::api::ListOptions;
+use fieldstore::api::{ListOptions, StatsElement};
 use fieldstore::grib::{mars_keys, GribError, GribMessage, MessageReader, SliceMessages};
 use fieldstore::model::request::Request;
 use fieldstore::model::Key;
@@ -492,12 +492,12 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
 pub fn where_(request: String, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let req = one_request(Some(&request), false)?;
-    let dirs = fdb.where_(&req)?;
-    if dirs.is_empty() {
+    let dbs = fdb.where_(&req)?;
+    if dbs.is_empty() {
         bail!("no database matches {req}");
     }
-    for d in dirs {
-        outln!("{d}")?;
+    for d in dbs {
+        outln!("{}", d.location)?;
     }
     Ok(())
 }
@@ -513,44 +513,101 @@ pub struct DoitArgs {
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    print_dry_run(session.fdb()?.wipe(&req, a.doit)?, a.doit)
+    for db in session.fdb()?.wipe(&req, a.doit)? {
+        let verb = if db.doit { "wiped" } else { "would wipe" };
+        outln!("{verb} database {}", db.location)?;
+        for f in &db.removed {
+            outln!("  {f}")?;
+        }
+    }
+    dry_run_note(a.doit);
+    Ok(())
 }
 
 pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
     let req = one_request(Some(&a.request), false)?;
-    print_dry_run(session.fdb()?.purge(&req, a.doit)?, a.doit)
+    for db in session.fdb()?.purge(&req, a.doit)? {
+        let verb = if db.doit { "removed" } else { "would remove" };
+        outln!(
+            "{}: {} masked fields; {verb} {} index files and {} data files",
+            db.location,
+            db.masked_fields,
+            db.indexes.len(),
+            db.objects.len()
+        )?;
+        for f in db.indexes.iter().chain(&db.objects) {
+            outln!("  {f}")?;
+        }
+    }
+    dry_run_note(a.doit);
+    Ok(())
 }
 
-fn print_dry_run(lines: Vec<String>, doit: bool) -> Result<()> {
-    for line in lines {
-        outln!("{line}")?;
-    }
+fn dry_run_note(doit: bool) {
     if !doit {
         eprintln!("dry run: nothing was deleted (add --doit)");
     }
-    Ok(())
 }
 
 pub fn stats(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
-    for line in session.fdb()?.stats(&req)? {
+    for line in stats_lines(&session.fdb()?.stats(&req)?) {
         outln!("{line}")?;
     }
     Ok(())
 }
 
+/// One line per database, and a total per run of databases reached through the same lanes
+/// (one total for a single store, even of no database).
+fn stats_lines(all: &[StatsElement]) -> Vec<String> {
+    let mut groups: Vec<&[StatsElement]> = all.chunk_by(|a, b| a.lanes == b.lanes).collect();
+    if groups.is_empty() {
+        groups.push(&[]);
+    }
+    let mut out = Vec::new();
+    for group in groups {
+        let prefix: String = group
+            .first()
+            .map(|e| e.lanes.iter().map(|l| format!("[{l}] ")).collect())
+            .unwrap_or_default();
+        let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
+        for s in group {
+            out.push(format!(
+                "{prefix}{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
+                s.location, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
+            ));
+            fields += s.fields;
+            masked += s.masked;
+            bytes += s.field_bytes;
+        }
+        out.push(format!(
+            "{prefix}total: {} databases, {fields} fields ({bytes} bytes), {masked} masked",
+            group.len()
+        ));
+    }
+    out
+}
+
 pub fn compact(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
-    for line in session.fdb()?.compact(&req)? {
-        outln!("{line}")?;
+    for db in session.fdb()?.compact(&req)? {
+        outln!(
+            "{}: merged {} indexes into {} ({} entries)",
+            db.location,
+            db.merged_indexes,
+            db.new_indexes,
+            db.entries
+        )?;
     }
     Ok(())
 }
 
 pub fn dump(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
-    for line in session.fdb()?.dump(&req)? {
-        outln!("{line}")?;
+    for db in session.fdb()?.dump(&req)? {
+        for line in &db.records {
+            outln!("{line}")?;
+        }
     }
     Ok(())
 }
@@ -572,7 +629,7 @@ pub struct ControlArgs {
 }
 
 pub fn control(a: ControlArgs, session: &Session) -> Result<()> {
-    use fieldstore::api::{ControlAction, ControlIdentifier};
+    use fieldstore::api::{ControlAction, ControlIdentifier, Operation};
     let req = one_request(Some(&a.request), false)?;
     let action = match a.action.as_str() {
         "lock" => ControlAction::Lock,
@@ -595,8 +652,70 @@ pub fn control(a: ControlArgs, session: &Session) -> Result<()> {
             a.action
         );
     }
-    for line in session.fdb()?.control(&req, action, &ids)? {
-        outln!("{line}")?;
+    for db in session.fdb()?.control(&req, action, &ids)? {
+        let state: Vec<String> = Operation::CONTROLLABLE
+            .iter()
+            .map(|op| {
+                let state = if db.is_locked(*op) {
+                    "LOCKED"
+                } else {
+                    "enabled"
+                };
+                format!("{op}: {state}")
+            })
+            .collect();
+        outln!("{} {}", db.location, state.join(", "))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(location: &str, lanes: &[&str], fields: u64) -> StatsElement {
+        StatsElement {
+            db: Key::new(),
+            location: location.into(),
+            lanes: lanes.iter().map(|l| l.to_string()).collect(),
+            fields,
+            masked: 1,
+            field_bytes: fields * 10,
+            masked_bytes: 10,
+            index_files: 2,
+            data_files: 1,
+            data_bytes: 99,
+            journal_records: 3,
+        }
+    }
+
+    #[test]
+    fn stats_print_as_before_with_a_total_per_lane() {
+        assert_eq!(
+            stats_lines(&[db("/r/a", &[], 4)]),
+            [
+                "/r/a: fields 4, masked 1, field bytes 40, masked bytes 10, index files 2, data files 1 (99 bytes), journal records 3",
+                "total: 1 databases, 4 fields (40 bytes), 1 masked",
+            ]
+        );
+        assert_eq!(
+            stats_lines(&[]),
+            ["total: 0 databases, 0 fields (0 bytes), 0 masked"]
+        );
+        let lanes = stats_lines(&[
+            db("/a", &["x"], 1),
+            db("/b", &["x"], 2),
+            db("/c", &["y"], 3),
+        ]);
+        assert_eq!(lanes.len(), 5);
+        assert!(lanes[0].starts_with("[x] /a: fields 1"));
+        assert_eq!(
+            lanes[2],
+            "[x] total: 2 databases, 3 fields (30 bytes), 2 masked"
+        );
+        assert_eq!(
+            lanes[4],
+            "[y] total: 1 databases, 3 fields (30 bytes), 1 masked"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use super::operation::Operation;
 use crate::model::schema::SplitKey;
 
 /// Where a field's bytes are: a URI (`file:///path`) and a byte range in it.
@@ -124,26 +125,9 @@ pub enum ControlAction {
     Status,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ControlIdentifier {
-    List,
-    Retrieve,
-    Archive,
-    Wipe,
-}
-
-impl ControlIdentifier {
-    pub const ALL: [ControlIdentifier; 4] = [Self::List, Self::Retrieve, Self::Archive, Self::Wipe];
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::List => "list",
-            Self::Retrieve => "retrieve",
-            Self::Archive => "archive",
-            Self::Wipe => "wipe",
-        }
-    }
-}
+/// An operation `control` locks or unlocks: one of [`Operation::CONTROLLABLE`] (FDB5's
+/// `ControlIdentifier`); the others are refused.
+pub type ControlIdentifier = Operation;
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,11 @@ use std::io::Read;
 
 use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use super::error::ApiError;
+use super::operation::Operation;
+use super::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::model::request::Request;
 use crate::model::Key;
 
@@ -11,61 +16,156 @@ pub type ListIter<'a> = Box<dyn Iterator<Item = Result<ListElement, ApiError>> +
 
 /// A field store. Methods take `&self` so one handle can be shared between threads; `flush`
 /// makes durable and visible everything archived through this handle by any thread.
+///
+/// Forwarding: a frontend that wraps one child returns it from [`Fdb::forward_to`] and writes only
+/// the methods it changes; every other method goes to the child. A store that forwards nowhere
+/// (`None`, the default) must implement every method, or callers get an `Unsupported` error for
+/// the ones it left out: never a panic.
 pub trait Fdb: Send + Sync {
     /// A short name for messages and `fieldstore info`.
     fn name(&self) -> String;
 
+    /// The child every method not written out goes to; `None` for a store of its own.
+    fn forward_to(&self) -> Option<&dyn Fdb> {
+        None
+    }
+
     /// Stores one field. With a key, the bytes are stored under it (after checking it against the
     /// schema); without, the key is read from the GRIB message. Not visible until `flush`.
-    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError>;
+    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
+        forward(self, Operation::Archive)?.archive(key, data)
+    }
 
     /// Stores one GRIB field whose MARS keys the caller already read with ecCodes (so decoding can
     /// run on many threads): values are canonicalised as FDB5 does, not refused for their form.
-    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError>;
+    fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
+        forward(self, Operation::Archive)?.archive_grib(mars_key, data)
+    }
 
     /// Makes everything archived through this handle durable and visible to every reader.
-    fn flush(&self) -> Result<(), ApiError>;
+    fn flush(&self) -> Result<(), ApiError> {
+        forward(self, Operation::Flush)?.flush()
+    }
 
     /// Every field the request names, newest copy of each, as one lazy byte stream.
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError>;
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+        forward(self, Operation::Retrieve)?.retrieve(request)
+    }
 
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError>;
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+        forward(self, Operation::List)?.list(request, options)
+    }
 
     /// The values present for each keyword under a partial request.
-    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError>;
+    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        forward(self, Operation::Axes)?.axes(request, depth)
+    }
 
-    /// Locations (database directories) matching a partial request.
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+    /// The databases matching a partial request, and where they are.
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
+        forward(self, Operation::Where)?.where_(request)
+    }
 
-    /// Deletes whole databases; with `doit == false` only reports what would go.
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError>;
+    /// Deletes whole databases; with `doit == false` only reports what would go. Matching
+    /// nothing is a `NothingMatched` error, so a mistyped request is never a silent success.
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
+        forward(self, Operation::Wipe)?.wipe(request, doit)
+    }
 
     /// Deletes masked duplicates; with `doit == false` only reports what would go.
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError>;
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
+        forward(self, Operation::Purge)?.purge(request, doit)
+    }
 
-    /// Statistics of matching databases, as printable lines.
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+    /// Statistics of matching databases.
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
+        forward(self, Operation::Stats)?.stats(request)
+    }
 
-    /// The journal of matching databases, as printable lines.
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+    /// The journal of matching databases.
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
+        forward(self, Operation::Dump)?.dump(request)
+    }
 
-    /// Locks or unlocks actions on matching databases, or reports their status.
+    /// Locks or unlocks operations (among [`Operation::CONTROLLABLE`]) on matching databases,
+    /// or with `Status` only reports which are locked.
     fn control(
         &self,
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError>;
+    ) -> Result<Vec<ControlElement>, ApiError> {
+        forward(self, Operation::Control)?.control(request, action, identifiers)
+    }
 
     /// Merges the indexes of matching databases, so lookups stay fast however many flushes
     /// accumulated; returns what was done.
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError>;
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
+        forward(self, Operation::Compact)?.compact(request)
+    }
 
     /// Why a request matched nothing, in words a user can act on (which keyword or value
     /// matched nothing, and what exists instead). Frontends that cannot tell say so.
     fn explain_nothing(&self, request: &Request) -> String {
-        let _ = request;
-        format!("({} cannot say which keyword matched nothing)", self.name())
+        match self.forward_to() {
+            Some(child) => child.explain_nothing(request),
+            None => format!("({} cannot say which keyword matched nothing)", self.name()),
+        }
+    }
+}
+
+/// The child an operation goes to, or why there is none.
+fn forward<F: Fdb + ?Sized>(fdb: &F, op: Operation) -> Result<&dyn Fdb, ApiError> {
+    fdb.forward_to().ok_or_else(|| ApiError::Unsupported {
+        op,
+        frontend: fdb.name(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error_kind::ErrorKind;
+    use crate::model::request::parse_request;
+
+    /// Implements nothing and forwards nowhere.
+    struct Bare;
+    impl Fdb for Bare {
+        fn name(&self) -> String {
+            "bare".into()
+        }
+    }
+
+    /// Forwards everything but `where_`.
+    struct Wrapper(Bare);
+    impl Fdb for Wrapper {
+        fn name(&self) -> String {
+            "wrapper".into()
+        }
+        fn forward_to(&self) -> Option<&dyn Fdb> {
+            Some(&self.0)
+        }
+        fn where_(&self, _: &Request) -> Result<Vec<WhereElement>, ApiError> {
+            Ok(vec![WhereElement {
+                db: Key::new(),
+                location: "here".into(),
+            }])
+        }
+    }
+
+    #[test]
+    fn unwritten_methods_forward_or_say_unsupported() {
+        let r = parse_request("class=od").unwrap();
+        let e = Bare.flush().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.to_string(), "bare does not support flush");
+        assert_eq!(Wrapper(Bare).where_(&r).unwrap()[0].location, "here");
+        // Forwarded to the bare store, which names itself.
+        let e = Wrapper(Bare).stats(&r).unwrap_err();
+        assert_eq!(e.to_string(), "bare does not support stats");
+        assert!(Wrapper(Bare)
+            .explain_nothing(&r)
+            .contains("bare cannot say"));
     }
 }

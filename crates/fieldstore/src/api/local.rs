@@ -9,6 +9,11 @@ use super::element::{
 };
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
+use super::operation::Operation;
+use super::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::grib;
 use crate::model::config::LocalConfig;
 use crate::model::request::Request;
@@ -947,19 +952,22 @@ impl Fdb for LocalFdb {
         Ok(axes)
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
         let expansions = self.expand(request, ExpandMode::List)?;
         let mut out = Vec::new();
         for db in self.catalogue.databases() {
             let db = db?;
             if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
-                out.push(db.id.clone());
+                out.push(WhereElement {
+                    location: location(&db),
+                    db: db.key,
+                });
             }
         }
         Ok(out)
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         if !self.config.actions.wipe {
             return Err(ApiError::Invalid("wipe is disabled by this config".into()));
         }
@@ -979,23 +987,22 @@ impl Fdb for LocalFdb {
         }
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
-            if self.catalogue.is_locked(&db, "wipe") {
-                return Err(locked(&db, "wipe"));
+            if self.catalogue.is_locked(&db, Operation::Wipe.name()) {
+                return Err(locked(&db, Operation::Wipe.name()));
             }
-            out.push(format!(
-                "{} database {}",
-                if doit { "wiped" } else { "would wipe" },
-                db.id
-            ));
-            for f in self.catalogue.wipe(&db, doit)? {
-                out.push(format!("  {f}"));
-            }
-            for f in self.store.wipe(&db, doit)? {
-                out.push(format!("  {f}"));
-            }
+            // The catalogue makes the database invisible first; then the store drops its
+            // objects; then the catalogue removes what is left (its directory).
+            let mut removed = self.catalogue.wipe(&db, doit)?;
+            removed.extend(self.store.wipe(&db, doit)?);
             if doit {
                 self.catalogue.finish_wipe(&db)?;
             }
+            out.push(WipeElement {
+                location: location(&db),
+                db: db.key,
+                doit,
+                removed,
+            });
         }
         if out.is_empty() {
             return Err(ApiError::NothingMatched(format!(
@@ -1005,34 +1012,27 @@ impl Fdb for LocalFdb {
         Ok(out)
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
             let r = self.catalogue.purge(&db, doit)?;
             if doit {
                 self.store.remove(&db, &r.objects)?;
             }
-            let verb = if doit { "removed" } else { "would remove" };
-            out.push(format!(
-                "{}: {} masked fields; {verb} {} index files and {} data files",
-                db.id,
-                r.masked_fields,
-                r.indexes.len(),
-                r.objects.len()
-            ));
-            for f in &r.indexes {
-                out.push(format!("  {}/{f}", db.id));
-            }
-            for o in &r.objects {
-                out.push(format!("  {}", self.store.uri(&db, o)));
-            }
+            out.push(PurgeElement {
+                location: location(&db),
+                doit,
+                masked_fields: r.masked_fields as u64,
+                indexes: r.indexes.iter().map(|f| format!("{}/{f}", db.id)).collect(),
+                objects: r.objects.iter().map(|o| self.store.uri(&db, o)).collect(),
+                db: db.key,
+            });
         }
         Ok(out)
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
         let mut out = Vec::new();
-        let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
         for db in self.matching_dbs(request)? {
             let s = self.catalogue.stats(&db)?;
             let objects = self.catalogue.objects(&db)?;
@@ -1040,25 +1040,32 @@ impl Fdb for LocalFdb {
                 .iter()
                 .filter_map(|o| self.store.object_size(&db, o))
                 .sum();
-            out.push(format!(
-                "{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
-                db.id, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, objects.len(), data_bytes, s.journal_records
-            ));
-            fields += s.fields;
-            masked += s.masked;
-            bytes += s.field_bytes;
+            out.push(StatsElement {
+                location: location(&db),
+                db: db.key,
+                lanes: Vec::new(),
+                fields: s.fields,
+                masked: s.masked,
+                field_bytes: s.field_bytes,
+                masked_bytes: s.masked_bytes,
+                index_files: s.index_files,
+                data_files: objects.len() as u64,
+                data_bytes,
+                journal_records: s.journal_records,
+            });
         }
-        out.push(format!(
-            "total: {} databases, {fields} fields ({bytes} bytes), {masked} masked",
-            out.len(),
-        ));
         Ok(out)
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
-            out.extend(self.catalogue.dump(&db)?);
+            let records = self.catalogue.dump(&db)?;
+            out.push(DumpElement {
+                location: location(&db),
+                db: db.key,
+                records,
+            });
         }
         Ok(out)
     }
@@ -1068,7 +1075,13 @@ impl Fdb for LocalFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
+        if let Some(op) = identifiers.iter().find(|op| !op.is_controllable()) {
+            return Err(ApiError::Invalid(format!(
+                "{op} cannot be locked: control locks {}",
+                Operation::CONTROLLABLE.map(Operation::name).join(", ")
+            )));
+        }
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
             for id in identifiers {
@@ -1078,36 +1091,38 @@ impl Fdb for LocalFdb {
                     ControlAction::Status => {}
                 }
             }
-            let state: Vec<String> = ControlIdentifier::ALL
-                .iter()
-                .map(|id| {
-                    format!(
-                        "{}: {}",
-                        id.name(),
-                        if self.catalogue.is_locked(&db, id.name()) {
-                            "LOCKED"
-                        } else {
-                            "enabled"
-                        }
-                    )
-                })
+            let locked = Operation::CONTROLLABLE
+                .into_iter()
+                .filter(|op| self.catalogue.is_locked(&db, op.name()))
                 .collect();
-            out.push(format!("{} {}", db.id, state.join(", ")));
+            out.push(ControlElement {
+                location: location(&db),
+                db: db.key,
+                locked,
+            });
         }
         Ok(out)
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
             let r = self.catalogue.compact(&db)?;
-            out.push(format!(
-                "{}: merged {} indexes into {} ({} entries)",
-                db.id, r.merged_indexes, r.new_indexes, r.entries
-            ));
+            out.push(CompactElement {
+                location: location(&db),
+                db: db.key,
+                merged_indexes: r.merged_indexes as u64,
+                new_indexes: r.new_indexes as u64,
+                entries: r.entries as u64,
+            });
         }
         Ok(out)
     }
+}
+
+/// How users know a database: its directory.
+fn location(db: &DbRef) -> String {
+    db.id.clone()
 }
 
 #[cfg(test)]

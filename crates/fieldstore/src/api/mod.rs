@@ -5,6 +5,8 @@ pub mod error;
 pub mod fdb;
 pub mod frontends;
 pub mod local;
+pub mod operation;
+pub mod results;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -12,6 +14,11 @@ pub use element::{
     compare_values, sorted_axes, sorted_values, AxesMap, ControlAction, ControlIdentifier,
     ListElement, ListOptions, Location,
 };
-pub use error::ApiError;
+pub use error::{ApiError, RemoteFailure};
 pub use fdb::Fdb;
 pub use local::LocalFdb;
+pub use operation::Operation;
+pub use results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};

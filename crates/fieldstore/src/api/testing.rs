@@ -1,14 +1,10 @@
 //! Test doubles shared by the frontends' and the remote layer's tests.
 
-use std::io::Read;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use super::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use super::fdb::{Fdb, ListIter};
+use super::fdb::Fdb;
 use super::{ApiError, LocalFdb};
-use crate::model::request::Request;
-use crate::model::Key;
 
 /// A local store in `dir`.
 pub(crate) fn local(dir: &std::path::Path) -> Arc<LocalFdb> {
@@ -53,11 +49,8 @@ impl Fdb for SlowFlush {
     fn name(&self) -> String {
         "slow".into()
     }
-    fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
-        self.inner.archive(key, data)
-    }
-    fn archive_grib(&self, key: &Key, data: &[u8]) -> Result<(), ApiError> {
-        self.inner.archive_grib(key, data)
+    fn forward_to(&self) -> Option<&dyn Fdb> {
+        Some(&*self.inner)
     }
     fn flush(&self) -> Result<(), ApiError> {
         let hold = self.hold.lock().unwrap().take();
@@ -77,41 +70,6 @@ impl Fdb for SlowFlush {
             }
             None => self.inner.flush(),
         }
-    }
-    fn retrieve(&self, r: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-        self.inner.retrieve(r)
-    }
-    fn list(&self, r: &Request, o: ListOptions) -> Result<ListIter<'_>, ApiError> {
-        self.inner.list(r, o)
-    }
-    fn axes(&self, r: &Request, depth: u8) -> Result<AxesMap, ApiError> {
-        self.inner.axes(r, depth)
-    }
-    fn where_(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-        self.inner.where_(r)
-    }
-    fn wipe(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-        self.inner.wipe(r, doit)
-    }
-    fn purge(&self, r: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-        self.inner.purge(r, doit)
-    }
-    fn stats(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-        self.inner.stats(r)
-    }
-    fn dump(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-        self.inner.dump(r)
-    }
-    fn control(
-        &self,
-        r: &Request,
-        a: ControlAction,
-        ids: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
-        self.inner.control(r, a, ids)
-    }
-    fn compact(&self, r: &Request) -> Result<Vec<String>, ApiError> {
-        self.inner.compact(r)
     }
 }
 

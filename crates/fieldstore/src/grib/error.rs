@@ -1,5 +1,7 @@
 //! The GRIB layer's error type: every variant says which message and where.
 
+use crate::error_kind::ErrorKind;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GribError {
     #[error("{source_name}: no GRIB message found ({len} bytes of other data)")]
@@ -47,4 +49,14 @@ pub enum GribError {
     Decode(String),
     #[error("ecCodes: {0}")]
     EcCodes(String),
+}
+
+impl GribError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            GribError::Io { .. } => ErrorKind::Io,
+            GribError::EcCodes(_) => ErrorKind::Internal,
+            _ => ErrorKind::BadRequest,
+        }
+    }
 }

@@ -6,6 +6,7 @@ use super::key::KeyParseError;
 use super::request::RequestError;
 use super::schema::SchemaError;
 use super::types::TypeError;
+use crate::error_kind::ErrorKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -19,4 +20,16 @@ pub enum ModelError {
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+impl ModelError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ModelError::Key(_) | ModelError::Request(_) => ErrorKind::BadRequest,
+            ModelError::Type(TypeError::UnknownType { .. }) => ErrorKind::Schema,
+            ModelError::Type(_) => ErrorKind::BadRequest,
+            ModelError::Schema(_) => ErrorKind::Schema,
+            ModelError::Config(_) => ErrorKind::Config,
+        }
+    }
 }

@@ -20,9 +20,13 @@ use super::protocol::{
     WireListElement,
 };
 use crate::api::fdb::ListIter;
+use crate::api::RemoteFailure;
 use crate::api::{
-    ApiError, AxesMap, ControlAction, ControlIdentifier, Fdb, ListElement, ListOptions,
+    ApiError, AxesMap, CompactElement, ControlAction, ControlElement, ControlIdentifier,
+    DumpElement, Fdb, ListElement, ListOptions, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
 };
+use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::Key;
 
@@ -188,7 +192,7 @@ impl RemoteFdb {
             payload: Vec::new(),
         };
         let hello = p::to_json(&Hello {
-            versions: (p::VERSION_MIN..=p::VERSION_MAX).collect(),
+            versions: (p::SESSION_VERSION_MIN..=p::VERSION_MAX).collect(),
             token: self.token.clone(),
             role,
             client: format!("fieldstore/{}", env!("CARGO_PKG_VERSION")),
@@ -208,6 +212,7 @@ impl RemoteFdb {
                 let e: ErrorReply = p::from_json("error", &c.payload)?;
                 return Err(RemoteError::Refused {
                     endpoint: self.endpoint.clone(),
+                    kind: e.error_kind(),
                     message: e.message,
                 });
             }
@@ -270,6 +275,7 @@ impl RemoteFdb {
             Ok(e) if e.kind == kinds::NOTHING_MATCHED => ApiError::NothingMatched(e.message),
             Ok(e) => RemoteError::Server {
                 endpoint: self.endpoint.clone(),
+                kind: e.error_kind(),
                 message: e.message,
             }
             .into(),
@@ -358,10 +364,6 @@ impl RemoteFdb {
         let v = p::from_json(kind.op_name(), &c.payload)?;
         self.checkin(c);
         Ok(v)
-    }
-
-    fn lines(&self, kind: MsgType, query: &Query) -> Result<Vec<String>, ApiError> {
-        self.call(kind, query)
     }
 
     fn send_archive(&self, key: Option<&Key>, grib: bool, data: &[u8]) -> Result<(), ApiError> {
@@ -757,7 +759,13 @@ impl Fdb for RemoteFdb {
         r.take_frame(h).map_err(|e| match e.into_inner() {
             Some(inner) => match inner.downcast::<ApiError>() {
                 Ok(api) => *api,
-                Err(other) => ApiError::Remote(other),
+                Err(other) => match other.downcast::<RemoteError>() {
+                    Ok(remote) => (*remote).into(),
+                    Err(other) => ApiError::Remote(RemoteFailure {
+                        kind: ErrorKind::Remote,
+                        error: other,
+                    }),
+                },
             },
             None => ApiError::Invalid("retrieve failed".into()),
         })?;
@@ -785,28 +793,28 @@ impl Fdb for RemoteFdb {
         self.call(MsgType::Axes, &q)
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.lines(MsgType::Where, &Query::new(request))
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
+        self.call(MsgType::Where, &Query::new(request))
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         let mut q = Query::new(request);
         q.doit = doit;
-        self.lines(MsgType::Wipe, &q)
+        self.call(MsgType::Wipe, &q)
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         let mut q = Query::new(request);
         q.doit = doit;
-        self.lines(MsgType::Purge, &q)
+        self.call(MsgType::Purge, &q)
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.lines(MsgType::Stats, &Query::new(request))
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
+        self.call(MsgType::Stats, &Query::new(request))
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.lines(MsgType::Dump, &Query::new(request))
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
+        self.call(MsgType::Dump, &Query::new(request))
     }
 
     fn control(
@@ -814,15 +822,15 @@ impl Fdb for RemoteFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
         let mut q = Query::new(request);
         q.action = Some(p::action_name(action).into());
         q.identifiers = identifiers.iter().map(|i| i.name().to_string()).collect();
-        self.lines(MsgType::Control, &q)
+        self.call(MsgType::Control, &q)
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.lines(MsgType::Compact, &Query::new(request))
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
+        self.call(MsgType::Compact, &Query::new(request))
     }
 
     fn explain_nothing(&self, request: &Request) -> String {
@@ -877,5 +885,69 @@ mod tests {
         assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 3);
         stop.shutdown();
         serving.join().unwrap().unwrap();
+    }
+
+    /// Maintenance answers arrive as the same typed elements the server's store made, and a
+    /// failure as an error of the same kind.
+    #[test]
+    fn elements_and_error_kinds_survive_the_wire() {
+        let d = tempfile::tempdir().unwrap();
+        let slow = SlowFlush::new(local(d.path()));
+        let store = slow.inner.clone();
+        let factory: Box<FdbFactory> = Box::new({
+            let slow = slow.clone();
+            move || Ok(Box::new(slow.clone()) as Box<dyn Fdb>)
+        });
+        let server = Server::bind("127.0.0.1:0", factory, ServerOptions::default()).unwrap();
+        let port = server.local_addr().port();
+        let stop = server.shutdown_handle();
+        let serving = std::thread::spawn(move || server.run());
+        let fdb = RemoteFdb::new("127.0.0.1", port, None);
+        fdb.archive(Some(&key(0)), b"f0").unwrap();
+        fdb.flush().unwrap();
+
+        let parse = crate::model::request::parse_request;
+        let db = parse("class=od,expver=0001,stream=oper,date=20261122,time=1200").unwrap();
+        assert_eq!(fdb.where_(&db).unwrap(), store.where_(&db).unwrap());
+        assert_eq!(fdb.stats(&db).unwrap(), store.stats(&db).unwrap());
+        assert_eq!(fdb.dump(&db).unwrap(), store.dump(&db).unwrap());
+        assert_eq!(fdb.stats(&db).unwrap()[0].fields, 1);
+        let locked = fdb
+            .control(&db, ControlAction::Lock, &[ControlIdentifier::Wipe])
+            .unwrap();
+        assert!(locked[0].is_locked(ControlIdentifier::Wipe));
+        assert_eq!(locked[0].db, store.where_(&db).unwrap()[0].db);
+
+        let remote = fdb.wipe(&db, true).unwrap_err();
+        let here = store.wipe(&db, true).unwrap_err();
+        assert_eq!(here.kind(), ErrorKind::Locked);
+        assert_eq!(remote.kind(), here.kind(), "{remote}");
+        let nothing = parse("class=rd,expver=0001,stream=oper,date=20261122,time=1200").unwrap();
+        assert_eq!(
+            fdb.wipe(&nothing, false).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        // A request the server cannot read is the client's mistake, wherever it is found.
+        let bad = parse("class=od,date=notadate").unwrap();
+        let (remote, here) = (
+            fdb.where_(&bad).unwrap_err(),
+            store.where_(&bad).unwrap_err(),
+        );
+        assert_eq!(remote.kind(), here.kind(), "{remote} / {here}");
+        // A batch the server refuses fails its flush with the kind of the first refusal.
+        let partial = Key::parse("class=od,expver=0001").unwrap();
+        fdb.archive(Some(&partial), b"f").unwrap();
+        let remote = fdb.flush().unwrap_err();
+        let here = store.archive(Some(&partial), b"f").unwrap_err();
+        assert_ne!(here.kind(), ErrorKind::Remote);
+        assert_eq!(remote.kind(), here.kind(), "{remote} / {here}");
+        let unlocked = fdb
+            .control(&db, ControlAction::Unlock, &[ControlIdentifier::Wipe])
+            .unwrap();
+        assert!(unlocked[0].locked.is_empty());
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+        // A server that is gone is a remote failure.
+        assert_eq!(fdb.stats(&db).unwrap_err().kind(), ErrorKind::Remote);
     }
 }

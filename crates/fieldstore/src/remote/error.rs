@@ -1,6 +1,7 @@
 //! The remote layer's error type: every variant says which peer and what to do about it.
 
-use crate::api::ApiError;
+use crate::api::{ApiError, RemoteFailure};
+use crate::error_kind::ErrorKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -17,9 +18,18 @@ pub enum RemoteError {
         detail: String,
     },
     #[error("fieldstore server {endpoint} refused the connection: {message}")]
-    Refused { endpoint: String, message: String },
+    Refused {
+        endpoint: String,
+        message: String,
+        kind: ErrorKind,
+    },
     #[error("fieldstore server {endpoint}: {message}")]
-    Server { endpoint: String, message: String },
+    Server {
+        endpoint: String,
+        message: String,
+        /// The kind of the server-side error.
+        kind: ErrorKind,
+    },
     #[error("fieldstore server {endpoint} broke the protocol: {detail}")]
     Protocol { endpoint: String, detail: String },
 
@@ -54,6 +64,25 @@ impl RemoteError {
         }
     }
 
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RemoteError::Server { kind, .. } | RemoteError::Refused { kind, .. } => *kind,
+            RemoteError::Connect { .. }
+            | RemoteError::ConnectionLost { .. }
+            | RemoteError::Truncated
+            | RemoteError::Closed
+            | RemoteError::Io(_) => ErrorKind::Remote,
+            RemoteError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
+            RemoteError::TooLarge { .. } => ErrorKind::BadRequest,
+            RemoteError::Protocol { .. }
+            | RemoteError::BadMagic { .. }
+            | RemoteError::UnknownType(_)
+            | RemoteError::Checksum { .. }
+            | RemoteError::BadEndMarker { .. }
+            | RemoteError::Payload { .. } => ErrorKind::Remote,
+        }
+    }
+
     /// Whether the frame stream itself is broken (nothing more can be read from it).
     pub fn is_fatal_to_connection(&self) -> bool {
         !matches!(
@@ -65,8 +94,12 @@ impl RemoteError {
 
 /// Remote failures reach callers of the `Fdb` trait as `ApiError::Remote`, so the api layer needs no
 /// knowledge of the network; "nothing matched" keeps its own variant so callers can tell it apart.
+/// The kind goes along, so callers learn it without knowing this type.
 impl From<RemoteError> for ApiError {
     fn from(e: RemoteError) -> ApiError {
-        ApiError::Remote(Box::new(e))
+        ApiError::Remote(RemoteFailure {
+            kind: e.kind(),
+            error: Box::new(e),
+        })
     }
 }

@@ -11,23 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::protocol::MsgType;
-
-/// The operations counted, in the order they are printed.
-pub const OPS: [MsgType; 13] = [
-    MsgType::Archive,
-    MsgType::Flush,
-    MsgType::Retrieve,
-    MsgType::List,
-    MsgType::Axes,
-    MsgType::Where,
-    MsgType::Dump,
-    MsgType::Stats,
-    MsgType::Wipe,
-    MsgType::Purge,
-    MsgType::Control,
-    MsgType::Compact,
-    MsgType::Explain,
-];
+use crate::api::Operation;
 
 /// Latency histogram bounds, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -45,7 +29,7 @@ struct OpCounters {
 
 #[derive(Default)]
 pub struct Metrics {
-    ops: [OpCounters; OPS.len()],
+    ops: [OpCounters; Operation::ALL.len()],
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub connections_open: AtomicI64,
@@ -60,7 +44,7 @@ pub struct Metrics {
 
 impl Metrics {
     fn op(&self, t: MsgType) -> Option<&OpCounters> {
-        OPS.iter().position(|o| *o == t).map(|i| &self.ops[i])
+        t.operation().map(|op| &self.ops[op.index()])
     }
 
     pub fn record(&self, t: MsgType, elapsed: Duration, ok: bool) {
@@ -83,26 +67,26 @@ impl Metrics {
         let mut s = String::new();
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let _ = writeln!(s, "# HELP fieldstore_requests_total Requests handled, by operation (archive: fields).\n# TYPE fieldstore_requests_total counter");
-        for (t, c) in OPS.iter().zip(&self.ops) {
+        for (op, c) in Operation::ALL.iter().zip(&self.ops) {
             let _ = writeln!(
                 s,
                 "fieldstore_requests_total{{op=\"{}\"}} {}",
-                t.op_name(),
+                op.name(),
                 load(&c.requests)
             );
         }
         let _ = writeln!(s, "# HELP fieldstore_request_errors_total Requests that failed, by operation.\n# TYPE fieldstore_request_errors_total counter");
-        for (t, c) in OPS.iter().zip(&self.ops) {
+        for (op, c) in Operation::ALL.iter().zip(&self.ops) {
             let _ = writeln!(
                 s,
                 "fieldstore_request_errors_total{{op=\"{}\"}} {}",
-                t.op_name(),
+                op.name(),
                 load(&c.errors)
             );
         }
         let _ = writeln!(s, "# HELP fieldstore_request_duration_seconds Time to serve a request, including streaming its reply.\n# TYPE fieldstore_request_duration_seconds histogram");
-        for (t, c) in OPS.iter().zip(&self.ops) {
-            let op = t.op_name();
+        for (op, c) in Operation::ALL.iter().zip(&self.ops) {
+            let op = op.name();
             let mut cumulative = 0;
             for (i, b) in BUCKETS.iter().enumerate() {
                 cumulative += load(&c.buckets[i]);

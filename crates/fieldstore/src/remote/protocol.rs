@@ -9,8 +9,9 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use super::error::RemoteError;
-use crate::api::{ControlAction, ControlIdentifier, ListElement, Location};
+use crate::api::{ControlAction, ControlIdentifier, ListElement, Location, Operation};
 use crate::checksum::{crc32c, crc32c_append, Crc32c};
+use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::schema::SplitKey;
 use crate::model::Key;
@@ -18,8 +19,14 @@ use crate::model::Key;
 pub const MAGIC: [u8; 4] = *b"FSTO";
 pub const END_MARKER: [u8; 4] = *b"FEND";
 /// Versions this build speaks; the handshake picks the highest both sides know.
+/// Frame headers of versions `VERSION_MIN..=VERSION_MAX` are read (a hello is always sent with
+/// version 1, so an older peer can read it and answer with a clear refusal).
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 1;
+pub const VERSION_MAX: u16 = 2;
+/// The oldest version a session may use: version 1 answered maintenance requests (where, wipe,
+/// stats...) with text lines, which this build no longer makes; version 2 carries typed
+/// elements and error kinds.
+pub const SESSION_VERSION_MIN: u16 = 2;
 pub const HEADER_LEN: usize = 24;
 pub const TRAILER_LEN: usize = 8;
 /// Bytes a frame adds around its payload.
@@ -88,29 +95,64 @@ impl MsgType {
         Self::ALL.into_iter().find(|t| *t as u16 == v)
     }
 
-    /// The API operation a request type stands for (metrics labels, logs).
+    /// The API operation a request type stands for; `None` for handshake and reply frames.
+    pub fn operation(self) -> Option<Operation> {
+        Some(match self {
+            MsgType::Archive => Operation::Archive,
+            MsgType::Flush => Operation::Flush,
+            MsgType::Retrieve => Operation::Retrieve,
+            MsgType::List => Operation::List,
+            MsgType::Axes => Operation::Axes,
+            MsgType::Where => Operation::Where,
+            MsgType::Dump => Operation::Dump,
+            MsgType::Stats => Operation::Stats,
+            MsgType::Wipe => Operation::Wipe,
+            MsgType::Purge => Operation::Purge,
+            MsgType::Control => Operation::Control,
+            MsgType::Compact => Operation::Compact,
+            MsgType::Explain => Operation::Explain,
+            MsgType::Hello
+            | MsgType::Welcome
+            | MsgType::Error
+            | MsgType::Reply
+            | MsgType::Data
+            | MsgType::Entries
+            | MsgType::End => return None,
+        })
+    }
+
+    /// The request frame asking for an operation: every operation has one.
+    pub fn request(op: Operation) -> MsgType {
+        match op {
+            Operation::Archive => MsgType::Archive,
+            Operation::Flush => MsgType::Flush,
+            Operation::Retrieve => MsgType::Retrieve,
+            Operation::List => MsgType::List,
+            Operation::Axes => MsgType::Axes,
+            Operation::Where => MsgType::Where,
+            Operation::Dump => MsgType::Dump,
+            Operation::Stats => MsgType::Stats,
+            Operation::Wipe => MsgType::Wipe,
+            Operation::Purge => MsgType::Purge,
+            Operation::Control => MsgType::Control,
+            Operation::Compact => MsgType::Compact,
+            Operation::Explain => MsgType::Explain,
+        }
+    }
+
+    /// A name for logs and messages: the operation's for a request.
     pub fn op_name(self) -> &'static str {
+        if let Some(op) = self.operation() {
+            return op.name();
+        }
         match self {
             MsgType::Hello => "hello",
             MsgType::Welcome => "welcome",
             MsgType::Error => "error",
-            MsgType::Archive => "archive",
-            MsgType::Flush => "flush",
-            MsgType::Retrieve => "retrieve",
-            MsgType::List => "list",
-            MsgType::Axes => "axes",
-            MsgType::Where => "where",
-            MsgType::Dump => "dump",
-            MsgType::Stats => "stats",
-            MsgType::Wipe => "wipe",
-            MsgType::Purge => "purge",
-            MsgType::Control => "control",
-            MsgType::Compact => "compact",
-            MsgType::Explain => "explain",
             MsgType::Reply => "reply",
             MsgType::Data => "data",
             MsgType::Entries => "entries",
-            MsgType::End => "end",
+            _ => "end",
         }
     }
 }
@@ -372,14 +414,39 @@ pub struct Welcome {
     pub chunk_size: u64,
 }
 
-/// An error frame: a stable `kind` programs can match on, and a message for people.
+/// An error frame: a stable `kind` programs can match on (what went wrong with the request, see
+/// [`kinds`]), a message for people, and since version 2 the [`ErrorKind`] of the server-side
+/// error, so a client's error has the kind the server's had.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
     pub kind: String,
     pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+}
+
+impl ErrorReply {
+    pub fn new(kind: &str, message: &str, error_kind: ErrorKind) -> ErrorReply {
+        ErrorReply {
+            kind: kind.into(),
+            message: message.into(),
+            error_kind: Some(error_kind.as_str().into()),
+        }
+    }
+
+    /// The kind of the error the server met: as it said, else (an older server, or a kind this
+    /// build does not know) from the protocol kind.
+    pub fn error_kind(&self) -> ErrorKind {
+        if let Some(k) = self.error_kind.as_deref().and_then(|k| k.parse().ok()) {
+            return k;
+        }
+        kinds::error_kind(&self.kind)
+    }
 }
 
 pub mod kinds {
+    use crate::error_kind::ErrorKind;
+
     pub const AUTH: &str = "auth";
     pub const VERSION: &str = "version";
     pub const BUSY: &str = "busy";
@@ -388,6 +455,17 @@ pub mod kinds {
     pub const NOTHING_MATCHED: &str = "nothing_matched";
     pub const FAILED: &str = "failed";
     pub const SHUTDOWN: &str = "shutdown";
+
+    /// The error kind a protocol kind stands for, when the reply does not say.
+    pub fn error_kind(kind: &str) -> ErrorKind {
+        match kind {
+            AUTH => ErrorKind::Permission,
+            VERSION => ErrorKind::Unsupported,
+            FRAME | BAD_REQUEST => ErrorKind::BadRequest,
+            NOTHING_MATCHED => ErrorKind::NotFound,
+            _ => ErrorKind::Remote,
+        }
+    }
 }
 
 /// A MARS request as sent: verb and keywords in order, each with its values.
@@ -472,7 +550,9 @@ pub fn parse_action(s: &str) -> Option<ControlAction> {
 }
 
 pub fn parse_identifier(s: &str) -> Option<ControlIdentifier> {
-    ControlIdentifier::ALL.into_iter().find(|i| i.name() == s)
+    s.parse::<Operation>()
+        .ok()
+        .filter(|op| op.is_controllable())
 }
 
 fn key_pairs(k: &Key) -> Vec<(String, String)> {
@@ -783,5 +863,41 @@ mod tests {
         };
         let w: WireListElement = from_json("e", &to_json(&WireListElement::from(&e))).unwrap();
         assert_eq!(ListElement::from(w), e);
+    }
+
+    #[test]
+    fn request_types_and_operations_map_both_ways() {
+        for op in Operation::ALL {
+            let t = MsgType::request(op);
+            assert_eq!(t.operation(), Some(op));
+            assert_eq!(t.op_name(), op.name());
+        }
+        let requests = MsgType::ALL
+            .iter()
+            .filter(|t| t.operation().is_some())
+            .count();
+        assert_eq!(requests, Operation::ALL.len());
+        assert_eq!(MsgType::Reply.operation(), None);
+        // Wire codes never move.
+        assert_eq!(MsgType::request(Operation::Wipe) as u16, 24);
+        assert_eq!(MsgType::request(Operation::Explain) as u16, 28);
+    }
+
+    #[test]
+    fn error_replies_carry_the_kind_and_older_ones_still_map() {
+        let r = ErrorReply::new(kinds::FAILED, "locked", ErrorKind::Locked);
+        let back: ErrorReply = from_json("error", &to_json(&r)).unwrap();
+        assert_eq!(back.error_kind(), ErrorKind::Locked);
+        let old: ErrorReply =
+            from_json("error", br#"{"kind":"nothing_matched","message":"m"}"#).unwrap();
+        assert_eq!(old.error_kind(), ErrorKind::NotFound);
+        let newer: ErrorReply = from_json(
+            "error",
+            br#"{"kind":"failed","message":"m","error_kind":"later"}"#,
+        )
+        .unwrap();
+        assert_eq!(newer.error_kind(), ErrorKind::Remote);
+        assert_eq!(parse_identifier("wipe"), Some(Operation::Wipe));
+        assert_eq!(parse_identifier("flush"), None);
     }
 }

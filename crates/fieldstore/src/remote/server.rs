@@ -25,6 +25,7 @@ use super::protocol::{
 };
 use super::transport::{Socket, TlsAcceptor};
 use crate::api::{ApiError, Fdb, ListOptions};
+use crate::error_kind::ErrorKind;
 
 /// Builds a fresh handle on the served store (one per archive connection).
 pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
@@ -341,10 +342,7 @@ impl Read for ConnReader<'_> {
 }
 
 fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> io::Result<u64> {
-    let body = p::to_json(&ErrorReply {
-        kind: kind.into(),
-        message: message.into(),
-    });
+    let body = p::to_json(&ErrorReply::new(kind, message, kinds::error_kind(kind)));
     let n = p::write_frame(w, p::VERSION_MIN, MsgType::Error, request, &[&body])?;
     w.flush()?;
     Ok(n)
@@ -462,10 +460,17 @@ impl<'a> Connection<'a> {
     }
 
     fn send_error(&mut self, request: u64, kind: &str, message: &str) -> Result<(), Broken> {
-        let body = p::to_json(&ErrorReply {
-            kind: kind.into(),
-            message: message.into(),
-        });
+        self.send_error_of(request, kind, message, kinds::error_kind(kind))
+    }
+
+    fn send_error_of(
+        &mut self,
+        request: u64,
+        kind: &str,
+        message: &str,
+        error_kind: ErrorKind,
+    ) -> Result<(), Broken> {
+        let body = p::to_json(&ErrorReply::new(kind, message, error_kind));
         self.send(MsgType::Error, request, &[&body])?;
         Ok(self.writer.flush()?)
     }
@@ -475,7 +480,7 @@ impl<'a> Connection<'a> {
             ApiError::NothingMatched(_) => kinds::NOTHING_MATCHED,
             _ => kinds::FAILED,
         };
-        self.send_error(request, kind, &error_chain(e))
+        self.send_error_of(request, kind, &error_chain(e), e.kind())
     }
 
     fn handshake(&mut self) -> Result<Option<Role>, Broken> {
@@ -505,7 +510,7 @@ impl<'a> Connection<'a> {
             .versions
             .iter()
             .copied()
-            .filter(|v| (p::VERSION_MIN..=p::VERSION_MAX).contains(v))
+            .filter(|v| (p::SESSION_VERSION_MIN..=p::VERSION_MAX).contains(v))
             .max()
         else {
             return refuse(
@@ -514,7 +519,7 @@ impl<'a> Connection<'a> {
                 &format!(
                     "the client speaks protocol versions {:?}, this server {}..={}: upgrade the older side",
                     hello.versions,
-                    p::VERSION_MIN,
+                    p::SESSION_VERSION_MIN,
                     p::VERSION_MAX
                 ),
             );
@@ -676,7 +681,12 @@ impl<'a> Connection<'a> {
                     Err(e) => {
                         let msg =
                             format!("retrieve failed after {bytes} bytes: {}", error_chain(&e));
-                        self.send_error(request, kinds::FAILED, &msg)?;
+                        // The store's error travels inside the I/O error of its stream.
+                        let kind = e
+                            .get_ref()
+                            .and_then(|inner| inner.downcast_ref::<ApiError>())
+                            .map_or(ErrorKind::Io, ApiError::kind);
+                        self.send_error_of(request, kinds::FAILED, &msg, kind)?;
                         return Ok(false);
                     }
                 }
@@ -775,24 +785,23 @@ impl<'a> Connection<'a> {
                         let started = Instant::now();
                         let (tx, rx) = sync_channel(1);
                         let outcome = match jobs.send(Job::Flush(tx)) {
-                            Ok(()) => rx
-                                .recv()
-                                .unwrap_or_else(|_| Err((0, "the archiver stopped".to_string()))),
-                            Err(_) => Err((0, "the archiver stopped".to_string())),
+                            Ok(()) => rx.recv().unwrap_or_else(|_| Err((0, archiver_stopped()))),
+                            Err(_) => Err((0, archiver_stopped())),
                         };
                         let sent = match &outcome {
                             Ok(pending) => {
                                 info!(fields = pending, elapsed = ?started.elapsed(), "flushed");
                                 self.reply(h.request, &p::to_json(pending))
                             }
-                            Err((pending, msg)) => {
+                            Err((pending, (kind, msg))) => {
                                 warn!(fields = pending, "flush failed, batch discarded: {msg}");
-                                self.send_error(
+                                self.send_error_of(
                                     h.request,
                                     kinds::FAILED,
                                     &format!(
                                         "{msg} (nothing archived since the last flush was stored)"
                                     ),
+                                    *kind,
                                 )
                             }
                         };
@@ -827,7 +836,14 @@ enum Job {
     /// One archive frame's payload.
     Field(Vec<u8>),
     /// Make the batch durable and visible; answers with how many fields it held, or why not.
-    Flush(SyncSender<Result<u64, (u64, String)>>),
+    Flush(SyncSender<Result<u64, (u64, Failure)>>),
+}
+
+/// Why a batch failed: the kind of the first error, and its message.
+type Failure = (ErrorKind, String);
+
+fn archiver_stopped() -> Failure {
+    (ErrorKind::Internal, "the archiver stopped".to_string())
 }
 
 /// Stores the fields of one archive connection in order and answers its flushes. When the jobs
@@ -835,15 +851,15 @@ enum Job {
 fn archiver(shared: &Shared, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>) {
     let mut fdb: Option<Box<dyn Fdb>> = None;
     let mut pending = 0u64;
-    let mut failed: Option<String> = None;
+    let mut failed: Option<Failure> = None;
     for job in inbox {
         match job {
             Job::Field(payload) => {
                 let started = Instant::now();
                 pending += 1;
                 if failed.is_none() {
-                    if let Err(e) = archive_one(shared, &mut fdb, &payload) {
-                        failed = Some(format!("field {pending} since the last flush: {e}"));
+                    if let Err((kind, e)) = archive_one(shared, &mut fdb, &payload) {
+                        failed = Some((kind, format!("field {pending} since the last flush: {e}")));
                     }
                 }
                 shared
@@ -855,7 +871,7 @@ fn archiver(shared: &Shared, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>)
                 let outcome = match failed.take() {
                     Some(msg) => Err(msg),
                     None => match &fdb {
-                        Some(f) => f.flush().map_err(|e| error_chain(&e)),
+                        Some(f) => f.flush().map_err(|e| (e.kind(), error_chain(&e))),
                         None => Ok(()),
                     },
                 };
@@ -892,17 +908,18 @@ fn archive_one(
     shared: &Shared,
     fdb: &mut Option<Box<dyn Fdb>>,
     payload: &[u8],
-) -> Result<(), String> {
-    let (key, grib, data) = p::decode_archive(payload).map_err(|e| e.to_string())?;
+) -> Result<(), Failure> {
+    let (key, grib, data) =
+        p::decode_archive(payload).map_err(|e| (ErrorKind::BadRequest, e.to_string()))?;
     let f = match fdb {
         Some(f) => f,
-        None => fdb.insert((shared.factory)().map_err(|e| error_chain(&e))?),
+        None => fdb.insert((shared.factory)().map_err(|e| (e.kind(), error_chain(&e)))?),
     };
     let r = match (key, grib) {
         (Some(k), true) => f.archive_grib(&k, data),
         (k, _) => f.archive(k.as_ref(), data),
     };
-    r.map_err(|e| error_chain(&e))
+    r.map_err(|e| (e.kind(), error_chain(&e)))
 }
 
 /// Fills chunks from the store's stream until it ends or the writer goes away.

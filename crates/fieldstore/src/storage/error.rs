@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::error_kind::ErrorKind;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("cannot {op} {path}: {source}")]
@@ -71,6 +73,26 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StorageError::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::PermissionDenied => ErrorKind::Permission,
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    ErrorKind::Full
+                }
+                _ => ErrorKind::Io,
+            },
+            StorageError::Corrupt { .. }
+            | StorageError::FieldChecksum { .. }
+            | StorageError::MissingJournal { .. } => ErrorKind::Corrupt,
+            StorageError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
+            StorageError::NameTaken { .. } => ErrorKind::Config,
+            StorageError::Config { .. } | StorageError::NoWritableRoot { .. } => ErrorKind::Config,
+            StorageError::PermissionDenied { .. } => ErrorKind::Permission,
+            StorageError::Full { .. } => ErrorKind::Full,
+        }
+    }
+
     pub(crate) fn io(
         op: &'static str,
         path: impl Into<PathBuf>,

@@ -4,8 +4,12 @@
 
 use std::io::Read;
 
-use fieldstore::api::{ApiError, ControlAction, ControlIdentifier, Fdb, ListElement, ListOptions};
+use fieldstore::api::{
+    ApiError, ControlAction, ControlIdentifier, Fdb, ListElement, ListOptions, PurgeElement,
+    WhereElement, WipeElement,
+};
 use fieldstore::model::request::Request;
+use fieldstore::ErrorKind;
 
 /// The whole retrieve, read to the end.
 pub fn retrieve_all(fdb: &dyn Fdb, request: &Request) -> Result<Vec<u8>, ApiError> {
@@ -87,12 +91,12 @@ pub fn full_key(e: &ListElement) -> String {
         .join(",")
 }
 
-/// Whether anything was wiped (or would be); an error if nothing matched.
-pub fn wipe(fdb: &dyn Fdb, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+/// The databases wiped (or that would be); an error if nothing matched.
+pub fn wipe(fdb: &dyn Fdb, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
     fdb.wipe(request, doit)
 }
 
-pub fn purge(fdb: &dyn Fdb, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+pub fn purge(fdb: &dyn Fdb, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
     fdb.purge(request, doit)
 }
 
@@ -100,7 +104,7 @@ pub fn compact(fdb: &dyn Fdb, request: &Request) -> Result<(), ApiError> {
     fdb.compact(request).map(|_| ())
 }
 
-pub fn where_(fdb: &dyn Fdb, request: &Request) -> Result<Vec<String>, ApiError> {
+pub fn where_(fdb: &dyn Fdb, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
     fdb.where_(request)
 }
 
@@ -113,32 +117,15 @@ pub fn control(
     fdb.control(request, action, ids).map(|_| ())
 }
 
-/// `(fields, masked)` summed over the databases stats reports (not the total lines, which a
-/// frontend over several children repeats per child).
+/// `(fields, masked)` summed over the databases stats reports.
 pub fn stats_counts(fdb: &dyn Fdb, request: &Request) -> Result<(u64, u64), ApiError> {
-    let mut fields = 0;
-    let mut masked = 0;
-    for line in fdb.stats(request)? {
-        let Some((_, rest)) = line.split_once(": fields ") else {
-            continue;
-        };
-        let number = |s: &str| -> u64 {
-            s.split(|c: char| !c.is_ascii_digit())
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("stats line without a count: {line}"))
-        };
-        fields += number(rest);
-        let m = rest
-            .split_once("masked ")
-            .unwrap_or_else(|| panic!("stats line without masked: {line}"))
-            .1;
-        masked += number(m);
-    }
-    Ok((fields, masked))
+    Ok(fdb
+        .stats(request)?
+        .iter()
+        .fold((0, 0), |(f, m), e| (f + e.fields, m + e.masked)))
 }
 
-/// The error kinds the cases tell apart (until every error carries a stable kind).
+/// The error kinds the cases tell apart, from the stable kind every error carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     NotFound,
@@ -147,10 +134,9 @@ pub enum Kind {
 }
 
 pub fn kind(e: &ApiError) -> Kind {
-    match e {
-        ApiError::NothingMatched(_) => Kind::NotFound,
-        ApiError::Locked { .. } => Kind::Locked,
-        other if other.to_string().contains(" is locked on database ") => Kind::Locked,
+    match e.kind() {
+        ErrorKind::NotFound => Kind::NotFound,
+        ErrorKind::Locked => Kind::Locked,
         _ => Kind::Other,
     }
 }

@@ -16,60 +16,14 @@ use std::time::{Duration, Instant};
 
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::operation::Operation;
+use crate::api::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
-
-/// The operations counted, in the order the summary lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Op {
-    Archive,
-    Flush,
-    Retrieve,
-    List,
-    Axes,
-    Where,
-    Wipe,
-    Purge,
-    Stats,
-    Dump,
-    Control,
-    Compact,
-}
-
-impl Op {
-    pub const ALL: [Op; 12] = [
-        Op::Archive,
-        Op::Flush,
-        Op::Retrieve,
-        Op::List,
-        Op::Axes,
-        Op::Where,
-        Op::Wipe,
-        Op::Purge,
-        Op::Stats,
-        Op::Dump,
-        Op::Control,
-        Op::Compact,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Archive => "archive",
-            Op::Flush => "flush",
-            Op::Retrieve => "retrieve",
-            Op::List => "list",
-            Op::Axes => "axes",
-            Op::Where => "where",
-            Op::Wipe => "wipe",
-            Op::Purge => "purge",
-            Op::Stats => "stats",
-            Op::Dump => "dump",
-            Op::Control => "control",
-            Op::Compact => "compact",
-        }
-    }
-}
 
 /// What one operation cost over the handle's life.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,7 +34,7 @@ pub struct OpStats {
     pub max: Duration,
     /// Field bytes archived or retrieved.
     pub bytes: u64,
-    /// Fields archived, list elements, or lines/values answered.
+    /// Fields archived, list elements, or databases or axis values answered.
     pub items: u64,
 }
 
@@ -95,7 +49,7 @@ enum Outcome<'e> {
 pub struct DiagnosticsFdb {
     child: Arc<dyn Fdb>,
     report: Option<PathBuf>,
-    stats: Mutex<[OpStats; Op::ALL.len()]>,
+    stats: Mutex<[OpStats; Operation::ALL.len()]>,
     opened: Instant,
 }
 
@@ -104,24 +58,24 @@ impl DiagnosticsFdb {
         DiagnosticsFdb {
             child,
             report,
-            stats: Mutex::new([OpStats::default(); Op::ALL.len()]),
+            stats: Mutex::new([OpStats::default(); Operation::ALL.len()]),
             opened: Instant::now(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, [OpStats; Op::ALL.len()]> {
+    fn lock(&self) -> MutexGuard<'_, [OpStats; Operation::ALL.len()]> {
         // Counters are plain numbers: a panic mid-update cannot leave them unusable.
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The counters so far for one operation.
-    pub fn stats(&self, op: Op) -> OpStats {
+    pub fn stats(&self, op: Operation) -> OpStats {
         self.lock()[op as usize]
     }
 
     fn record(
         &self,
-        op: Op,
+        op: Operation,
         what: &dyn std::fmt::Display,
         took: Duration,
         bytes: u64,
@@ -161,7 +115,7 @@ impl DiagnosticsFdb {
     /// Times `f` and records it; `size` says what the answer moved (bytes, items).
     fn call<T>(
         &self,
-        op: Op,
+        op: Operation,
         what: &dyn std::fmt::Display,
         in_bytes: u64,
         f: impl FnOnce() -> Result<T, ApiError>,
@@ -190,7 +144,7 @@ impl DiagnosticsFdb {
             std::process::id(),
             self.opened.elapsed().as_secs_f64()
         );
-        for op in Op::ALL {
+        for op in Operation::ALL {
             let o = &all[op as usize];
             if o.calls == 0 {
                 continue;
@@ -251,7 +205,7 @@ impl CountingRead<'_> {
         if !self.done {
             self.done = true;
             self.owner.record(
-                Op::Retrieve,
+                Operation::Retrieve,
                 &self.request,
                 self.started.elapsed(),
                 self.bytes,
@@ -312,7 +266,7 @@ impl CountingList<'_> {
             (None, false) => Outcome::Abandoned,
         };
         self.owner.record(
-            Op::List,
+            Operation::List,
             &self.request,
             self.started.elapsed(),
             0,
@@ -351,13 +305,19 @@ impl Fdb for DiagnosticsFdb {
         format!("diagnostics({})", self.child.name())
     }
 
+    /// Counts every operation below; an operation added later passes through uncounted until
+    /// it is written here, rather than failing.
+    fn forward_to(&self) -> Option<&dyn Fdb> {
+        Some(&*self.child)
+    }
+
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
         let what: &dyn std::fmt::Display = match key {
             Some(k) => k,
             None => &"(key from the GRIB message)",
         };
         self.call(
-            Op::Archive,
+            Operation::Archive,
             what,
             data.len() as u64,
             || self.child.archive(key, data),
@@ -367,7 +327,7 @@ impl Fdb for DiagnosticsFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.call(
-            Op::Archive,
+            Operation::Archive,
             mars_key,
             data.len() as u64,
             || self.child.archive_grib(mars_key, data),
@@ -376,7 +336,7 @@ impl Fdb for DiagnosticsFdb {
     }
 
     fn flush(&self) -> Result<(), ApiError> {
-        self.call(Op::Flush, &"", 0, || self.child.flush(), |_| 0)
+        self.call(Operation::Flush, &"", 0, || self.child.flush(), |_| 0)
     }
 
     fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
@@ -392,7 +352,7 @@ impl Fdb for DiagnosticsFdb {
             })),
             Err(e) => {
                 self.record(
-                    Op::Retrieve,
+                    Operation::Retrieve,
                     request,
                     started.elapsed(),
                     0,
@@ -418,7 +378,7 @@ impl Fdb for DiagnosticsFdb {
             })),
             Err(e) => {
                 self.record(
-                    Op::List,
+                    Operation::List,
                     request,
                     started.elapsed(),
                     0,
@@ -432,7 +392,7 @@ impl Fdb for DiagnosticsFdb {
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
         self.call(
-            Op::Axes,
+            Operation::Axes,
             request,
             0,
             || self.child.axes(request, depth),
@@ -440,9 +400,9 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
         self.call(
-            Op::Where,
+            Operation::Where,
             request,
             0,
             || self.child.where_(request),
@@ -450,9 +410,9 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         self.call(
-            Op::Wipe,
+            Operation::Wipe,
             request,
             0,
             || self.child.wipe(request, doit),
@@ -460,9 +420,9 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         self.call(
-            Op::Purge,
+            Operation::Purge,
             request,
             0,
             || self.child.purge(request, doit),
@@ -470,9 +430,9 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
         self.call(
-            Op::Stats,
+            Operation::Stats,
             request,
             0,
             || self.child.stats(request),
@@ -480,9 +440,9 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         self.call(
-            Op::Dump,
+            Operation::Dump,
             request,
             0,
             || self.child.dump(request),
@@ -495,9 +455,9 @@ impl Fdb for DiagnosticsFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
         self.call(
-            Op::Control,
+            Operation::Control,
             request,
             0,
             || self.child.control(request, action, identifiers),
@@ -505,18 +465,14 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         self.call(
-            Op::Compact,
+            Operation::Compact,
             request,
             0,
             || self.child.compact(request),
             |v| v.len() as u64,
         )
-    }
-
-    fn explain_nothing(&self, request: &Request) -> String {
-        self.child.explain_nothing(request)
     }
 }
 
@@ -565,16 +521,20 @@ mod tests {
             f.archive_grib(&k, &msg).unwrap();
         }
         f.flush().unwrap();
-        let a = f.stats(Op::Archive);
+        let a = f.stats(Operation::Archive);
         assert_eq!((a.calls, a.errors, a.bytes, a.items), (3, 0, total, 3));
-        assert_eq!(f.stats(Op::Flush).calls, 1);
+        assert_eq!(f.stats(Operation::Flush).calls, 1);
 
         // A list is counted when it ends, with its elements.
         let all = parse_request("class=od,expver=0001").unwrap();
         let it = f.list(&all, ListOptions::default()).unwrap();
-        assert_eq!(f.stats(Op::List).calls, 0, "not yet: the stream is open");
+        assert_eq!(
+            f.stats(Operation::List).calls,
+            0,
+            "not yet: the stream is open"
+        );
         assert_eq!(it.count(), 3);
-        let l = f.stats(Op::List);
+        let l = f.stats(Operation::List);
         assert_eq!((l.calls, l.errors, l.items), (1, 0, 3));
 
         // A retrieve is counted with the bytes actually read, also when dropped early.
@@ -589,7 +549,7 @@ mod tests {
         let mut ten = [0u8; 10];
         partial.read_exact(&mut ten).unwrap();
         drop(partial);
-        let r = f.stats(Op::Retrieve);
+        let r = f.stats(Operation::Retrieve);
         assert_eq!((r.calls, r.errors, r.bytes), (2, 0, total + 10));
 
         drop(f);
@@ -627,11 +587,11 @@ mod tests {
         let wrong = grib::mars_keys(&msg).unwrap().with("step", "99");
         assert!(f.archive(Some(&wrong), &msg).is_err());
         assert!(f.archive(None, b"not grib").is_err());
-        let a = f.stats(Op::Archive);
+        let a = f.stats(Operation::Archive);
         assert_eq!((a.calls, a.errors), (2, 2));
         let req = parse_request("class=od,expver=0001").unwrap();
         let _ = f.wipe(&req, false);
-        assert_eq!(f.stats(Op::Wipe).calls, 1);
+        assert_eq!(f.stats(Operation::Wipe).calls, 1);
         assert!(f.summary().lines().any(|l| l.starts_with("archive 2 2 ")));
     }
 }

@@ -13,6 +13,10 @@ use md5::{Digest, Md5};
 use super::{combine_errors, field_key, merge_axes, ChainRead};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::api::ApiError;
 use crate::model::config::DistHash;
 use crate::model::request::Request;
@@ -202,10 +206,10 @@ impl DistFdb {
         }
     }
 
-    fn concat(
+    fn concat<T: Send>(
         &self,
-        f: impl Fn(&dyn Fdb) -> Result<Vec<String>, ApiError> + Sync,
-    ) -> Result<Vec<String>, ApiError> {
+        f: impl Fn(&dyn Fdb) -> Result<Vec<T>, ApiError> + Sync,
+    ) -> Result<Vec<T>, ApiError> {
         Ok(self.fan_out(f)?.into_iter().flatten().collect())
     }
 }
@@ -316,12 +320,12 @@ impl Fdb for DistFdb {
         Ok(axes)
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
         self.concat(|f| f.where_(request))
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-        let out: Vec<String> = self
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
+        let out: Vec<WipeElement> = self
             .fan_out(|f| match f.wipe(request, doit) {
                 Err(ApiError::NothingMatched(_)) => Ok(Vec::new()),
                 other => other,
@@ -337,20 +341,25 @@ impl Fdb for DistFdb {
         Ok(out)
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         self.concat(|f| f.purge(request, doit))
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
         let per_lane = self.fan_out(|f| f.stats(request))?;
         Ok(per_lane
             .into_iter()
             .zip(&self.lanes)
-            .flat_map(|(lines, l)| lines.into_iter().map(move |s| format!("[{}] {s}", l.id)))
+            .flat_map(|(elements, l)| {
+                elements.into_iter().map(move |mut e| {
+                    e.lanes.insert(0, l.id.clone());
+                    e
+                })
+            })
             .collect())
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         self.concat(|f| f.dump(request))
     }
 
@@ -359,11 +368,11 @@ impl Fdb for DistFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
         self.concat(|f| f.control(request, action, identifiers))
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         self.concat(|f| f.compact(request))
     }
 
@@ -457,5 +466,39 @@ mod tests {
             2,
             "the field archived during the first flush was left unflushed by the second"
         );
+    }
+
+    /// Stats name the lane each database was found in, so the CLI can say which lane it is in.
+    #[test]
+    fn stats_carry_the_lane() {
+        use crate::api::testing::local;
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let lanes = [("a", &a), ("b", &b)]
+            .into_iter()
+            .map(|(id, d)| DistLane {
+                id: id.into(),
+                hash_id: id.into(),
+                fdb: local(d.path()),
+            })
+            .collect();
+        let dist = DistFdb::new(lanes, DistHash::Field, None, Context::default()).unwrap();
+        for step in 0..8 {
+            let k = Key::parse(&format!("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step={step},levelist=500,param=130")).unwrap();
+            dist.archive(Some(&k), b"f").unwrap();
+        }
+        dist.flush().unwrap();
+        let all = crate::model::request::parse_request("class=od").unwrap();
+        let stats = dist.stats(&all).unwrap();
+        assert!(!stats.is_empty());
+        for s in &stats {
+            assert_eq!(s.lanes.len(), 1);
+            let dir = if s.lanes[0] == "a" {
+                a.path()
+            } else {
+                b.path()
+            };
+            assert!(s.location.starts_with(&dir.display().to_string()), "{s:?}");
+        }
+        assert_eq!(stats.iter().map(|s| s.fields).sum::<u64>(), 8);
     }
 }

@@ -1,15 +1,12 @@
 //! `type: filter`: only fields matching `select` and no `excludes` reach the child, so a
 //! forecast's output can be trimmed by configuration alone. Reads pass through.
 
-use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{field_key, Selection};
-use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
-use crate::api::fdb::{Fdb, ListIter};
+use crate::api::fdb::Fdb;
 use crate::api::ApiError;
-use crate::model::request::Request;
 use crate::model::Key;
 
 pub struct FilterFdb {
@@ -50,6 +47,11 @@ impl Fdb for FilterFdb {
         format!("filter({})", self.child.name())
     }
 
+    /// Reads, maintenance and explanations pass through untouched.
+    fn forward_to(&self) -> Option<&dyn Fdb> {
+        Some(&*self.child)
+    }
+
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
         let k = field_key(key, data)?;
         if !self.keeps(&k) {
@@ -76,54 +78,5 @@ impl Fdb for FilterFdb {
             tracing::info!(dropped, "filter dropped fields since the last flush");
         }
         self.child.flush()
-    }
-
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-        self.child.retrieve(request)
-    }
-
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
-        self.child.list(request, options)
-    }
-
-    fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
-        self.child.axes(request, depth)
-    }
-
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.child.where_(request)
-    }
-
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-        self.child.wipe(request, doit)
-    }
-
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
-        self.child.purge(request, doit)
-    }
-
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.child.stats(request)
-    }
-
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.child.dump(request)
-    }
-
-    fn control(
-        &self,
-        request: &Request,
-        action: ControlAction,
-        identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
-        self.child.control(request, action, identifiers)
-    }
-
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
-        self.child.compact(request)
-    }
-
-    fn explain_nothing(&self, request: &Request) -> String {
-        self.child.explain_nothing(request)
     }
 }

@@ -7,6 +7,10 @@ use std::sync::{Arc, Mutex};
 use super::{combine_errors, field_key};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -197,7 +201,7 @@ impl Fdb for MirrorFdb {
         self.first(|f| f.axes(request, depth))
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.where_(request)?);
@@ -205,7 +209,7 @@ impl Fdb for MirrorFdb {
         Ok(out)
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.wipe(request, doit)?);
@@ -213,7 +217,7 @@ impl Fdb for MirrorFdb {
         Ok(out)
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.purge(request, doit)?);
@@ -221,11 +225,11 @@ impl Fdb for MirrorFdb {
         Ok(out)
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
         self.first(|f| f.stats(request))
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         self.first(|f| f.dump(request))
     }
 
@@ -234,7 +238,7 @@ impl Fdb for MirrorFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.control(request, action, identifiers)?);
@@ -242,7 +246,7 @@ impl Fdb for MirrorFdb {
         Ok(out)
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.compact(request)?);

@@ -57,13 +57,20 @@ pub(crate) fn merge_axes(into: &mut AxesMap, from: AxesMap) {
 
 /// One error out of several children's, naming each child.
 pub(crate) fn combine_errors(what: &str, errors: Vec<(String, ApiError)>) -> ApiError {
-    ApiError::Invalid(format!(
-        "{what} failed on {} of the children: {}",
-        errors.len(),
-        errors
-            .iter()
-            .map(|(n, e)| format!("[{n}] {e}"))
-            .collect::<Vec<_>>()
-            .join("; ")
-    ))
+    // The children's kind when they agree; otherwise the first child's says the most.
+    let kind = errors
+        .first()
+        .map_or(crate::ErrorKind::Internal, |(_, e)| e.kind());
+    ApiError::Children {
+        summary: format!(
+            "{what} failed on {} of the children: {}",
+            errors.len(),
+            errors
+                .iter()
+                .map(|(n, e)| format!("[{n}] {e}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        kind,
+    }
 }

@@ -8,6 +8,10 @@ use std::sync::Arc;
 use super::{combine_errors, field_key, merge_axes, ChainRead, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::results::{
+    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
+    WipeElement,
+};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -66,11 +70,11 @@ impl SelectFdb {
     }
 
     /// Runs a query on every lane the request concerns and concatenates the answers.
-    fn each(
+    fn each<T>(
         &self,
         request: &Request,
-        f: impl Fn(&dyn Fdb) -> Result<Vec<String>, ApiError>,
-    ) -> Result<Vec<String>, ApiError> {
+        f: impl Fn(&dyn Fdb) -> Result<Vec<T>, ApiError>,
+    ) -> Result<Vec<T>, ApiError> {
         let mut out = Vec::new();
         for l in self.lanes_for(request, true) {
             out.extend(f(l.fdb.as_ref())?);
@@ -148,11 +152,11 @@ impl Fdb for SelectFdb {
         Ok(axes)
     }
 
-    fn where_(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn where_(&self, request: &Request) -> Result<Vec<WhereElement>, ApiError> {
         self.each(request, |f| f.where_(request))
     }
 
-    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         let mut out = Vec::new();
         let mut nothing = 0;
         for l in self.lanes_for(request, true) {
@@ -170,15 +174,15 @@ impl Fdb for SelectFdb {
         Ok(out)
     }
 
-    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<String>, ApiError> {
+    fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
         self.each(request, |f| f.purge(request, doit))
     }
 
-    fn stats(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn stats(&self, request: &Request) -> Result<Vec<StatsElement>, ApiError> {
         self.each(request, |f| f.stats(request))
     }
 
-    fn dump(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         self.each(request, |f| f.dump(request))
     }
 
@@ -187,11 +191,11 @@ impl Fdb for SelectFdb {
         request: &Request,
         action: ControlAction,
         identifiers: &[ControlIdentifier],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<ControlElement>, ApiError> {
         self.each(request, |f| f.control(request, action, identifiers))
     }
 
-    fn compact(&self, request: &Request) -> Result<Vec<String>, ApiError> {
+    fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         self.each(request, |f| f.compact(request))
     }
 
