@@ -380,3 +380,277 @@ fn decode_keys(batch: &[FramedSlice<'_>], threads: usize) -> Vec<Result<Key, Gri
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::local;
+    use crate::api::ListOptions;
+    use crate::grib::sample::make_field;
+    use crate::model::request::Request;
+
+    fn field(step: usize) -> Vec<u8> {
+        let step = step.to_string();
+        let keys = [
+            ("class", "od"),
+            ("expver", "0001"),
+            ("stream", "oper"),
+            ("date", "20261122"),
+            ("time", "1200"),
+            ("type", "fc"),
+            ("levtype", "pl"),
+            ("step", step.as_str()),
+            ("levelist", "500"),
+            ("param", "130"),
+        ];
+        make_field(&keys, 10, step.len() as u64).unwrap()
+    }
+
+    fn listed(fdb: &dyn Fdb) -> usize {
+        let opts = ListOptions {
+            include_masked: false,
+            depth: 3,
+        };
+        fdb.list(&Request::default(), opts).unwrap().count()
+    }
+
+    /// (number, offset, length, step) of each message the callback saw.
+    type Seen = Vec<(usize, u64, u64, String)>;
+
+    fn recording<'s>(seen: &'s mut Seen) -> impl FnMut(&MessageProgress<'_>) + Send + 's {
+        |m| {
+            let step = m.key.get("step").unwrap_or("").to_string();
+            seen.push((m.number, m.offset, m.length, step));
+        }
+    }
+
+    #[test]
+    fn a_slice_with_junk_between_messages_archives_every_message_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let (a, b, c) = (field(0), field(6), field(12));
+        let mut data = a.clone();
+        data.extend_from_slice(b"this is not grib");
+        data.extend_from_slice(&b);
+        data.extend_from_slice(&[0; 8]);
+        data.extend_from_slice(&c);
+        let mut seen = Seen::new();
+        let summary = Archiver::new(&*fdb)
+            .on_message(recording(&mut seen))
+            .archive_slice(&data, "buf")
+            .unwrap();
+        let (la, lb) = (a.len() as u64, b.len() as u64);
+        assert_eq!(
+            seen,
+            vec![
+                (1, 0, la, "0".into()),
+                (2, la + 16, lb, "6".into()),
+                (3, la + 16 + lb + 8, c.len() as u64, "12".into()),
+            ]
+        );
+        assert_eq!(summary.messages, 3);
+        assert_eq!(summary.bytes, la + lb + c.len() as u64);
+        assert_eq!(
+            summary.skipped,
+            Skipped {
+                padding: 8,
+                other: 16,
+                stretches: 1
+            }
+        );
+        // Nothing is visible until the caller flushes.
+        assert_eq!(listed(&*fdb), 0);
+        fdb.flush().unwrap();
+        assert_eq!(listed(&*fdb), 3);
+    }
+
+    #[test]
+    fn a_given_key_applies_to_every_message_and_must_agree_with_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let key = Key::parse("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step=6,levelist=500,param=130").unwrap();
+        let mut data = field(6);
+        data.extend_from_slice(&field(6));
+        data.extend_from_slice(&field(12));
+        let mut seen = Seen::new();
+        let e = Archiver::new(&*fdb)
+            .key(Some(key))
+            .on_message(recording(&mut seen))
+            .archive_slice(&data, "buf")
+            .unwrap_err();
+        let offset = 2 * field(6).len() as u64;
+        match &e {
+            ArchiveError::Message {
+                message: 3,
+                offset: o,
+                cause: ApiError::KeyMismatch { keyword, .. },
+                ..
+            } if *o == offset && keyword == "step" => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.to_string(), format!("buf: message 3 at offset {offset}"));
+        // The callback sees the given key, also for the message that disagrees.
+        assert_eq!(
+            seen.iter().map(|s| s.3.as_str()).collect::<Vec<_>>(),
+            ["6"; 3]
+        );
+    }
+
+    #[test]
+    fn a_message_cut_short_mid_buffer_is_named_after_the_ones_before_are_archived() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let mut data: Vec<u8> = [0, 6, 12].iter().flat_map(|&s| field(s)).collect();
+        let third = (data.len() - field(12).len()) as u64;
+        data.truncate(data.len() - 10);
+        for threads in [1, 2] {
+            let mut seen = Seen::new();
+            let e = Archiver::new(&*fdb)
+                .threads(threads)
+                .on_message(recording(&mut seen))
+                .archive_slice(&data, "buf")
+                .unwrap_err();
+            match e {
+                ArchiveError::Framing(GribError::Truncated {
+                    message: 3, offset, ..
+                }) if offset == third => {}
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(seen.len(), 2);
+        }
+        // The same from a stream.
+        let e = Archiver::new(&*fdb)
+            .archive_reader(&data[..], "pipe")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("pipe: message 3 at offset {third} is truncated")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_message_that_frames_but_does_not_decode_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let mut data = field(0);
+        let at = data.len() as u64;
+        // Framed GRIB2 (length, 7777) whose sections are nonsense.
+        let len = 16u64 + 8 + 4;
+        data.extend_from_slice(b"GRIB\0\0\0\x02");
+        data.extend_from_slice(&len.to_be_bytes());
+        data.extend_from_slice(&[0xAB; 8]);
+        data.extend_from_slice(b"7777");
+        let e = Archiver::new(&*fdb)
+            .archive_slice(&data, "buf")
+            .unwrap_err();
+        match e {
+            ArchiveError::Message {
+                message: 2,
+                offset,
+                cause: ApiError::Grib(_),
+                ..
+            } if offset == at => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Hands out at most `step` bytes per read, as a pipe does.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.step).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_reader_gives_what_the_same_bytes_in_a_slice_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let mut data = Vec::new();
+        for s in 0..20 {
+            data.extend_from_slice(&field(s));
+            data.extend_from_slice(if s % 2 == 0 { &b"junk"[..] } else { &[0; 4] });
+        }
+        let (mut from_slice, mut from_reader) = (Seen::new(), Seen::new());
+        let a = Archiver::new(&*fdb)
+            .on_message(recording(&mut from_slice))
+            .archive_slice(&data, "x")
+            .unwrap();
+        let b = Archiver::new(&*fdb)
+            .on_message(recording(&mut from_reader))
+            .archive_reader(
+                Trickle {
+                    data: &data,
+                    step: 333,
+                },
+                "x",
+            )
+            .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.messages, 20);
+        assert_eq!(from_slice, from_reader);
+        fdb.flush().unwrap();
+        assert_eq!(listed(&*fdb), 20);
+    }
+
+    #[test]
+    fn many_threads_and_batches_keep_input_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let n = BATCH + 50;
+        let data: Vec<u8> = (0..n).flat_map(field).collect();
+        let mut runs = Vec::new();
+        for threads in [1, 3, 8] {
+            let mut seen = Seen::new();
+            let summary = Archiver::new(&*fdb)
+                .threads(threads)
+                .on_message(recording(&mut seen))
+                .archive_slice(&data, "x")
+                .unwrap();
+            assert_eq!(summary.messages, n as u64);
+            let steps: Vec<String> = (0..n).map(|s| s.to_string()).collect();
+            assert_eq!(
+                seen.iter().map(|s| &s.3).collect::<Vec<_>>(),
+                steps.iter().collect::<Vec<_>>()
+            );
+            runs.push(seen);
+        }
+        assert!(runs.windows(2).all(|w| w[0] == w[1]));
+        fdb.flush().unwrap();
+        assert_eq!(listed(&*fdb), n);
+    }
+
+    #[test]
+    fn a_file_is_mapped_and_a_missing_one_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(&dir.path().join("root"));
+        let path = dir.path().join("in.grib");
+        std::fs::write(&path, [field(0), field(6)].concat()).unwrap();
+        let mut archiver = Archiver::new(&*fdb);
+        assert_eq!(archiver.archive_path(&path).unwrap().messages, 2);
+        let missing = dir.path().join("missing.grib");
+        match archiver.archive_path(&missing).unwrap_err() {
+            ArchiveError::Input {
+                action: "open",
+                path,
+                ..
+            } => assert_eq!(path, missing.display().to_string()),
+            other => panic!("{other:?}"),
+        }
+        // An empty file is read as a stream, and refused as no GRIB.
+        let empty = dir.path().join("empty.grib");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(
+            archiver.archive_path(&empty),
+            Err(ArchiveError::Framing(GribError::NotGrib { len: 0, .. }))
+        ));
+    }
+}
