@@ -140,14 +140,32 @@ impl<'a> Archiver<'a> {
     ) -> Result<ArchiveSummary, ArchiveError> {
         let threads = self.threads;
         let decode = self.key.is_none();
+        let mut messages = SliceMessages::new(data, source);
+        let first = next_slice_batch(&mut messages, threads, decode);
+        let mut summary = ArchiveSummary::default();
+        if let Some(end) = first.end {
+            // All of it in one batch (a binding's single field, a small file): no thread.
+            let (batch, keys) = first.framed;
+            self.archive_batch(&batch, keys, source, &mut summary)?;
+            end?;
+            summary.skipped = messages.skipped();
+            return Ok(summary);
+        }
         std::thread::scope(|scope| {
             let (tx, rx) = sync_channel::<Result<Framed<'_>, GribError>>(1);
-            let framer = scope.spawn(move || frame_slices(data, source, threads, decode, tx));
-            let mut summary = ArchiveSummary::default();
-            let result: Result<(), ArchiveError> = rx.into_iter().try_for_each(|framed| {
-                let (batch, keys) = framed?;
-                self.archive_batch(&batch, keys, source, &mut summary)
-            });
+            let framer = scope.spawn(move || frame_slices(messages, threads, decode, tx));
+            let (batch, keys) = first.framed;
+            let result = match self.archive_batch(&batch, keys, source, &mut summary) {
+                // The framer must not wait to hand over a batch nobody will take.
+                Err(e) => {
+                    drop(rx);
+                    Err(e)
+                }
+                Ok(()) => rx.into_iter().try_for_each(|framed| {
+                    let (batch, keys) = framed?;
+                    self.archive_batch(&batch, keys, source, &mut summary)
+                }),
+            };
             let joined = framer.join();
             result?;
             summary.skipped = joined.map_err(|_| ArchiveError::Thread("framing"))?;
@@ -264,56 +282,75 @@ impl<'a> Archiver<'a> {
     }
 }
 
-/// The framing thread of `archive_slice`: frames the next batch, decodes its keys (ecCodes,
-/// ~0.5 ms a message, on all cores) and maps its pages in, so the archiving thread does nothing
-/// but archive. What came before a framing error is sent first, then the error.
+/// A batch framed out of a slice, and how the input ended if it ended with this batch: `Ok` at
+/// its end, or the framing error that stopped it (after the messages before it).
+struct SliceBatch<'m> {
+    framed: Framed<'m>,
+    end: Option<Result<(), GribError>>,
+}
+
+/// Frames the next batch, decodes its keys (ecCodes, ~0.5 ms a message, on all cores) and maps
+/// its pages in, so the archiving thread does nothing but archive.
+fn next_slice_batch<'m>(
+    messages: &mut SliceMessages<'m>,
+    threads: usize,
+    decode: bool,
+) -> SliceBatch<'m> {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut batch_bytes = 0usize;
+    let mut end = None;
+    while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
+        match messages.next() {
+            Some(Ok(m)) => {
+                batch_bytes += m.2.len();
+                batch.push(m);
+            }
+            Some(Err(e)) => {
+                end = Some(Err(e));
+                break;
+            }
+            None => {
+                end = Some(Ok(()));
+                break;
+            }
+        }
+    }
+    let keys = if decode && !batch.is_empty() {
+        decode_keys(&batch, threads)
+    } else {
+        Vec::new()
+    };
+    for (_, _, bytes) in &batch {
+        for page in bytes.iter().step_by(4096) {
+            std::hint::black_box(*page);
+        }
+    }
+    SliceBatch {
+        framed: (batch, keys),
+        end,
+    }
+}
+
+/// The framing thread of `archive_slice`, one batch ahead of the archiving thread. What came
+/// before a framing error is sent first, then the error.
 fn frame_slices<'m>(
-    data: &'m [u8],
-    source: &str,
+    mut messages: SliceMessages<'m>,
     threads: usize,
     decode: bool,
     tx: SyncSender<Result<Framed<'m>, GribError>>,
 ) -> Skipped {
-    let mut messages = SliceMessages::new(data, source);
     loop {
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut batch_bytes = 0usize;
-        let mut failure = None;
-        while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-            match messages.next() {
-                Some(Ok(m)) => {
-                    batch_bytes += m.2.len();
-                    batch.push(m);
-                }
-                Some(Err(e)) => {
-                    failure = Some(e);
-                    break;
-                }
-                None => break,
-            }
+        let SliceBatch { framed, end } = next_slice_batch(&mut messages, threads, decode);
+        if !framed.0.is_empty() && tx.send(Ok(framed)).is_err() {
+            break;
         }
-        let ended = batch.is_empty();
-        if !ended {
-            let keys = if decode {
-                decode_keys(&batch, threads)
-            } else {
-                Vec::new()
-            };
-            for (_, _, bytes) in &batch {
-                for page in bytes.iter().step_by(4096) {
-                    std::hint::black_box(*page);
-                }
-            }
-            if tx.send(Ok((batch, keys))).is_err() {
+        match end {
+            Some(Err(e)) => {
+                let _ = tx.send(Err(e));
                 break;
             }
-        }
-        if let Some(e) = failure {
-            let _ = tx.send(Err(e));
-            break;
-        }
-        if ended {
-            break;
+            Some(Ok(())) => break,
+            None => {}
         }
     }
     messages.skipped()
@@ -628,6 +665,39 @@ mod tests {
         assert!(runs.windows(2).all(|w| w[0] == w[1]));
         fdb.flush().unwrap();
         assert_eq!(listed(&*fdb), n);
+    }
+
+    /// Inputs longer than a batch go through the framing thread: errors in the first batch (the
+    /// thread must not be left waiting) and in a later one are named as in a short input.
+    #[test]
+    fn errors_in_a_long_input_are_named_and_nothing_hangs() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let n = BATCH + 20;
+        let mut data: Vec<u8> = (0..n).flat_map(|s| field(s % 4)).collect();
+        let key = Key::parse("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step=0,levelist=500,param=130").unwrap();
+        let e = Archiver::new(&*fdb)
+            .key(Some(key))
+            .archive_slice(&data, "long")
+            .unwrap_err();
+        assert!(
+            matches!(e, ArchiveError::Message { message: 2, .. }),
+            "{e:?}"
+        );
+        let last = (data.len() - field((n - 1) % 4).len()) as u64;
+        data.truncate(data.len() - 1);
+        let mut seen = Seen::new();
+        let e = Archiver::new(&*fdb)
+            .on_message(recording(&mut seen))
+            .archive_slice(&data, "long")
+            .unwrap_err();
+        match e {
+            ArchiveError::Framing(GribError::Truncated {
+                message, offset, ..
+            }) if message == n && offset == last => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen.len(), n - 1);
     }
 
     #[test]
