@@ -70,6 +70,9 @@ struct Open {
     /// every later flush reports it and archives into the database are refused: nothing is lost
     /// silently, and nothing archived after the loss can be published as if the batch were whole.
     failed: Option<String>,
+    /// The database was wiped and this slot taken out of the handle's map: an archive that
+    /// found the slot before that looks the database up again rather than write into the old one.
+    wiped: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, ApiError> {
@@ -99,7 +102,13 @@ pub struct LocalFdb {
     /// By database key, so the root is chosen once per database, not per field. The map is
     /// locked only to find or insert a database; each database has locks of its own.
     writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
+    /// Databases wiped while this handle had unflushed fields in them. Those fields may have
+    /// come from any thread, so the next flush reports each (once): none vanish silently.
+    lost: Mutex<Vec<String>>,
 }
+
+/// Archives retry at most this often when the database they write into is wiped meanwhile.
+const WIPE_RETRIES: usize = 3;
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
 
@@ -153,6 +162,7 @@ impl LocalFdb {
             catalogue,
             store,
             writers: RwLock::new(HashMap::new()),
+            lost: Mutex::new(Vec::new()),
         })
     }
 
@@ -199,15 +209,89 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
-        let slot = self.slot(&split.db)?;
-        let mut open = lock(&slot.open)?;
-        if let Some(why) = &open.failed {
-            return Err(flush_failed(&slot.db, why));
+        let mut attempts = 0;
+        loop {
+            let slot = self.slot(&split.db)?;
+            let mut open = lock(&slot.open)?;
+            if let Some(why) = &open.failed {
+                return Err(flush_failed(&slot.db, why));
+            }
+            // Wiped after this thread found the slot: the field goes into the new database.
+            let retry = attempts < WIPE_RETRIES;
+            if open.wiped && retry {
+                attempts += 1;
+                continue;
+            }
+            if open.wiped {
+                return Err(ApiError::Wiped {
+                    db: slot.db.id.clone(),
+                });
+            }
+            let appended = open.batch.store.append(data).map_err(ApiError::from);
+            let added = appended.and_then(|field| {
+                Ok(open
+                    .batch
+                    .catalogue
+                    .add(&split.index, &split.datum, field)?)
+            });
+            match added {
+                Ok(()) => return Ok(()),
+                // Another handle wiped it: this handle's writers point into a database that is
+                // gone, so they are dropped and the field goes into a new one.
+                Err(e) => {
+                    drop(open);
+                    if !self.is_gone(&slot.db) {
+                        return Err(e);
+                    }
+                    self.detach(&slot.db, Some(&slot))?;
+                    if !retry {
+                        return Err(ApiError::Wiped {
+                            db: slot.db.id.clone(),
+                        });
+                    }
+                    attempts += 1;
+                }
+            }
         }
-        let field = open.batch.store.append(data)?;
-        open.batch
-            .catalogue
-            .add(&split.index, &split.datum, field)?;
+    }
+
+    /// Whether the database a slot writes into no longer exists (wiped, by any handle).
+    fn is_gone(&self, db: &DbRef) -> bool {
+        matches!(self.catalogue.find(&db.key), Ok(None))
+    }
+
+    /// Takes the database's slot (only `only`, if given) out of this handle after a wipe, so
+    /// the next archive creates the database anew. Archives holding the slot already either
+    /// appended before (their fields are recorded as lost, reported by the next flush) or see
+    /// `wiped` and look the database up again. Waits for a flush in flight on the slot.
+    fn detach(&self, db: &DbRef, only: Option<&Arc<DbSlot>>) -> Result<(), ApiError> {
+        let slots: Vec<Arc<DbSlot>> = {
+            let mut writers = self.writers.write().map_err(panicked)?;
+            let keys: Vec<Key> = writers
+                .iter()
+                .filter(|(k, s)| {
+                    (**k == db.key || s.db.id == db.id) && only.is_none_or(|o| Arc::ptr_eq(o, s))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| writers.remove(k)).collect()
+        };
+        let slots = match (slots.is_empty(), only) {
+            // Already detached by another thread: still mark it, so its archives move on.
+            (true, Some(o)) => vec![o.clone()],
+            _ => slots,
+        };
+        for slot in slots {
+            let _commit = slot.commit.lock().unwrap_or_else(|p| p.into_inner());
+            let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+            if open.wiped {
+                continue;
+            }
+            open.wiped = true;
+            if open.batch.catalogue.is_dirty() && open.failed.is_none() {
+                lock(&self.lost)?.push(slot.db.id.clone());
+            }
+        }
         Ok(())
     }
 
@@ -226,6 +310,7 @@ impl LocalFdb {
             open: Mutex::new(Open {
                 batch: self.batch(&db_ref)?,
                 failed: None,
+                wiped: false,
             }),
             commit: Mutex::new(None),
             db: db_ref,
@@ -251,7 +336,8 @@ impl LocalFdb {
             if let Some(why) = &open.failed {
                 return Err(flush_failed(&slot.db, why));
             }
-            if !open.batch.catalogue.is_dirty() {
+            // Detached by a wipe, which recorded its fields as lost if it had any.
+            if open.wiped || !open.batch.catalogue.is_dirty() {
                 return Ok(());
             }
         }
@@ -264,6 +350,18 @@ impl LocalFdb {
         // Bytes durable first: the catalogue's commit (one journal append) is what makes them
         // visible, all at once or not at all.
         if let Err(e) = batch.store.sync().and_then(|()| batch.catalogue.commit()) {
+            // Another handle wiped the database under this batch: said so, and the slot is
+            // dropped so that this handle's next archive creates the database anew.
+            if self.is_gone(&slot.db) {
+                let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+                open.wiped = true;
+                drop(open);
+                drop(spare);
+                self.detach(&slot.db, None)?;
+                return Err(ApiError::Wiped {
+                    db: slot.db.id.clone(),
+                });
+            }
             // The batch's entries go down with it, never visible. Archives must learn of it
             // even if a thread panicked while holding the lock.
             let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -853,7 +951,10 @@ impl Fdb for LocalFdb {
             .values()
             .cloned()
             .collect();
-        let mut errors: Vec<(String, ApiError)> = Vec::new();
+        let mut errors: Vec<(String, ApiError)> = std::mem::take(&mut *lock(&self.lost)?)
+            .into_iter()
+            .map(|db| (db.clone(), ApiError::Wiped { db }))
+            .collect();
         for slot in &slots {
             if let Err(e) = self.flush_db(slot) {
                 errors.push((slot.db.id.clone(), e));
@@ -992,10 +1093,16 @@ impl Fdb for LocalFdb {
             }
             // The catalogue makes the database invisible first; then the store drops its
             // objects; then the catalogue removes what is left (its directory).
+            // This handle's writers for it go first (archives meanwhile move to a new
+            // database), and again after, in case an archive recreated it in between.
+            if doit {
+                self.detach(&db, None)?;
+            }
             let mut removed = self.catalogue.wipe(&db, doit)?;
             removed.extend(self.store.wipe(&db, doit)?);
             if doit {
                 self.catalogue.finish_wipe(&db)?;
+                self.detach(&db, None)?;
             }
             out.push(WipeElement {
                 location: location(&db),

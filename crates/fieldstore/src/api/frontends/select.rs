@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::Arc;
 
-use super::{combine_errors, field_key, merge_axes, ChainRead, Selection};
+use super::{combine_errors, field_key, merge_axes, Canon, ChainRead, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::results::{
@@ -24,14 +24,27 @@ pub struct Lane {
 
 pub struct SelectFdb {
     lanes: Vec<Lane>,
+    /// Keys and requests are matched against the lanes in stored form.
+    canon: Canon,
 }
 
 impl SelectFdb {
     pub fn new(lanes: Vec<Lane>) -> SelectFdb {
-        SelectFdb { lanes }
+        SelectFdb {
+            lanes,
+            canon: Canon::default(),
+        }
+    }
+
+    /// Canonicalises with the types of this schema instead of the default one's.
+    pub fn with_schema(mut self, schema: &crate::model::schema::Schema) -> SelectFdb {
+        self.canon = Canon::new(schema);
+        self
     }
 
     fn lane_for(&self, key: &Key) -> Result<&Lane, ApiError> {
+        let canonical = self.canon.key(key);
+        let key = &canonical;
         self.lanes
             .iter()
             .find(|l| l.select.matches_key(key) && !l.excludes.iter().any(|x| x.matches_key(key)))
@@ -53,13 +66,13 @@ impl SelectFdb {
         request: &'a Request,
         absent_matches: bool,
     ) -> impl Iterator<Item = &'a Lane> + 'a {
-        self.lanes.iter().filter(move |l| {
-            l.select.matches_request(request, absent_matches)
-                && !l.excludes.iter().any(|x| x.excludes_request(request))
-        })
+        self.lane_indexes(request, absent_matches)
+            .into_iter()
+            .map(move |i| &self.lanes[i])
     }
 
     fn lane_indexes(&self, request: &Request, absent_matches: bool) -> Vec<usize> {
+        let request = &self.canon.request(request);
         (0..self.lanes.len())
             .filter(|&i| {
                 let l = &self.lanes[i];
