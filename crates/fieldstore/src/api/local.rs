@@ -1293,6 +1293,64 @@ mod tests {
             .collect()
     }
 
+    const WIPED_DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g";
+
+    fn wiped_db_field(step: u32) -> Key {
+        Key::parse(&format!(
+            "{WIPED_DB},type=an,levtype=pl,step={step},levelist=500,param=130"
+        ))
+        .unwrap()
+    }
+
+    fn fetched(f: &LocalFdb, step: u32) -> Vec<u8> {
+        let r = request(&format!(
+            "retrieve,{WIPED_DB},type=an,levtype=pl,step={step},levelist=500,param=130"
+        ));
+        let mut out = Vec::new();
+        f.retrieve(&r).unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_wiping_handle_writes_the_database_again() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        f.archive(Some(&wiped_db_field(0)), b"old").unwrap();
+        f.flush().unwrap();
+        f.wipe(&request(WIPED_DB), true).unwrap();
+        f.archive(Some(&wiped_db_field(0)), b"new").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 0), b"new");
+    }
+
+    /// Fields archived but not flushed when the database is wiped are reported by the next flush
+    /// (once), whichever handle wiped it; the handle then writes a new database.
+    #[test]
+    fn unflushed_fields_of_a_wiped_database_are_reported_not_lost_silently() {
+        let d = tempfile::tempdir().unwrap();
+        for other_handle in [false, true] {
+            let f = fdb(d.path());
+            f.archive(Some(&wiped_db_field(0)), b"kept").unwrap();
+            f.flush().unwrap();
+            f.archive(Some(&wiped_db_field(6)), b"unflushed").unwrap();
+            let other = fdb(d.path());
+            let wiper = if other_handle { &other } else { &f };
+            wiper.wipe(&request(WIPED_DB), true).unwrap();
+            let e = f.flush().unwrap_err();
+            assert!(
+                matches!(&e, ApiError::Wiped { .. }) && e.to_string().contains("was wiped"),
+                "other handle {other_handle}: {e}"
+            );
+            f.flush().unwrap();
+            f.archive(Some(&wiped_db_field(12)), b"after").unwrap();
+            f.flush().unwrap();
+            let reader = fdb(d.path());
+            assert_eq!(fetched(&reader, 12), b"after", "other handle {other_handle}");
+            assert!(fetched(&reader, 0).is_empty() && fetched(&reader, 6).is_empty());
+            f.wipe(&request(WIPED_DB), true).unwrap();
+        }
+    }
+
     /// Walking what exists finds the same fields, in the same order, as looking up every key.
     #[test]
     fn walking_finds_what_lookup_finds_in_its_order() {
