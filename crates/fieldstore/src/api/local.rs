@@ -1345,7 +1345,11 @@ mod tests {
             f.archive(Some(&wiped_db_field(12)), b"after").unwrap();
             f.flush().unwrap();
             let reader = fdb(d.path());
-            assert_eq!(fetched(&reader, 12), b"after", "other handle {other_handle}");
+            assert_eq!(
+                fetched(&reader, 12),
+                b"after",
+                "other handle {other_handle}"
+            );
             assert!(fetched(&reader, 0).is_empty() && fetched(&reader, 6).is_empty());
             f.wipe(&request(WIPED_DB), true).unwrap();
         }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
 
-use super::{combine_errors, field_key, merge_axes, ChainRead};
+use super::{combine_errors, field_key, merge_axes, Canon, ChainRead};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::results::{
@@ -148,7 +148,9 @@ impl DistFdb {
                     .map_err(crate::model::ModelError::from)?
                     .db
             }
-            _ => key.clone(),
+            // In stored form, so `param=t` and `param=130` land on the same lane; a canonical
+            // key (what FDB5 hashes) is unchanged, so placements still agree with it.
+            _ => Canon::default().key(key),
         };
         let ids: Vec<&str> = self.lanes.iter().map(|l| l.hash_id.as_str()).collect();
         let flat = flatten(&hashed);
@@ -585,6 +587,27 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Locked, "{e}");
         let (tried, e) = archive_on_two_failing_lanes(|| ApiError::Invalid("bad".into()));
         assert_eq!((tried, e.kind()), (1, ErrorKind::BadRequest));
+    }
+
+    #[test]
+    fn a_field_goes_to_one_lane_whatever_the_form_of_its_key() {
+        let lanes = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|id| DistLane {
+                id: id.into(),
+                hash_id: id.into(),
+                fdb: Arc::new(Refusing {
+                    error: || ApiError::Invalid("unused".into()),
+                    tried: Default::default(),
+                }),
+            })
+            .collect();
+        let dist = DistFdb::new(lanes, DistHash::Field, None, Context::default()).unwrap();
+        for step in 0..16 {
+            let k =
+                |param: &str| Key::parse(&format!("class=od,step={step},param={param}")).unwrap();
+            assert_eq!(dist.order(&k("t")).unwrap(), dist.order(&k("130")).unwrap());
+        }
     }
 
     #[test]

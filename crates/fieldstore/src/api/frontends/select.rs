@@ -231,3 +231,30 @@ impl Fdb for SelectFdb {
             .join("\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::local;
+
+    #[test]
+    fn lanes_are_chosen_by_canonical_values() {
+        let d = tempfile::tempdir().unwrap();
+        let yesterday = (chrono::Utc::now().date_naive() - chrono::Days::new(1))
+            .format("%Y%m%d")
+            .to_string();
+        let lane = |select: &str| Lane {
+            select: Selection::parse(select).unwrap(),
+            excludes: Vec::new(),
+            fdb: local(d.path()),
+        };
+        let select = SelectFdb::new(vec![
+            lane("date=20000101"),
+            lane(&format!("date={yesterday},expver=0001")),
+        ]);
+        let r = crate::model::request::parse_request("date=-1,expver=1").unwrap();
+        assert_eq!(select.lane_indexes(&r, false), vec![1]);
+        let k = Key::parse(&format!("date={yesterday},expver=1,param=t")).unwrap();
+        assert!(std::ptr::eq(select.lane_for(&k).unwrap(), &select.lanes[1]));
+    }
+}
