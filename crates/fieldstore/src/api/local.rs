@@ -352,7 +352,7 @@ impl LocalFdb {
         if let Err(e) = batch.store.sync().and_then(|()| batch.catalogue.commit()) {
             // Another handle wiped the database under this batch: said so, and the slot is
             // dropped so that this handle's next archive creates the database anew.
-            if self.is_gone(&slot.db) {
+            if matches!(e, StorageError::Wiped { .. }) || self.is_gone(&slot.db) {
                 let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
                 open.wiped = true;
                 drop(open);
@@ -1353,6 +1353,31 @@ mod tests {
             assert!(fetched(&reader, 0).is_empty() && fetched(&reader, 6).is_empty());
             f.wipe(&request(WIPED_DB), true).unwrap();
         }
+    }
+
+    /// Another handle wiped the database and wrote it anew: this handle's unflushed fields
+    /// were in the old one and must not be published into the new one.
+    #[test]
+    fn a_database_wiped_and_recreated_by_another_handle_is_not_written_with_stale_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        f.archive(Some(&wiped_db_field(0)), b"kept").unwrap();
+        f.flush().unwrap();
+        f.archive(Some(&wiped_db_field(6)), b"unflushed").unwrap();
+        let other = fdb(d.path());
+        other.wipe(&request(WIPED_DB), true).unwrap();
+        for step in [12, 18, 24] {
+            other.archive(Some(&wiped_db_field(step)), b"theirs").unwrap();
+            other.flush().unwrap();
+        }
+        let e = f.flush().unwrap_err();
+        assert!(matches!(e, ApiError::Wiped { .. }), "{e}");
+        let reader = fdb(d.path());
+        assert!(fetched(&reader, 6).is_empty());
+        assert_eq!(fetched(&reader, 12), b"theirs");
+        f.archive(Some(&wiped_db_field(30)), b"after").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 30), b"after");
     }
 
     /// Walking what exists finds the same fields, in the same order, as looking up every key.
