@@ -243,7 +243,8 @@ impl LocalFdb {
                     if !self.is_gone(&slot.db) {
                         return Err(e);
                     }
-                    self.detach(&slot.db, Some(&slot))?;
+                    self.detach(&slot.db)?;
+                    self.mark_wiped(&slot)?;
                     if !retry {
                         return Err(ApiError::Wiped {
                             db: slot.db.id.clone(),
@@ -260,39 +261,61 @@ impl LocalFdb {
         matches!(self.catalogue.find(&db.key), Ok(None))
     }
 
-    /// Takes the database's slot (only `only`, if given) out of this handle after a wipe, so
-    /// the next archive creates the database anew. Archives holding the slot already either
-    /// appended before (their fields are recorded as lost, reported by the next flush) or see
-    /// `wiped` and look the database up again. Waits for a flush in flight on the slot.
-    fn detach(&self, db: &DbRef, only: Option<&Arc<DbSlot>>) -> Result<(), ApiError> {
+    /// Takes the database's slots out of this handle after a wipe, so the next archive
+    /// creates the database anew.
+    fn detach(&self, db: &DbRef) -> Result<(), ApiError> {
         let slots: Vec<Arc<DbSlot>> = {
             let mut writers = self.writers.write().map_err(panicked)?;
             let keys: Vec<Key> = writers
                 .iter()
-                .filter(|(k, s)| {
-                    (**k == db.key || s.db.id == db.id) && only.is_none_or(|o| Arc::ptr_eq(o, s))
-                })
+                .filter(|(k, s)| **k == db.key || s.db.id == db.id)
                 .map(|(k, _)| k.clone())
                 .collect();
             keys.iter().filter_map(|k| writers.remove(k)).collect()
         };
-        let slots = match (slots.is_empty(), only) {
-            // Already detached by another thread: still mark it, so its archives move on.
-            (true, Some(o)) => vec![o.clone()],
-            _ => slots,
-        };
-        for slot in slots {
-            let _commit = slot.commit.lock().unwrap_or_else(|p| p.into_inner());
-            let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
-            if open.wiped {
-                continue;
-            }
-            open.wiped = true;
-            if open.batch.catalogue.is_dirty() && open.failed.is_none() {
-                lock(&self.lost)?.push(slot.db.id.clone());
-            }
+        for slot in &slots {
+            self.mark_wiped(slot)?;
         }
         Ok(())
+    }
+
+    /// Archives holding the slot already either appended before (their fields are recorded as
+    /// lost, for the next flush to report) or see `wiped` and look the database up again.
+    /// Waits for a flush in flight on the slot; the caller must not hold its locks.
+    fn mark_wiped(&self, slot: &DbSlot) -> Result<(), ApiError> {
+        let _commit = slot.commit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.wiped {
+            return Ok(());
+        }
+        open.wiped = true;
+        if open.batch.catalogue.is_dirty() && open.failed.is_none() {
+            lock(&self.lost)?.push(slot.db.id.clone());
+        }
+        Ok(())
+    }
+
+    /// A flush's error, said plainly when the database was wiped under it (by any handle): the
+    /// slot is dropped, so the handle's next archive creates the database anew, and the loss is
+    /// reported here, once.
+    fn wiped_under(&self, slot: &DbSlot, e: ApiError) -> ApiError {
+        let wiped = matches!(e, ApiError::Storage(StorageError::Wiped { .. }));
+        if !wiped && !self.is_gone(&slot.db) {
+            return e;
+        }
+        let dropped = self
+            .detach(&slot.db)
+            .and_then(|()| self.mark_wiped(slot))
+            .and_then(|()| {
+                lock(&self.lost)?.retain(|db| *db != slot.db.id);
+                Ok(())
+            });
+        match dropped {
+            Ok(()) => ApiError::Wiped {
+                db: slot.db.id.clone(),
+            },
+            Err(e) => e,
+        }
     }
 
     /// The database's writing state, made on its first archive. The map is locked only to look
@@ -344,7 +367,13 @@ impl LocalFdb {
         // Writers for the next batch are ready before the cut, so archives never wait for them.
         let next = match spare.take() {
             Some(b) => b,
-            None => self.batch(&slot.db)?,
+            None => match self.batch(&slot.db) {
+                Ok(b) => b,
+                Err(e) => {
+                    drop(spare);
+                    return Err(self.wiped_under(slot, e));
+                }
+            },
         };
         let mut batch = std::mem::replace(&mut lock(&slot.open)?.batch, next);
         // Bytes durable first: the catalogue's commit (one journal append) is what makes them
@@ -353,14 +382,8 @@ impl LocalFdb {
             // Another handle wiped the database under this batch: said so, and the slot is
             // dropped so that this handle's next archive creates the database anew.
             if matches!(e, StorageError::Wiped { .. }) || self.is_gone(&slot.db) {
-                let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
-                open.wiped = true;
-                drop(open);
                 drop(spare);
-                self.detach(&slot.db, None)?;
-                return Err(ApiError::Wiped {
-                    db: slot.db.id.clone(),
-                });
+                return Err(self.wiped_under(slot, e.into()));
             }
             // The batch's entries go down with it, never visible. Archives must learn of it
             // even if a thread panicked while holding the lock.
@@ -1096,13 +1119,13 @@ impl Fdb for LocalFdb {
             // This handle's writers for it go first (archives meanwhile move to a new
             // database), and again after, in case an archive recreated it in between.
             if doit {
-                self.detach(&db, None)?;
+                self.detach(&db)?;
             }
             let mut removed = self.catalogue.wipe(&db, doit)?;
             removed.extend(self.store.wipe(&db, doit)?);
             if doit {
                 self.catalogue.finish_wipe(&db)?;
-                self.detach(&db, None)?;
+                self.detach(&db)?;
             }
             out.push(WipeElement {
                 location: location(&db),
