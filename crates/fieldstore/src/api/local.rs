@@ -1390,7 +1390,9 @@ mod tests {
         let other = fdb(d.path());
         other.wipe(&request(WIPED_DB), true).unwrap();
         for step in [12, 18, 24] {
-            other.archive(Some(&wiped_db_field(step)), b"theirs").unwrap();
+            other
+                .archive(Some(&wiped_db_field(step)), b"theirs")
+                .unwrap();
             other.flush().unwrap();
         }
         let e = f.flush().unwrap_err();
