@@ -1116,12 +1116,12 @@ impl Fdb for LocalFdb {
             }
             // The catalogue makes the database invisible first; then the store drops its
             // objects; then the catalogue removes what is left (its directory).
-            // This handle's writers for it go first (archives meanwhile move to a new
-            // database), and again after, in case an archive recreated it in between.
+            let mut removed = self.catalogue.wipe(&db, doit)?;
+            // Once it is invisible, this handle's writers for it go (archives meanwhile move to
+            // a new database), and again at the end, in case an archive made one in between.
             if doit {
                 self.detach(&db)?;
             }
-            let mut removed = self.catalogue.wipe(&db, doit)?;
             removed.extend(self.store.wipe(&db, doit)?);
             if doit {
                 self.catalogue.finish_wipe(&db)?;
