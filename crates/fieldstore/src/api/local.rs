@@ -211,7 +211,14 @@ impl LocalFdb {
             .map_err(ModelError::from)?;
         let mut attempts = 0;
         loop {
-            let slot = self.slot(&split.db)?;
+            let slot = match self.slot(&split.db) {
+                // Wiped while its writers were being opened: made anew on the next try.
+                Err(ApiError::Wiped { .. }) if attempts < WIPE_RETRIES => {
+                    attempts += 1;
+                    continue;
+                }
+                r => r?,
+            };
             let mut open = lock(&slot.open)?;
             if let Some(why) = &open.failed {
                 return Err(flush_failed(&slot.db, why));
@@ -329,9 +336,18 @@ impl LocalFdb {
         if self.catalogue.is_locked(&db_ref, "archive") {
             return Err(locked(&db_ref, "archive"));
         }
+        let batch = self.batch(&db_ref).map_err(|e| {
+            if self.is_gone(&db_ref) {
+                ApiError::Wiped {
+                    db: db_ref.id.clone(),
+                }
+            } else {
+                e
+            }
+        })?;
         let slot = Arc::new(DbSlot {
             open: Mutex::new(Open {
-                batch: self.batch(&db_ref)?,
+                batch,
                 failed: None,
                 wiped: false,
             }),
@@ -1403,6 +1419,40 @@ mod tests {
         f.archive(Some(&wiped_db_field(30)), b"after").unwrap();
         f.flush().unwrap();
         assert_eq!(fetched(&fdb(d.path()), 30), b"after");
+    }
+
+    /// Archives and flushes racing wipes on one handle: each either lands or is reported as
+    /// wiped, never a panic or another error, and the handle writes the database afterwards.
+    #[test]
+    fn archives_racing_wipes_on_one_handle_land_or_are_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let f = Arc::new(fdb(d.path()));
+        let writer = std::thread::spawn({
+            let f = f.clone();
+            move || {
+                for step in 0..200 {
+                    let archived = f.archive(Some(&wiped_db_field(step)), b"x");
+                    assert!(archived.is_ok(), "{archived:?}");
+                    if step % 10 == 9 {
+                        match f.flush() {
+                            Ok(()) | Err(ApiError::Wiped { .. }) => {}
+                            Err(e) => panic!("flush racing a wipe: {e}"),
+                        }
+                    }
+                }
+            }
+        });
+        for _ in 0..20 {
+            match f.wipe(&request(WIPED_DB), true) {
+                Ok(_) | Err(ApiError::NothingMatched(_)) => {}
+                Err(e) => panic!("wipe racing archives: {e}"),
+            }
+        }
+        writer.join().unwrap();
+        let _ = f.flush();
+        f.archive(Some(&wiped_db_field(500)), b"last").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 500), b"last");
     }
 
     /// Walking what exists finds the same fields, in the same order, as looking up every key.
