@@ -40,7 +40,11 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
                     })
                 })
                 .collect::<Result<Vec<_>, ApiError>>()?;
-            Ok(Box::new(SelectFdb::new(lanes)))
+            let select = SelectFdb::new(lanes);
+            Ok(Box::new(match schema_of(config) {
+                Some(p) => select.with_schema(&Schema::from_file(&p).map_err(ModelError::from)?),
+                None => select,
+            }))
         }
         FdbConfig::Dist { lanes, hash } => {
             // `hash: database` splits keys with the schema of the first lane that names one.
@@ -80,14 +84,18 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
             children,
         } => {
             let child = one_or_mirror(children)?;
-            Ok(Box::new(FilterFdb::new(
+            let filter = FilterFdb::new(
                 select.as_deref().map(Selection::parse).transpose()?,
                 excludes
                     .iter()
                     .map(|x| Selection::parse(x))
                     .collect::<Result<_, _>>()?,
                 child,
-            )))
+            );
+            Ok(Box::new(match schema_of(config) {
+                Some(p) => filter.with_schema(&Schema::from_file(&p).map_err(ModelError::from)?),
+                None => filter,
+            }))
         }
         FdbConfig::Diagnostics { report, children } => Ok(Box::new(DiagnosticsFdb::new(
             one_or_mirror(children)?,

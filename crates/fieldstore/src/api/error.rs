@@ -37,6 +37,10 @@ pub enum ApiError {
     /// were dropped unseen, and whichever thread archived them learns it here.
     #[error("an earlier flush of database {db} through this handle failed ({detail}): the fields archived into it before that flush were not stored, and this handle takes no more for it (open a new handle and archive them again)")]
     FlushFailed { db: String, detail: String },
+    /// The database was wiped (by this handle or another) while this handle held fields
+    /// archived into it but not yet flushed: they went with it.
+    #[error("database {db} was wiped while this handle had unflushed fields in it: they were not stored (archive them again to store them in the new database)")]
+    Wiped { db: String },
     /// A failure talking to a fieldstore server, boxed so this layer knows nothing of the network
     /// code above it (`fieldstore::remote::RemoteError` inside).
     #[error(transparent)]
@@ -61,6 +65,7 @@ impl ApiError {
             ApiError::KeyMismatch { .. } | ApiError::Invalid(_) => ErrorKind::BadRequest,
             ApiError::Locked { .. } => ErrorKind::Locked,
             ApiError::FlushFailed { .. } => ErrorKind::Io,
+            ApiError::Wiped { .. } => ErrorKind::NotFound,
             ApiError::Remote(r) => r.kind,
             ApiError::Unsupported { .. } => ErrorKind::Unsupported,
             ApiError::Children { kind, .. } => *kind,

@@ -70,6 +70,9 @@ struct Open {
     /// every later flush reports it and archives into the database are refused: nothing is lost
     /// silently, and nothing archived after the loss can be published as if the batch were whole.
     failed: Option<String>,
+    /// The database was wiped and this slot taken out of the handle's map: an archive that
+    /// found the slot before that looks the database up again rather than write into the old one.
+    wiped: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, ApiError> {
@@ -99,7 +102,13 @@ pub struct LocalFdb {
     /// By database key, so the root is chosen once per database, not per field. The map is
     /// locked only to find or insert a database; each database has locks of its own.
     writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
+    /// Databases wiped while this handle had unflushed fields in them. Those fields may have
+    /// come from any thread, so the next flush reports each (once): none vanish silently.
+    lost: Mutex<Vec<String>>,
 }
+
+/// Archives retry at most this often when the database they write into is wiped meanwhile.
+const WIPE_RETRIES: usize = 3;
 
 static RESOLVER: fn(&str) -> Option<String> = grib::params::resolver;
 
@@ -153,6 +162,7 @@ impl LocalFdb {
             catalogue,
             store,
             writers: RwLock::new(HashMap::new()),
+            lost: Mutex::new(Vec::new()),
         })
     }
 
@@ -199,16 +209,120 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
-        let slot = self.slot(&split.db)?;
-        let mut open = lock(&slot.open)?;
-        if let Some(why) = &open.failed {
-            return Err(flush_failed(&slot.db, why));
+        let mut attempts = 0;
+        loop {
+            let slot = match self.slot(&split.db) {
+                // Wiped while its writers were being opened: made anew on the next try.
+                Err(ApiError::Wiped { .. }) if attempts < WIPE_RETRIES => {
+                    attempts += 1;
+                    continue;
+                }
+                r => r?,
+            };
+            let mut open = lock(&slot.open)?;
+            if let Some(why) = &open.failed {
+                return Err(flush_failed(&slot.db, why));
+            }
+            // Wiped after this thread found the slot: the field goes into the new database.
+            let retry = attempts < WIPE_RETRIES;
+            if open.wiped && retry {
+                attempts += 1;
+                continue;
+            }
+            if open.wiped {
+                return Err(ApiError::Wiped {
+                    db: slot.db.id.clone(),
+                });
+            }
+            let appended = open.batch.store.append(data).map_err(ApiError::from);
+            let added = appended.and_then(|field| {
+                Ok(open
+                    .batch
+                    .catalogue
+                    .add(&split.index, &split.datum, field)?)
+            });
+            match added {
+                Ok(()) => return Ok(()),
+                // Another handle wiped it: this handle's writers point into a database that is
+                // gone, so they are dropped and the field goes into a new one.
+                Err(e) => {
+                    drop(open);
+                    if !self.is_gone(&slot.db) {
+                        return Err(e);
+                    }
+                    self.detach(&slot.db)?;
+                    self.mark_wiped(&slot)?;
+                    if !retry {
+                        return Err(ApiError::Wiped {
+                            db: slot.db.id.clone(),
+                        });
+                    }
+                    attempts += 1;
+                }
+            }
         }
-        let field = open.batch.store.append(data)?;
-        open.batch
-            .catalogue
-            .add(&split.index, &split.datum, field)?;
+    }
+
+    /// Whether the database a slot writes into no longer exists (wiped, by any handle).
+    fn is_gone(&self, db: &DbRef) -> bool {
+        matches!(self.catalogue.find(&db.key), Ok(None))
+    }
+
+    /// Takes the database's slots out of this handle after a wipe, so the next archive
+    /// creates the database anew.
+    fn detach(&self, db: &DbRef) -> Result<(), ApiError> {
+        let slots: Vec<Arc<DbSlot>> = {
+            let mut writers = self.writers.write().map_err(panicked)?;
+            let keys: Vec<Key> = writers
+                .iter()
+                .filter(|(k, s)| **k == db.key || s.db.id == db.id)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| writers.remove(k)).collect()
+        };
+        for slot in &slots {
+            self.mark_wiped(slot)?;
+        }
         Ok(())
+    }
+
+    /// Archives holding the slot already either appended before (their fields are recorded as
+    /// lost, for the next flush to report) or see `wiped` and look the database up again.
+    /// Waits for a flush in flight on the slot; the caller must not hold its locks.
+    fn mark_wiped(&self, slot: &DbSlot) -> Result<(), ApiError> {
+        let _commit = slot.commit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.wiped {
+            return Ok(());
+        }
+        open.wiped = true;
+        if open.batch.catalogue.is_dirty() && open.failed.is_none() {
+            lock(&self.lost)?.push(slot.db.id.clone());
+        }
+        Ok(())
+    }
+
+    /// A flush's error, said plainly when the database was wiped under it (by any handle): the
+    /// slot is dropped, so the handle's next archive creates the database anew, and the loss is
+    /// reported here, once.
+    fn wiped_under(&self, slot: &DbSlot, e: ApiError) -> ApiError {
+        let wiped = matches!(e, ApiError::Storage(StorageError::Wiped { .. }));
+        if !wiped && !self.is_gone(&slot.db) {
+            return e;
+        }
+        let dropped = self
+            .detach(&slot.db)
+            .and_then(|()| self.mark_wiped(slot))
+            .and_then(|()| {
+                lock(&self.lost)?.retain(|db| *db != slot.db.id);
+                Ok(())
+            });
+        match dropped {
+            Ok(()) => ApiError::Wiped {
+                db: slot.db.id.clone(),
+            },
+            Err(e) => e,
+        }
     }
 
     /// The database's writing state, made on its first archive. The map is locked only to look
@@ -222,10 +336,20 @@ impl LocalFdb {
         if self.catalogue.is_locked(&db_ref, "archive") {
             return Err(locked(&db_ref, "archive"));
         }
+        let batch = self.batch(&db_ref).map_err(|e| {
+            if self.is_gone(&db_ref) {
+                ApiError::Wiped {
+                    db: db_ref.id.clone(),
+                }
+            } else {
+                e
+            }
+        })?;
         let slot = Arc::new(DbSlot {
             open: Mutex::new(Open {
-                batch: self.batch(&db_ref)?,
+                batch,
                 failed: None,
+                wiped: false,
             }),
             commit: Mutex::new(None),
             db: db_ref,
@@ -251,19 +375,32 @@ impl LocalFdb {
             if let Some(why) = &open.failed {
                 return Err(flush_failed(&slot.db, why));
             }
-            if !open.batch.catalogue.is_dirty() {
+            // Detached by a wipe, which recorded its fields as lost if it had any.
+            if open.wiped || !open.batch.catalogue.is_dirty() {
                 return Ok(());
             }
         }
         // Writers for the next batch are ready before the cut, so archives never wait for them.
         let next = match spare.take() {
             Some(b) => b,
-            None => self.batch(&slot.db)?,
+            None => match self.batch(&slot.db) {
+                Ok(b) => b,
+                Err(e) => {
+                    drop(spare);
+                    return Err(self.wiped_under(slot, e));
+                }
+            },
         };
         let mut batch = std::mem::replace(&mut lock(&slot.open)?.batch, next);
         // Bytes durable first: the catalogue's commit (one journal append) is what makes them
         // visible, all at once or not at all.
         if let Err(e) = batch.store.sync().and_then(|()| batch.catalogue.commit()) {
+            // Another handle wiped the database under this batch: said so, and the slot is
+            // dropped so that this handle's next archive creates the database anew.
+            if matches!(e, StorageError::Wiped { .. }) || self.is_gone(&slot.db) {
+                drop(spare);
+                return Err(self.wiped_under(slot, e.into()));
+            }
             // The batch's entries go down with it, never visible. Archives must learn of it
             // even if a thread panicked while holding the lock.
             let mut open = slot.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -853,7 +990,10 @@ impl Fdb for LocalFdb {
             .values()
             .cloned()
             .collect();
-        let mut errors: Vec<(String, ApiError)> = Vec::new();
+        let mut errors: Vec<(String, ApiError)> = std::mem::take(&mut *lock(&self.lost)?)
+            .into_iter()
+            .map(|db| (db.clone(), ApiError::Wiped { db }))
+            .collect();
         for slot in &slots {
             if let Err(e) = self.flush_db(slot) {
                 errors.push((slot.db.id.clone(), e));
@@ -993,9 +1133,15 @@ impl Fdb for LocalFdb {
             // The catalogue makes the database invisible first; then the store drops its
             // objects; then the catalogue removes what is left (its directory).
             let mut removed = self.catalogue.wipe(&db, doit)?;
+            // Once it is invisible, this handle's writers for it go (archives meanwhile move to
+            // a new database), and again at the end, in case an archive made one in between.
+            if doit {
+                self.detach(&db)?;
+            }
             removed.extend(self.store.wipe(&db, doit)?);
             if doit {
                 self.catalogue.finish_wipe(&db)?;
+                self.detach(&db)?;
             }
             out.push(WipeElement {
                 location: location(&db),
@@ -1184,6 +1330,129 @@ mod tests {
             .into_iter()
             .map(|l| (l.db.key, l.field))
             .collect()
+    }
+
+    const WIPED_DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g";
+
+    fn wiped_db_field(step: u32) -> Key {
+        Key::parse(&format!(
+            "{WIPED_DB},type=an,levtype=pl,step={step},levelist=500,param=130"
+        ))
+        .unwrap()
+    }
+
+    fn fetched(f: &LocalFdb, step: u32) -> Vec<u8> {
+        let r = request(&format!(
+            "retrieve,{WIPED_DB},type=an,levtype=pl,step={step},levelist=500,param=130"
+        ));
+        let mut out = Vec::new();
+        f.retrieve(&r).unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_wiping_handle_writes_the_database_again() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        f.archive(Some(&wiped_db_field(0)), b"old").unwrap();
+        f.flush().unwrap();
+        f.wipe(&request(WIPED_DB), true).unwrap();
+        f.archive(Some(&wiped_db_field(0)), b"new").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 0), b"new");
+    }
+
+    /// Fields archived but not flushed when the database is wiped are reported by the next flush
+    /// (once), whichever handle wiped it; the handle then writes a new database.
+    #[test]
+    fn unflushed_fields_of_a_wiped_database_are_reported_not_lost_silently() {
+        let d = tempfile::tempdir().unwrap();
+        for other_handle in [false, true] {
+            let f = fdb(d.path());
+            f.archive(Some(&wiped_db_field(0)), b"kept").unwrap();
+            f.flush().unwrap();
+            f.archive(Some(&wiped_db_field(6)), b"unflushed").unwrap();
+            let other = fdb(d.path());
+            let wiper = if other_handle { &other } else { &f };
+            wiper.wipe(&request(WIPED_DB), true).unwrap();
+            let e = f.flush().unwrap_err();
+            assert!(
+                matches!(&e, ApiError::Wiped { .. }) && e.to_string().contains("was wiped"),
+                "other handle {other_handle}: {e}"
+            );
+            f.flush().unwrap();
+            f.archive(Some(&wiped_db_field(12)), b"after").unwrap();
+            f.flush().unwrap();
+            let reader = fdb(d.path());
+            assert_eq!(
+                fetched(&reader, 12),
+                b"after",
+                "other handle {other_handle}"
+            );
+            assert!(fetched(&reader, 0).is_empty() && fetched(&reader, 6).is_empty());
+            f.wipe(&request(WIPED_DB), true).unwrap();
+        }
+    }
+
+    /// Another handle wiped the database and wrote it anew: this handle's unflushed fields
+    /// were in the old one and must not be published into the new one.
+    #[test]
+    fn a_database_wiped_and_recreated_by_another_handle_is_not_written_with_stale_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let f = fdb(d.path());
+        f.archive(Some(&wiped_db_field(0)), b"kept").unwrap();
+        f.flush().unwrap();
+        f.archive(Some(&wiped_db_field(6)), b"unflushed").unwrap();
+        let other = fdb(d.path());
+        other.wipe(&request(WIPED_DB), true).unwrap();
+        for step in [12, 18, 24] {
+            other
+                .archive(Some(&wiped_db_field(step)), b"theirs")
+                .unwrap();
+            other.flush().unwrap();
+        }
+        let e = f.flush().unwrap_err();
+        assert!(matches!(e, ApiError::Wiped { .. }), "{e}");
+        let reader = fdb(d.path());
+        assert!(fetched(&reader, 6).is_empty());
+        assert_eq!(fetched(&reader, 12), b"theirs");
+        f.archive(Some(&wiped_db_field(30)), b"after").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 30), b"after");
+    }
+
+    /// Archives and flushes racing wipes on one handle: each either lands or is reported as
+    /// wiped, never a panic or another error, and the handle writes the database afterwards.
+    #[test]
+    fn archives_racing_wipes_on_one_handle_land_or_are_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let f = Arc::new(fdb(d.path()));
+        let writer = std::thread::spawn({
+            let f = f.clone();
+            move || {
+                for step in 0..200 {
+                    let archived = f.archive(Some(&wiped_db_field(step)), b"x");
+                    assert!(archived.is_ok(), "{archived:?}");
+                    if step % 10 == 9 {
+                        match f.flush() {
+                            Ok(()) | Err(ApiError::Wiped { .. }) => {}
+                            Err(e) => panic!("flush racing a wipe: {e}"),
+                        }
+                    }
+                }
+            }
+        });
+        for _ in 0..20 {
+            match f.wipe(&request(WIPED_DB), true) {
+                Ok(_) | Err(ApiError::NothingMatched(_)) => {}
+                Err(e) => panic!("wipe racing archives: {e}"),
+            }
+        }
+        writer.join().unwrap();
+        let _ = f.flush();
+        f.archive(Some(&wiped_db_field(500)), b"last").unwrap();
+        f.flush().unwrap();
+        assert_eq!(fetched(&fdb(d.path()), 500), b"last");
     }
 
     /// Walking what exists finds the same fields, in the same order, as looking up every key.

@@ -63,6 +63,10 @@ pub enum StorageError {
     Config { detail: String },
     #[error("no writable roots available for database {db}. Configured roots: [{roots}]")]
     NoWritableRoot { db: String, roots: String },
+    /// The database a writer was opened on was wiped (and maybe made anew) before its commit:
+    /// what it was to publish went with the old one.
+    #[error("database {db} was wiped while this handle had unflushed fields in it: they were not stored (archive them again to store them in the new database)")]
+    Wiped { db: PathBuf },
     #[error("database {db} belongs to uid {owner}; uid {user} may not {action} it")]
     PermissionDenied {
         db: PathBuf,
@@ -90,6 +94,7 @@ impl StorageError {
             StorageError::Config { .. } | StorageError::NoWritableRoot { .. } => ErrorKind::Config,
             StorageError::PermissionDenied { .. } => ErrorKind::Permission,
             StorageError::Full { .. } => ErrorKind::Full,
+            StorageError::Wiped { .. } => ErrorKind::NotFound,
         }
     }
 

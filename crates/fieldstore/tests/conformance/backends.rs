@@ -44,66 +44,48 @@ impl Instance {
     }
 }
 
-/// Bugs of the local store, which every backend built on it inherits.
-const LOCAL_BUGS: &[(&str, &str)] = &[(
-    "the_handle_that_wiped_a_database_can_write_it_again",
-    "bug: a handle keeps its writer for a database it wiped, so its next archive (or flush) fails with `cannot create <db>/<file>.data: No such file or directory`; a new handle works",
-)];
-
 pub static ALL: &[Backend] = &[
     Backend {
         name: "local (toc + POSIX)",
         open: local,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
     Backend {
         name: "remote (in-process server over local)",
         open: remote,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
     Backend {
         name: "select (two local lanes, split by date)",
         open: select,
         quirks: &[Quirk::RetrieveOrderPerChild],
-        known_bugs: &[
-            LOCAL_BUGS[0],
-            (
-                "relative_dates_mean_days_before_today",
-                "bug: select matches lanes against the request's literal values, so `date=-1` never reaches a lane selecting `date=20261122` (on 2026-11-23, when that is yesterday, `retrieve date=-1` returns nothing)",
-            ),
-        ],
+        known_bugs: &[],
     },
     Backend {
         name: "dist (two local lanes)",
         open: dist,
         quirks: &[Quirk::RetrieveOrderPerChild, Quirk::FlushPerChild],
-        known_bugs: &[
-            LOCAL_BUGS[0],
-            (
-                "a_locked_archive_is_refused_until_unlocked",
-                "bug: dist treats `archive is locked` on a lane as a lane failure and places the field on the next lane (where the database is not locked), so archiving into a locked database succeeds",
-            ),
-        ],
+        known_bugs: &[],
     },
     Backend {
         name: "mirror (two local children)",
         open: mirror,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
     Backend {
         name: "filter (class=od over local)",
         open: filter,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
     Backend {
         name: "diagnostics (over local)",
         open: diagnostics,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
     Backend {
         name: "memory (engine: memory)",
@@ -115,7 +97,7 @@ pub static ALL: &[Backend] = &[
         name: "toc + POSIX over the simulated file system",
         open: simulated,
         quirks: &[],
-        known_bugs: LOCAL_BUGS,
+        known_bugs: &[],
     },
 ];
 

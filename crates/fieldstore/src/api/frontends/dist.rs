@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
 
-use super::{combine_errors, field_key, merge_axes, ChainRead};
+use super::{combine_errors, field_key, merge_axes, Canon, ChainRead};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::results::{
@@ -18,6 +18,7 @@ use crate::api::results::{
     WipeElement,
 };
 use crate::api::ApiError;
+use crate::error_kind::ErrorKind;
 use crate::model::config::DistHash;
 use crate::model::request::Request;
 use crate::model::schema::Schema;
@@ -55,6 +56,25 @@ struct LaneState {
 impl LaneState {
     fn busy(&self) -> bool {
         self.dirty || self.flushing > 0
+    }
+}
+
+/// Whether an archive failing on a lane with this kind of error moves on to the next lane:
+/// only for errors about the lane's health or capacity. See docs/frontends.md.
+fn fails_over(kind: ErrorKind) -> bool {
+    match kind {
+        ErrorKind::Io
+        | ErrorKind::Remote
+        | ErrorKind::Full
+        | ErrorKind::Config
+        | ErrorKind::Corrupt
+        | ErrorKind::Unsupported
+        | ErrorKind::Internal => true,
+        ErrorKind::Locked
+        | ErrorKind::BadRequest
+        | ErrorKind::Schema
+        | ErrorKind::Permission
+        | ErrorKind::NotFound => false,
     }
 }
 
@@ -128,7 +148,9 @@ impl DistFdb {
                     .map_err(crate::model::ModelError::from)?
                     .db
             }
-            _ => key.clone(),
+            // In stored form, so `param=t` and `param=130` land on the same lane; a canonical
+            // key (what FDB5 hashes) is unchanged, so placements still agree with it.
+            _ => Canon::default().key(key),
         };
         let ids: Vec<&str> = self.lanes.iter().map(|l| l.hash_id.as_str()).collect();
         let flat = flatten(&hashed);
@@ -152,6 +174,9 @@ impl DistFdb {
                     }
                     return Ok(());
                 }
+                // About the field or its database, not the lane: the next lane would say the
+                // same, or (a lock) would take what the lock is there to refuse.
+                Err(e) if !fails_over(e.kind()) => return Err(e),
                 Err(e) => {
                     let dirty = self.dirty.lock().map(|d| d[i].busy()).unwrap_or(true);
                     if dirty {
@@ -500,5 +525,97 @@ mod tests {
             assert!(s.location.starts_with(&dir.display().to_string()), "{s:?}");
         }
         assert_eq!(stats.iter().map(|s| s.fields).sum::<u64>(), 8);
+    }
+
+    /// A lane whose archives fail with a set error, counting them.
+    struct Refusing {
+        error: fn() -> ApiError,
+        tried: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Fdb for Refusing {
+        fn name(&self) -> String {
+            "refusing".into()
+        }
+        fn archive(&self, _: Option<&Key>, _: &[u8]) -> Result<(), ApiError> {
+            self.tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err((self.error)())
+        }
+    }
+
+    /// Two lanes failing with `error`; how many archives each was asked for, and the answer.
+    fn archive_on_two_failing_lanes(error: fn() -> ApiError) -> (usize, ApiError) {
+        let lanes: Vec<Arc<Refusing>> = (0..2)
+            .map(|_| {
+                Arc::new(Refusing {
+                    error,
+                    tried: Default::default(),
+                })
+            })
+            .collect();
+        let dist = DistFdb::new(
+            lanes
+                .iter()
+                .enumerate()
+                .map(|(i, l)| DistLane {
+                    id: i.to_string(),
+                    hash_id: i.to_string(),
+                    fdb: l.clone(),
+                })
+                .collect(),
+            DistHash::Field,
+            None,
+            Context::default(),
+        )
+        .unwrap();
+        let k = Key::parse("class=od,step=0,param=130").unwrap();
+        let e = dist.archive(Some(&k), b"f").unwrap_err();
+        let tried = lanes
+            .iter()
+            .map(|l| l.tried.load(std::sync::atomic::Ordering::SeqCst))
+            .sum();
+        (tried, e)
+    }
+
+    #[test]
+    fn a_lock_is_returned_not_failed_over() {
+        let (tried, e) = archive_on_two_failing_lanes(|| ApiError::Locked {
+            db: "db".into(),
+            action: "archive".into(),
+        });
+        assert_eq!(tried, 1, "a locked archive was tried on the next lane");
+        assert_eq!(e.kind(), ErrorKind::Locked, "{e}");
+        let (tried, e) = archive_on_two_failing_lanes(|| ApiError::Invalid("bad".into()));
+        assert_eq!((tried, e.kind()), (1, ErrorKind::BadRequest));
+    }
+
+    #[test]
+    fn a_field_goes_to_one_lane_whatever_the_form_of_its_key() {
+        let lanes = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|id| DistLane {
+                id: id.into(),
+                hash_id: id.into(),
+                fdb: Arc::new(Refusing {
+                    error: || ApiError::Invalid("unused".into()),
+                    tried: Default::default(),
+                }),
+            })
+            .collect();
+        let dist = DistFdb::new(lanes, DistHash::Field, None, Context::default()).unwrap();
+        for step in 0..16 {
+            let k =
+                |param: &str| Key::parse(&format!("class=od,step={step},param={param}")).unwrap();
+            assert_eq!(dist.order(&k("t")).unwrap(), dist.order(&k("130")).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_lane_failure_is_failed_over() {
+        let (tried, _) = archive_on_two_failing_lanes(|| ApiError::Config("no root".into()));
+        assert_eq!(
+            tried, 2,
+            "a lane's failure did not move on to the next lane"
+        );
     }
 }

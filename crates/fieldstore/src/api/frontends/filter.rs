@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{field_key, Selection};
+use super::{field_key, Canon, Selection};
 use crate::api::fdb::Fdb;
 use crate::api::ApiError;
 use crate::model::Key;
@@ -14,6 +14,8 @@ pub struct FilterFdb {
     excludes: Vec<Selection>,
     child: Arc<dyn Fdb>,
     dropped: AtomicU64,
+    /// Keys are matched in stored form (`param=t` as 130).
+    canon: Canon,
 }
 
 impl FilterFdb {
@@ -23,10 +25,18 @@ impl FilterFdb {
             excludes,
             child,
             dropped: AtomicU64::new(0),
+            canon: Canon::default(),
         }
     }
 
+    /// Canonicalises with the types of this schema instead of the default one's.
+    pub fn with_schema(mut self, schema: &crate::model::schema::Schema) -> Self {
+        self.canon = Canon::new(schema);
+        self
+    }
+
     fn keeps(&self, key: &Key) -> bool {
+        let key = &self.canon.key(key);
         self.select.as_ref().is_none_or(|s| s.matches_key(key))
             && !self.excludes.iter().any(|x| x.matches_key(key))
     }

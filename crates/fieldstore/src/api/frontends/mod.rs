@@ -21,7 +21,7 @@ pub use dist::DistFdb;
 pub use filter::FilterFdb;
 pub use mirror::MirrorFdb;
 pub use select::SelectFdb;
-pub use selection::Selection;
+pub use selection::{Canon, Selection};
 
 /// The field's own key: the one given, or the MARS keys of the GRIB message.
 pub(crate) fn field_key(key: Option<&Key>, data: &[u8]) -> Result<Key, ApiError> {

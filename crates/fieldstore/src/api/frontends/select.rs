@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::Arc;
 
-use super::{combine_errors, field_key, merge_axes, ChainRead, Selection};
+use super::{combine_errors, field_key, merge_axes, Canon, ChainRead, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::results::{
@@ -24,14 +24,27 @@ pub struct Lane {
 
 pub struct SelectFdb {
     lanes: Vec<Lane>,
+    /// Keys and requests are matched against the lanes in stored form.
+    canon: Canon,
 }
 
 impl SelectFdb {
     pub fn new(lanes: Vec<Lane>) -> SelectFdb {
-        SelectFdb { lanes }
+        SelectFdb {
+            lanes,
+            canon: Canon::default(),
+        }
+    }
+
+    /// Canonicalises with the types of this schema instead of the default one's.
+    pub fn with_schema(mut self, schema: &crate::model::schema::Schema) -> SelectFdb {
+        self.canon = Canon::new(schema);
+        self
     }
 
     fn lane_for(&self, key: &Key) -> Result<&Lane, ApiError> {
+        let canonical = self.canon.key(key);
+        let key = &canonical;
         self.lanes
             .iter()
             .find(|l| l.select.matches_key(key) && !l.excludes.iter().any(|x| x.matches_key(key)))
@@ -53,13 +66,13 @@ impl SelectFdb {
         request: &'a Request,
         absent_matches: bool,
     ) -> impl Iterator<Item = &'a Lane> + 'a {
-        self.lanes.iter().filter(move |l| {
-            l.select.matches_request(request, absent_matches)
-                && !l.excludes.iter().any(|x| x.excludes_request(request))
-        })
+        self.lane_indexes(request, absent_matches)
+            .into_iter()
+            .map(move |i| &self.lanes[i])
     }
 
     fn lane_indexes(&self, request: &Request, absent_matches: bool) -> Vec<usize> {
+        let request = &self.canon.request(request);
         (0..self.lanes.len())
             .filter(|&i| {
                 let l = &self.lanes[i];
@@ -216,5 +229,32 @@ impl Fdb for SelectFdb {
             .map(|l| l.fdb.explain_nothing(request))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::local;
+
+    #[test]
+    fn lanes_are_chosen_by_canonical_values() {
+        let d = tempfile::tempdir().unwrap();
+        let yesterday = (chrono::Utc::now().date_naive() - chrono::Days::new(1))
+            .format("%Y%m%d")
+            .to_string();
+        let lane = |select: &str| Lane {
+            select: Selection::parse(select).unwrap(),
+            excludes: Vec::new(),
+            fdb: local(d.path()),
+        };
+        let select = SelectFdb::new(vec![
+            lane("date=20000101"),
+            lane(&format!("date={yesterday},expver=0001")),
+        ]);
+        let r = crate::model::request::parse_request("date=-1,expver=1").unwrap();
+        assert_eq!(select.lane_indexes(&r, false), vec![1]);
+        let k = Key::parse(&format!("date={yesterday},expver=1,param=t")).unwrap();
+        assert!(std::ptr::eq(select.lane_for(&k).unwrap(), &select.lanes[1]));
     }
 }

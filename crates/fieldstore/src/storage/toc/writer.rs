@@ -10,7 +10,7 @@ use super::journal::{self, JournalState, Record};
 use super::unique_name;
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
-use crate::storage::fs::{FileSystem, OpenMode};
+use crate::storage::fs::{FileSystem, FsFile, OpenMode};
 use crate::storage::{FieldRef, StorageError};
 
 struct Pending {
@@ -28,6 +28,11 @@ pub struct DbWriter {
     /// The journal as far as this writer has read it, kept up to date by each commit's append
     /// (which hands back what others appended meanwhile): a commit never re-parses history.
     journal: JournalState,
+    /// The journal this writer read, held open so its inode cannot be reused: a commit finding
+    /// another inode at `toc` (or none) knows the database was wiped, and publishes nothing
+    /// into a journal that is not the one it read.
+    _toc: Box<dyn FsFile>,
+    toc_ino: u64,
 }
 
 pub(crate) fn current_uid() -> u32 {
@@ -115,8 +120,16 @@ impl DbWriter {
 
     /// A writer for a database that exists; only its owner (or root) may write.
     pub fn open_existing(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<DbWriter, StorageError> {
+        let toc_path = dir.join("toc");
+        let toc = fs
+            .open(&toc_path, OpenMode::Read)
+            .map_err(StorageError::io("open", &toc_path))?;
+        let toc_ino = fs
+            .metadata(&toc_path)
+            .map_err(StorageError::io("stat", &toc_path))?
+            .ino;
         // A damaged journal is refused here, before anything is written into the database.
-        let journal = JournalState::read(&**fs, &dir.join("toc"))?;
+        let journal = JournalState::read(&**fs, &toc_path)?;
         if let Some((_, uid)) = &journal.init {
             let me = current_uid();
             if *uid != me && me != 0 {
@@ -133,6 +146,8 @@ impl DbWriter {
             dir: dir.to_path_buf(),
             pending: BTreeMap::new(),
             journal,
+            _toc: toc,
+            toc_ino,
         })
     }
 
@@ -198,6 +213,16 @@ impl CatalogueWriter for DbWriter {
     fn commit(&mut self) -> Result<usize, StorageError> {
         if self.pending.is_empty() {
             return Ok(0);
+        }
+        if self
+            .fs
+            .metadata(&self.dir.join("toc"))
+            .map_or(true, |m| m.ino != self.toc_ino)
+        {
+            self.pending.clear();
+            return Err(StorageError::Wiped {
+                db: self.dir.clone(),
+            });
         }
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
