@@ -5,14 +5,15 @@
 
 mod describe;
 mod discover;
+mod env;
 mod parse;
 
 use std::path::PathBuf;
 
 pub use discover::{
-    discover, discover_from_process, embedded_default, process_env, ConfigSource, Env,
-    LoadedConfig, ENV_STEPS,
+    discover, discover_from_process, embedded_default, ConfigSource, LoadedConfig, ENV_STEPS,
 };
+pub use env::{process_env, Env};
 pub use parse::{from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

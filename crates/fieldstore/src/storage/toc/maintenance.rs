@@ -8,8 +8,7 @@ use std::sync::Arc;
 use super::index::{IndexEntry, IndexFile};
 use super::journal::{self, JournalState, LiveIndex, Record};
 use super::reader::{is_masked, DbReader};
-use super::unique_name;
-use super::writer::current_uid;
+use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
@@ -78,7 +77,7 @@ pub fn wipe(
     let doomed = dir.join(format!("{WIPING_PREFIX}{}", unique_name()));
     fs.rename(&toc, &doomed)
         .map_err(StorageError::io("rename", &toc))?;
-    super::writer::sync_dir(&**fs, dir)?;
+    sync_dir(&**fs, dir)?;
     let mut gone = Vec::new();
     for p in files.into_iter().filter(ours) {
         // The journal goes last: while it is there the directory is known to be being wiped.
@@ -568,7 +567,7 @@ fn merge(
             files: merged_names,
         },
     ];
-    super::writer::sync_dir(&**fs, dir)?;
+    sync_dir(&**fs, dir)?;
     let end = state.end;
     let appended = journal::append(&**fs, &dir.join("toc"), end, &records)?;
     state.apply(appended.others, end);

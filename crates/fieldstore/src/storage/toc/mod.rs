@@ -53,6 +53,20 @@ pub(crate) fn legacy_dir_name(key: &crate::model::Key) -> String {
 
 pub(crate) use crate::storage::names::unique_name;
 
+/// Who owns a database (its Init record), as FDB5: only the owner (or root) wipes or purges it.
+pub(crate) fn current_uid() -> u32 {
+    // SAFETY: geteuid has no failure mode.
+    unsafe { libc::geteuid() }
+}
+
+pub(crate) fn sync_dir(
+    fs: &dyn crate::storage::fs::FileSystem,
+    dir: &std::path::Path,
+) -> Result<(), crate::storage::StorageError> {
+    fs.sync_dir(dir)
+        .map_err(crate::storage::StorageError::io("sync directory", dir))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{self, JournalState, Record};
-use super::unique_name;
+use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
 use crate::storage::fs::{FileSystem, OpenMode};
@@ -28,11 +28,6 @@ pub struct DbWriter {
     /// The journal as far as this writer has read it, kept up to date by each commit's append
     /// (which hands back what others appended meanwhile): a commit never re-parses history.
     journal: JournalState,
-}
-
-pub(crate) fn current_uid() -> u32 {
-    // SAFETY: geteuid has no failure mode.
-    unsafe { libc::geteuid() }
 }
 
 /// Creates the database directory if needed: `schema` copy and the journal with its Init record,
@@ -95,11 +90,6 @@ pub(crate) fn ensure_database(
             source: e,
         }),
     }
-}
-
-pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
-    fs.sync_dir(dir)
-        .map_err(StorageError::io("sync directory", dir))
 }
 
 impl DbWriter {
