@@ -6,6 +6,7 @@ pub mod error;
 pub mod key;
 pub mod request;
 pub mod schema;
+pub(crate) mod step;
 pub mod types;
 
 pub use error::ModelError;
