@@ -23,7 +23,10 @@ fn messages(path: &Path) -> Vec<Vec<u8>> {
 #[test]
 fn same_corpus_same_config_same_answers() {
     if !have_fdb5() {
-        return skip::missing_tool("same_corpus_same_config_same_answers", "FDB5's fdb-write");
+        return skip::skip(
+            "same_corpus_same_config_same_answers",
+            skip::Missing::Tool("FDB5's fdb-write"),
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n);
@@ -168,9 +171,9 @@ fn same_corpus_same_config_same_answers() {
 #[test]
 fn dist_places_fields_on_the_same_lanes_as_fdb5() {
     if !have_fdb5() {
-        return skip::missing_tool(
+        return skip::skip(
             "dist_places_fields_on_the_same_lanes_as_fdb5",
-            "FDB5's fdb-write",
+            skip::Missing::Tool("FDB5's fdb-write"),
         );
     }
     let d = tempfile::tempdir().unwrap();

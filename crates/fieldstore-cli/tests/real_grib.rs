@@ -203,7 +203,10 @@ fn real_files_fdb5_refuses_are_refused_clearly() {
 #[test]
 fn real_files_list_and_read_as_in_fdb5() {
     if !have_fdb5() {
-        return skip::missing_tool("real_files_list_and_read_as_in_fdb5", "FDB5's fdb-write");
+        return skip::skip(
+            "real_files_list_and_read_as_in_fdb5",
+            skip::Missing::Tool("FDB5's fdb-write"),
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let (files, originals) = accepted();

@@ -926,9 +926,9 @@ fn full_disk_is_a_clear_error_and_changes_nothing() {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !mounted {
-        return skip::missing_privilege(
+        return skip::skip(
             "full_disk_is_a_clear_error_and_changes_nothing",
-            "cannot mount a tmpfs (not root?)",
+            skip::Missing::Privilege("cannot mount a tmpfs (not root?)"),
         );
     }
     struct Unmount(PathBuf);
@@ -998,9 +998,9 @@ fn only_the_owner_writes_or_wipes() {
     };
     // SAFETY: geteuid cannot fail.
     if unsafe { libc_geteuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
-        return skip::missing_privilege(
+        return skip::skip(
             "only_the_owner_writes_or_wipes",
-            "not root, or no setpriv",
+            skip::Missing::Privilege("not root, or no setpriv"),
         );
     }
     let s = Store::new();

@@ -2,20 +2,26 @@
 //! and what is missing. In CI (`CI=true`), where scripts/install-deps installs every tool the
 //! tests use, a missing tool fails the test instead, so a comparison can't quietly stop running.
 
-/// Whether `CI=true`: what scripts/install-deps installs must then be there.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
+/// What a skipped test lacks.
+pub enum Missing<'a> {
+    /// A tool `scripts/install-deps --tests` installs: its absence fails the test in CI.
+    Tool(&'a str),
+    /// A privilege no installer gives (root, mounting): skipped loudly, in CI too.
+    Privilege(&'a str),
 }
 
-/// Skips `test` for lack of `tool` (installed by `scripts/install-deps --tests`); fails in CI.
-pub fn missing_tool(test: &str, tool: &str) {
-    if in_ci() {
-        panic!("{test}: {tool} not found, and CI=true: scripts/install-deps --tests installs it");
+/// Says on stderr that `test` is skipped for lack of `missing`; panics instead when `CI=true`
+/// and what is missing is a tool.
+pub fn skip(test: &str, missing: Missing) {
+    match missing {
+        Missing::Tool(tool) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "{test}: {tool} not found, and CI=true: scripts/install-deps --tests installs it"
+            )
+        }
+        Missing::Tool(tool) => {
+            eprintln!("SKIP {test}: {tool} not found (scripts/install-deps --tests installs it)")
+        }
+        Missing::Privilege(what) => eprintln!("SKIP {test}: {what}"),
     }
-    eprintln!("SKIP {test}: {tool} not found (scripts/install-deps --tests installs it)");
-}
-
-/// Skips `test` for lack of a privilege no installer gives (root, mounting): loud, also in CI.
-pub fn missing_privilege(test: &str, what: &str) {
-    eprintln!("SKIP {test}: {what}");
 }

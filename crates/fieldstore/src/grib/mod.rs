@@ -3,9 +3,9 @@
 
 mod error;
 mod ffi;
-pub mod framing;
+pub(crate) mod framing;
 mod handle;
-pub mod keys;
+pub(crate) mod keys;
 pub mod params;
 pub mod sample;
 
