@@ -205,7 +205,8 @@ fn real_files_list_and_read_as_in_fdb5() {
     if !have_fdb5() {
         return skip::skip(
             "real_files_list_and_read_as_in_fdb5",
-            skip::Missing::Tool("FDB5's fdb-write"),
+            "FDB5's fdb-write",
+            true,
         );
     }
     let d = tempfile::tempdir().unwrap();

@@ -928,7 +928,8 @@ fn full_disk_is_a_clear_error_and_changes_nothing() {
     if !mounted {
         return skip::skip(
             "full_disk_is_a_clear_error_and_changes_nothing",
-            skip::Missing::Privilege("cannot mount a tmpfs (not root?)"),
+            "cannot mount a tmpfs (not root?)",
+            false,
         );
     }
     struct Unmount(PathBuf);
@@ -1000,7 +1001,8 @@ fn only_the_owner_writes_or_wipes() {
     if unsafe { libc_geteuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
         return skip::skip(
             "only_the_owner_writes_or_wipes",
-            skip::Missing::Privilege("not root, or no setpriv"),
+            "not root, or no setpriv",
+            false,
         );
     }
     let s = Store::new();
