@@ -14,9 +14,6 @@ use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeRe
 use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
 use crate::storage::StorageError;
 
-/// Actions a lock file can disable, by file name.
-pub const LOCKABLE: [&str; 4] = ["list", "retrieve", "archive", "wipe"];
-
 pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
 }
@@ -583,7 +580,7 @@ mod tests {
     use super::*;
     use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
     use crate::storage::fs::{os, OsFs};
-    use crate::storage::toc::DbWriter;
+    use crate::storage::toc::writer::DbWriter;
     use crate::storage::FieldRef;
 
     fn ik() -> Key {

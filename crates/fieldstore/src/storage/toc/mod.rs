@@ -4,15 +4,12 @@
 mod catalogue;
 mod index;
 mod journal;
-pub mod maintenance;
+pub(crate) mod maintenance;
 mod reader;
 mod writer;
 
 pub use catalogue::TocCatalogue;
-pub use index::{IndexEntry, IndexFile};
-pub use journal::FORMAT_VERSION;
-pub use reader::{datum_key_of, DbReader};
-pub use writer::DbWriter;
+pub use index::IndexFile;
 
 /// A key's name on disk (a database directory, the start of an index file name): its values
 /// joined by `:`, as FDB5 names them, so ordinary names read `od:0001:oper:20261122:1200:g`.
