@@ -268,7 +268,7 @@ fn canonical_double(v: &str) -> Option<String> {
 }
 
 /// `yyyymmdd`, `yyyy-mm-dd`, `yyyy-ddd` and relative days (`0` today, `-1` yesterday).
-pub fn parse_date(v: &str, cx: &Context) -> Option<NaiveDate> {
+pub(crate) fn parse_date(v: &str, cx: &Context) -> Option<NaiveDate> {
     if let Some(rel) = v.strip_prefix('-') {
         if !rel.is_empty() && rel.len() <= 5 && rel.chars().all(|c| c.is_ascii_digit()) {
             return cx

@@ -191,7 +191,7 @@ pub enum FdbConfig {
 }
 
 /// `type:` values understood, in the order error messages list them.
-pub const TYPES: &[&str] = &[
+pub(crate) const TYPES: &[&str] = &[
     "local",
     "catalogue",
     "select",
@@ -204,7 +204,7 @@ pub const TYPES: &[&str] = &[
 ];
 
 /// FDB5's root-choice handlers, so a typo is caught when the config is read.
-pub const HANDLERS: &[&str] = &[
+pub(crate) const HANDLERS: &[&str] = &[
     "Default",
     "First",
     "LeastUsed",
