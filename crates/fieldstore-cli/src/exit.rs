@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use fieldstore::api::ApiError;
+use fieldstore::api::{ApiError, ArchiveError};
 use fieldstore::grib::GribError;
 use fieldstore::model::ModelError;
 use fieldstore::remote::RemoteError;
@@ -15,6 +15,7 @@ pub fn error_kind(e: &anyhow::Error) -> Option<ErrorKind> {
     e.chain().find_map(|c| {
         c.downcast_ref::<ApiError>()
             .map(ApiError::kind)
+            .or_else(|| c.downcast_ref::<ArchiveError>().map(ArchiveError::kind))
             .or_else(|| c.downcast_ref::<RemoteError>().map(RemoteError::kind))
             .or_else(|| c.downcast_ref::<StorageError>().map(StorageError::kind))
             .or_else(|| c.downcast_ref::<ModelError>().map(ModelError::kind))

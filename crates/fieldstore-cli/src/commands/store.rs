@@ -6,49 +6,12 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use fieldstore::api::{ListOptions, StatsElement};
-use fieldstore::grib::{mars_keys, GribError, GribMessage, MessageReader, SliceMessages};
+use fieldstore::api::{ArchiveSummary, Archiver, ListOptions, MessageProgress, StatsElement};
 use fieldstore::model::request::Request;
-use fieldstore::model::Key;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::request::read_requests;
 use crate::context::Session;
-
-const BATCH: usize = 256;
-/// Small enough that large fields' buffers come back to the reader soon (fresh memory costs page
-/// faults and zeroing), large enough to decode several at once.
-const BATCH_BYTES: usize = 16 << 20;
-
-/// MARS keys of each message, decoded on `threads` threads, in input order.
-fn decode_keys(batch: &[(usize, u64, &[u8])], threads: usize) -> Vec<Result<Key, GribError>> {
-    if threads <= 1 || batch.len() < 8 {
-        return batch.iter().map(|m| mars_keys(m.2)).collect();
-    }
-    let chunk = batch.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = batch
-            .chunks(chunk)
-            .map(|c| {
-                (
-                    c.len(),
-                    s.spawn(move || c.iter().map(|m| mars_keys(m.2)).collect::<Vec<_>>()),
-                )
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(len, h)| {
-                // Keep one result per message even if a thread died, so none is skipped.
-                h.join().unwrap_or_else(|_| {
-                    (0..len)
-                        .map(|_| Err(GribError::Decode("a decoding thread panicked".into())))
-                        .collect()
-                })
-            })
-            .collect()
-    })
-}
 
 #[derive(Args, Debug)]
 pub struct WriteArgs {
@@ -65,45 +28,48 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
     if inputs.is_empty() {
         inputs.push(PathBuf::from("-"));
     }
-    let mut totals = Totals::default();
+    let verbose = args.verbose;
+    let mut totals = ArchiveSummary::default();
     let started = std::time::Instant::now();
     for path in &inputs {
         if path.as_os_str() == "-" {
-            write_stream(
-                Box::new(io::stdin()),
-                "<stdin>",
-                fdb,
-                args.verbose,
-                &mut totals,
-            )?;
+            // The size of a stream is not known: no progress bar.
+            let mut archiver = Archiver::new(fdb).on_message(|m| report(m, verbose, None));
+            totals += archiver.archive_reader(io::stdin(), "<stdin>")?;
             continue;
         }
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let name = path.display().to_string();
-        let meta = f
-            .metadata()
-            .with_context(|| format!("cannot stat {name}"))?;
-        if meta.is_file() && meta.len() > 0 {
-            write_mapped(&f, &name, meta.len(), fdb, args.verbose, &mut totals)?;
-        } else {
-            write_stream(Box::new(f), &name, fdb, args.verbose, &mut totals)?;
-        }
+        // The archiver stats the file again and reports what fails; this is only for the bar.
+        let size = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len());
+        let bar = progress_bar(&path.display().to_string(), size, verbose);
+        let mut archiver = Archiver::new(fdb).on_message(|m| report(m, verbose, Some(&bar)));
+        totals += archiver.archive_path(path)?;
+        bar.finish_and_clear();
     }
     fdb.flush()?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "archived {} fields, {:.1} MiB in {secs:.2} s ({:.0} fields/s)",
-        totals.fields,
+        totals.messages,
         totals.bytes as f64 / 1048576.0,
-        totals.fields as f64 / secs.max(1e-9)
+        totals.messages as f64 / secs.max(1e-9)
     );
     Ok(())
 }
 
-#[derive(Default)]
-struct Totals {
-    fields: usize,
-    bytes: u64,
+/// One line per message with `--verbose`; the bar otherwise.
+fn report(m: &MessageProgress<'_>, verbose: bool, bar: Option<&ProgressBar>) {
+    if verbose {
+        eprintln!(
+            "{}: message {} at offset {} ({} bytes): {}",
+            m.source, m.number, m.offset, m.length, m.key
+        );
+    }
+    if let Some(bar) = bar {
+        bar.set_position(m.offset + m.length);
+    }
 }
 
 fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
@@ -119,174 +85,6 @@ fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
     );
     b.set_message(name.to_string());
     b
-}
-
-/// Archives one batch in input order under the keys decoded for it. Any error stops here
-/// without a flush: nothing of this run becomes visible.
-fn archive_batch(
-    batch: &[(usize, u64, &[u8])],
-    keys: Vec<Result<Key, GribError>>,
-    name: &str,
-    fdb: &dyn fieldstore::api::Fdb,
-    verbose: bool,
-    bar: &ProgressBar,
-    totals: &mut Totals,
-) -> Result<()> {
-    for (&(number, offset, bytes), key) in batch.iter().zip(keys) {
-        let at = || format!("{name}: message {number} at offset {offset}");
-        let key = key.with_context(at)?;
-        if verbose {
-            eprintln!(
-                "{name}: message {number} at offset {offset} ({} bytes): {key}",
-                bytes.len()
-            );
-        }
-        fdb.archive_grib(&key, bytes).with_context(at)?;
-        totals.fields += 1;
-        totals.bytes += bytes.len() as u64;
-        bar.set_position(offset + bytes.len() as u64);
-    }
-    Ok(())
-}
-
-fn decoding_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// A regular file is mapped, not read: its messages are archived (or sent to a server) from the
-/// page cache without a copy into this process first. (As with any mapped input, truncating the
-/// file while it is being archived kills the process with SIGBUS.)
-fn write_mapped(
-    file: &File,
-    name: &str,
-    size: u64,
-    fdb: &dyn fieldstore::api::Fdb,
-    verbose: bool,
-    totals: &mut Totals,
-) -> Result<()> {
-    // SAFETY: the map is read-only and lives only for this call; see above for truncation.
-    let map = unsafe { memmap2::Mmap::map(file) }.with_context(|| format!("cannot map {name}"))?;
-    let _ = map.advise(memmap2::Advice::Sequential);
-    let bar = progress_bar(name, size, verbose);
-    let map = &map[..];
-    // A second thread frames the next batch, decodes its keys (ecCodes, ~0.5 ms a message, on
-    // all cores) and maps its pages in, while this one archives the batch before: the sending
-    // thread does nothing but send.
-    type Framed<'m> = (Vec<(usize, u64, &'m [u8])>, Vec<Result<Key, GribError>>);
-    std::thread::scope(|scope| -> Result<()> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Framed<'_>, GribError>>(1);
-        let source = name.to_string();
-        scope.spawn(move || {
-            let mut messages = SliceMessages::new(map, source);
-            let threads = decoding_threads();
-            loop {
-                let mut batch = Vec::with_capacity(BATCH);
-                let mut batch_bytes = 0usize;
-                let mut failure = None;
-                while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-                    match messages.next() {
-                        Some(Ok(m)) => {
-                            batch_bytes += m.2.len();
-                            batch.push(m);
-                        }
-                        Some(Err(e)) => {
-                            failure = Some(e);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                let ended = batch.is_empty();
-                if !ended {
-                    let keys = decode_keys(&batch, threads);
-                    for (_, _, bytes) in &batch {
-                        for page in bytes.iter().step_by(4096) {
-                            std::hint::black_box(*page);
-                        }
-                    }
-                    if tx.send(Ok((batch, keys))).is_err() {
-                        return;
-                    }
-                }
-                // What came before an error is archived (not flushed), then the error stops
-                // the run.
-                if let Some(e) = failure {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-                if ended {
-                    return;
-                }
-            }
-        });
-        for framed in rx {
-            let (batch, keys) = framed?;
-            archive_batch(&batch, keys, name, fdb, verbose, &bar, totals)?;
-        }
-        Ok(())
-    })?;
-    bar.finish_and_clear();
-    Ok(())
-}
-
-/// Standard input and other streams: a thread reads the next batch while this one is
-/// archived, so input and store I/O overlap. Memory: at most three batches of messages.
-fn write_stream(
-    reader: Box<dyn Read + Send>,
-    name: &str,
-    fdb: &dyn fieldstore::api::Fdb,
-    verbose: bool,
-    totals: &mut Totals,
-) -> Result<()> {
-    // The size of a stream is not known: no progress bar.
-    let bar = ProgressBar::hidden();
-    std::thread::scope(|scope| -> Result<()> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<GribMessage>, GribError>>(1);
-        // Archived messages' buffers go back to the reader to be filled again.
-        let (spare_tx, spare_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BATCH);
-        let reader_name = name.to_string();
-        scope.spawn(move || {
-            let mut messages = MessageReader::new(reader, reader_name).recycling(spare_rx);
-            loop {
-                let mut batch = Vec::with_capacity(BATCH);
-                let mut batch_bytes = 0usize;
-                while batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-                    match messages.next() {
-                        Some(Ok(m)) => {
-                            batch_bytes += m.bytes.len();
-                            batch.push(m);
-                        }
-                        Some(Err(e)) => {
-                            // Deliver what came before, then the error.
-                            let _ = tx.send(Ok(batch));
-                            let _ = tx.send(Err(e));
-                            return;
-                        }
-                        None => break,
-                    }
-                }
-                if batch.is_empty() || tx.send(Ok(batch)).is_err() {
-                    return;
-                }
-            }
-        });
-        for batch in rx {
-            let batch = batch?;
-            let slices: Vec<_> = batch
-                .iter()
-                .map(|m| (m.number, m.offset, m.bytes.as_slice()))
-                .collect();
-            let keys = decode_keys(&slices, decoding_threads());
-            archive_batch(&slices, keys, name, fdb, verbose, &bar, totals)?;
-            drop(slices);
-            for msg in batch {
-                let _ = spare_tx.try_send(msg.bytes);
-            }
-        }
-        Ok(())
-    })?;
-    bar.finish_and_clear();
-    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -675,7 +473,7 @@ mod tests {
 
     fn db(location: &str, lanes: &[&str], fields: u64) -> StatsElement {
         StatsElement {
-            db: Key::new(),
+            db: fieldstore::model::Key::new(),
             location: location.into(),
             lanes: lanes.iter().map(|l| l.to_string()).collect(),
             fields,

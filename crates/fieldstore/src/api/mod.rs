@@ -1,5 +1,6 @@
 //! The Fdb interface every frontend implements, and the frontends built from a config.
 
+pub(crate) mod archiver;
 pub(crate) mod element;
 pub(crate) mod error;
 pub(crate) mod fdb;
@@ -10,6 +11,7 @@ pub(crate) mod results;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use archiver::{ArchiveError, ArchiveSummary, Archiver, MessageProgress};
 pub use element::{
     compare_values, sorted_axes, sorted_values, AxesMap, ControlAction, ControlIdentifier,
     ListElement, ListOptions, Location,
