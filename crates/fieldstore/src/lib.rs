@@ -11,7 +11,7 @@
 //! - [`api`]: the `Fdb` trait, the local frontend over a catalogue and a store, the composing
 //!   frontends and the library `Archiver`;
 //! - [`remote`]: the wire protocol, the server (serving any `Fdb`) and the client frontend;
-//! - [`open`]: builds the frontend tree a config describes.
+//! - [`open`](mod@open): builds the frontend tree a config describes.
 
 pub mod error_kind;
 

@@ -10,7 +10,7 @@ pub mod params;
 pub mod sample;
 
 pub use error::GribError;
-pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages};
+pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
 pub use keys::mars_keys;
 
 /// The ecCodes version linked, e.g. `2.28.0`.

@@ -19,7 +19,7 @@ use super::step;
 use super::types::{parse_date, Context, KeyType};
 
 /// Verbs a request may start with.
-pub(crate) const VERBS: &[&str] = &[
+pub const VERBS: &[&str] = &[
     "retrieve",
     "archive",
     "list",
