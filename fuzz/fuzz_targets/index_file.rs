@@ -2,6 +2,7 @@
 //! Index files read from disk: whatever the bytes, reading, listing and looking up return errors,
 //! never panic, and never allocate what a damaged header merely announces.
 
+use fieldstore::storage::fs::OsFs;
 use fieldstore::storage::toc::IndexFile;
 use libfuzzer_sys::fuzz_target;
 
@@ -10,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(&path, data).is_err() {
         return;
     }
-    if let Ok(index) = IndexFile::read(&path) {
+    if let Ok(index) = IndexFile::read(&OsFs, &path) {
         for e in index.entries().take(10_000) {
             if e.is_err() {
                 break;

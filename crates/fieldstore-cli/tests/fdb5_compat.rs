@@ -6,6 +6,8 @@ use std::process::Command;
 
 #[path = "common/fdb5.rs"]
 mod fdb5;
+#[path = "common/skip.rs"]
+mod skip;
 use fdb5::{configured, fdb5_listing, have_fdb5, run};
 
 /// GRIB messages of a file, sorted: retrieval order is not part of the comparison.
@@ -21,9 +23,11 @@ fn messages(path: &Path) -> Vec<Vec<u8>> {
 #[test]
 fn same_corpus_same_config_same_answers() {
     if !have_fdb5() {
-        // scripts/install-deps installs fdb5; without it this comparison cannot run.
-        eprintln!("fdb-write not found: skipping the FDB5 comparison");
-        return;
+        return skip::skip(
+            "same_corpus_same_config_same_answers",
+            "FDB5's fdb-write",
+            true,
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n);
@@ -168,8 +172,11 @@ fn same_corpus_same_config_same_answers() {
 #[test]
 fn dist_places_fields_on_the_same_lanes_as_fdb5() {
     if !have_fdb5() {
-        eprintln!("fdb-write not found: skipping the FDB5 comparison");
-        return;
+        return skip::skip(
+            "dist_places_fields_on_the_same_lanes_as_fdb5",
+            "FDB5's fdb-write",
+            true,
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n);

@@ -204,3 +204,93 @@ fn a_memory_config_works_within_one_command() {
     d.ok("memory.yaml", &["write", a.to_str().unwrap()]);
     assert!(d.ok("memory.yaml", &["list", "class=od"]).trim().is_empty());
 }
+
+/// The hammer's forecast: 2 members x 3 steps x 2 levels x 2 params = 24 fields.
+const SHAPE: [&str; 12] = [
+    "--members",
+    "2",
+    "--steps",
+    "3",
+    "--levels",
+    "2",
+    "--params",
+    "2",
+    "--processes",
+    "2",
+    "--date",
+    "20261122",
+];
+
+impl Dir {
+    /// `fieldstore hammer` against the server, from other processes (the hammer's own).
+    fn hammer(&self, extra: &[&str]) -> Output {
+        let mut c = common::fieldstore();
+        c.arg("--config")
+            .arg(self.path("remote.yaml"))
+            .args(["hammer", "--json"])
+            .args(SHAPE)
+            .args(extra)
+            .env("TMPDIR", self.0.path());
+        c.output().unwrap()
+    }
+
+    fn hammer_ok(&self, extra: &[&str]) -> serde_json::Value {
+        let o = self.hammer(extra);
+        assert!(
+            o.status.success(),
+            "hammer {extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+}
+
+fn phase<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {report}"))
+}
+
+#[test]
+fn the_hammer_verifies_against_a_memory_server_and_is_refused_beyond_capacity() {
+    let d = Dir(tempfile::tempdir().unwrap());
+    // Room for one forecast (24 fields of about 2.2 KiB) but not two.
+    let capacity: u64 = 90 * 1024;
+    std::fs::write(
+        d.path("memory.yaml"),
+        format!("engine: memory\nmemory: {{capacity: {capacity}}}\n"),
+    )
+    .unwrap();
+    let _server = d.serve();
+
+    let w = d.hammer_ok(&[]);
+    assert_eq!(w["fields"], 24);
+    assert_eq!(w["errors"], 0);
+    let used = phase(&w, "archive")["bytes"].as_u64().unwrap() + 24 * OVERHEAD;
+    assert!(
+        used <= capacity && 2 * used > capacity,
+        "the test's capacity must fit one forecast ({used} bytes) and not two"
+    );
+
+    // Every field is read back from the server by its own request and checked by its stamp.
+    let r = d.hammer_ok(&["--mode", "read", "--verify"]);
+    assert_eq!(phase(&r, "retrieve")["fields"], 24);
+    assert_eq!(phase(&r, "retrieve")["errors"], 0);
+    let l = d.hammer_ok(&["--mode", "list"]);
+    assert_eq!(phase(&l, "list")["fields"], 24);
+
+    // A second forecast does not fit: the hammer fails, saying why, and the first stays whole.
+    let o = d.hammer(&["--expver", "hmm2"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "a write beyond capacity succeeded: {e}"
+    );
+    assert!(e.contains("is full") && e.contains("capacity"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    let r = d.hammer_ok(&["--mode", "read", "--verify"]);
+    assert_eq!(phase(&r, "retrieve")["errors"], 0);
+}

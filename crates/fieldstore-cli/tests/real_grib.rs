@@ -9,6 +9,8 @@ use std::process::{Command, Output, Stdio};
 mod common;
 #[path = "common/fdb5.rs"]
 mod fdb5;
+#[path = "common/skip.rs"]
+mod skip;
 use fdb5::{configured, fdb5_listing, have_fdb5, run};
 
 /// The files FDB5 archives, with their number of messages (all distinct fields).
@@ -201,9 +203,11 @@ fn real_files_fdb5_refuses_are_refused_clearly() {
 #[test]
 fn real_files_list_and_read_as_in_fdb5() {
     if !have_fdb5() {
-        // scripts/install-deps installs fdb5; without it this comparison cannot run.
-        eprintln!("fdb-write not found: skipping the FDB5 comparison");
-        return;
+        return skip::skip(
+            "real_files_list_and_read_as_in_fdb5",
+            "FDB5's fdb-write",
+            true,
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let (files, originals) = accepted();

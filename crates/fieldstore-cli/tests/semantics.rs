@@ -2,6 +2,8 @@
 //! masking, and bad input that must change nothing.
 
 mod common;
+#[path = "common/skip.rs"]
+mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -924,8 +926,11 @@ fn full_disk_is_a_clear_error_and_changes_nothing() {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !mounted {
-        eprintln!("cannot mount a tmpfs here (not root?): skipping the full-disk test");
-        return;
+        return skip::skip(
+            "full_disk_is_a_clear_error_and_changes_nothing",
+            "cannot mount a tmpfs (not root?)",
+            false,
+        );
     }
     struct Unmount(PathBuf);
     impl Drop for Unmount {
@@ -994,8 +999,11 @@ fn only_the_owner_writes_or_wipes() {
     };
     // SAFETY: geteuid cannot fail.
     if unsafe { libc_geteuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
-        eprintln!("not root or no setpriv: skipping the ownership test");
-        return;
+        return skip::skip(
+            "only_the_owner_writes_or_wipes",
+            "not root, or no setpriv",
+            false,
+        );
     }
     let s = Store::new();
     let root = s.path("root");

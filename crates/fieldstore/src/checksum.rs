@@ -12,7 +12,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// The checksum of the bytes `crc` covered followed by `data`.
-pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+pub(crate) fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     let mut d = Crc32c::resume(crc);
     d.update(data);
     d.value()
@@ -20,7 +20,7 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
 
 /// A checksum fed piece by piece, as bytes arrive.
 #[derive(Clone)]
-pub struct Crc32c(Digest);
+pub(crate) struct Crc32c(Digest);
 
 impl Crc32c {
     pub fn new() -> Crc32c {

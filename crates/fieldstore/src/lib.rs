@@ -1,22 +1,34 @@
 //! fieldstore: a metadata-driven object store for meteorological fields.
 //!
-//! Layers, each depending only on those listed before it:
+//! Modules in layer order, each depending only on those listed before it (`docs/architecture.md`
+//! walks through them):
 //! - [`error_kind`]: the kind of a failure, which every layer's error reports;
 //! - [`checksum`]: CRC-32C, used by the on-disk formats and the wire protocol;
-//! - [`grib`]: GRIB framing and MARS key extraction through ecCodes;
-//! - [`model`]: keys, MARS requests, key types, the schema language and the FDB5 config;
-//! - `storage` and `api` build on these; [`remote`] (server and client) sits above `api`, and
-//!   [`open`] builds the frontend tree a config describes.
+//! - [`model`]: keys, MARS requests, key types, steps, the schema language and the FDB5 config;
+//! - [`grib`]: GRIB framing and MARS key extraction through ecCodes (keys are `model` keys);
+//! - [`storage`]: the `Catalogue` and `Store` traits, the file-system seam, the toc + POSIX and
+//!   memory backends;
+//! - [`api`]: the `Fdb` trait, the local frontend over a catalogue and a store, the composing
+//!   frontends and the library `Archiver`;
+//! - [`remote`]: the wire protocol, the server (serving any `Fdb`) and the client frontend;
+//! - [`open`](mod@open): builds the frontend tree a config describes.
+
+pub mod error_kind;
+
+pub mod checksum;
+mod fill;
+
+pub mod model;
+
+pub mod grib;
+
+pub mod storage;
 
 pub mod api;
-pub mod checksum;
-pub mod error_kind;
-mod fill;
-pub mod grib;
-pub mod model;
-pub mod open;
+
 pub mod remote;
-pub mod storage;
+
+pub mod open;
 
 pub use error_kind::ErrorKind;
 pub use open::open;

@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::operation::Operation;
 use crate::model::schema::SplitKey;
+use crate::model::step;
 
 /// Where a field's bytes are: a URI (`file:///path`) and a byte range in it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -65,33 +66,24 @@ enum SortKey {
     Text,
 }
 
-/// A plain decimal number, or a step with a unit (`30m`, `12h`, `1d`), in hours.
-fn magnitude(s: &str) -> Option<f64> {
-    let (num, unit) = match s.as_bytes().last() {
-        Some(b'm') => (&s[..s.len() - 1], 1.0 / 60.0),
-        Some(b'h') => (&s[..s.len() - 1], 1.0),
-        Some(b'd') => (&s[..s.len() - 1], 24.0),
-        _ => (s, 1.0),
-    };
-    let digits = num.strip_prefix('-').unwrap_or(num);
+/// A plain decimal number (`-1`, `0.5`, `20190109`).
+fn decimal(s: &str) -> Option<f64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
     if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit()) {
         return None;
     }
-    num.parse::<f64>().ok().map(|x| x * unit)
+    s.parse::<f64>().ok()
 }
 
 fn sort_key(s: &str) -> SortKey {
-    if let Some(x) = magnitude(s) {
+    if let Some(x) = decimal(s) {
         return SortKey::Number(x, x);
     }
-    // A step range `a-b` (the `-` of a negative start is not the separator).
-    if let Some(i) = s.get(1..).and_then(|t| t.find('-')) {
-        if let (Some(a), Some(b)) = (magnitude(&s[..=i]), magnitude(&s[i + 2..])) {
-            return SortKey::Number(a, b);
-        }
+    match step::range_minutes(s, true) {
+        Some((a, b)) => SortKey::Number(a as f64 / 60.0, b as f64 / 60.0),
+        None => SortKey::Text,
     }
-    SortKey::Text
 }
 
 /// How two values of one keyword compare for display: numerically when both are numbers (or

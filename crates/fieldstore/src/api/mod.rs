@@ -1,13 +1,13 @@
 //! The Fdb interface every frontend implements, and the frontends built from a config.
 
-pub mod archiver;
-pub mod element;
-pub mod error;
-pub mod fdb;
+pub(crate) mod archiver;
+pub(crate) mod element;
+pub(crate) mod error;
+pub(crate) mod fdb;
 pub mod frontends;
-pub mod local;
-pub mod operation;
-pub mod results;
+pub(crate) mod local;
+pub(crate) mod operation;
+pub(crate) mod results;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -17,9 +17,9 @@ pub use element::{
     ListElement, ListOptions, Location,
 };
 pub use error::{ApiError, RemoteFailure};
-pub use fdb::Fdb;
-pub use local::LocalFdb;
-pub use operation::Operation;
+pub use fdb::{Fdb, ListIter};
+pub use local::{Clock, LocalFdb};
+pub use operation::{Operation, UnknownOperation};
 pub use results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,

@@ -3,14 +3,14 @@
 
 mod error;
 mod ffi;
-pub mod framing;
+pub(crate) mod framing;
 mod handle;
-pub mod keys;
+pub(crate) mod keys;
 pub mod params;
 pub mod sample;
 
 pub use error::GribError;
-pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages};
+pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
 pub use keys::mars_keys;
 
 /// The ecCodes version linked, e.g. `2.28.0`.

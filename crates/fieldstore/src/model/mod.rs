@@ -2,11 +2,12 @@
 //! Knows nothing about storage.
 
 pub mod config;
-pub mod error;
-pub mod key;
+pub(crate) mod error;
+pub(crate) mod key;
 pub mod request;
 pub mod schema;
+pub(crate) mod step;
 pub mod types;
 
 pub use error::ModelError;
-pub use key::Key;
+pub use key::{Key, KeyParseError};

@@ -15,6 +15,7 @@ use std::fmt;
 
 use chrono::{Datelike, NaiveDate};
 
+use super::step;
 use super::types::{parse_date, Context, KeyType};
 
 /// Verbs a request may start with.
@@ -776,18 +777,15 @@ fn expand_one(
             }
         }
         RangeKind::Step => {
-            let a = step_minutes(from).ok_or_else(|| format!("'{from}' is not a step"))?;
-            let b = step_minutes(to).ok_or_else(|| format!("'{to}' is not a step"))?;
+            let parse = |s: &str| step::minutes(s, true);
+            let a = parse(from).ok_or_else(|| format!("'{from}' is not a step"))?;
+            let b = parse(to).ok_or_else(|| format!("'{to}' is not a step"))?;
             let by = match by {
                 None => 720,
-                Some(s) => step_minutes(s).ok_or_else(|| format!("'by' {s} is not a step"))?,
+                Some(s) => parse(s).ok_or_else(|| format!("'by' {s} is not a step"))?,
             };
             for m in walk(a, b, by, used)? {
-                out.push(if m % 60 == 0 {
-                    (m / 60).to_string()
-                } else {
-                    format!("{m}m")
-                });
+                out.push(step::print(m));
             }
         }
         RangeKind::Integer => {
@@ -819,25 +817,6 @@ fn expand_one(
         }
     }
     Ok(())
-}
-
-/// Steps as minutes: hours unless suffixed with `m`, `h` or `d`.
-fn step_minutes(s: &str) -> Option<i64> {
-    let s = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = s.strip_suffix('m') {
-        (n, 1)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 60)
-    } else if let Some(n) = s.strip_suffix('d') {
-        (n, 1440)
-    } else {
-        (s.as_str(), 60)
-    };
-    let digits = num.strip_prefix('-').unwrap_or(num);
-    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    num.parse::<i64>().ok()?.checked_mul(mult)
 }
 
 /// A decimal number as `units / 10^places`.

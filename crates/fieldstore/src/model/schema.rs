@@ -12,7 +12,7 @@ use super::key::{Atom, Key};
 use super::types::{Context, KeyType, TypeError};
 
 /// The schema fieldstore uses when the config names none.
-pub const DEFAULT_SCHEMA: &str = include_str!("default-schema");
+pub(crate) const DEFAULT_SCHEMA: &str = include_str!("default-schema");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaError {

@@ -141,7 +141,7 @@ impl KeyType {
             KeyType::Default => Ok(v.to_ascii_lowercase()),
             KeyType::Ignore => Ok(String::new()),
             KeyType::Param | KeyType::ParamId => canonical_param(keyword, v, cx),
-            KeyType::Step => canonical_step(v).ok_or_else(|| bad("expected a step such as 6, 0-6, 30m or 12h (negative steps are not supported)")),
+            KeyType::Step => super::step::canonical(v).ok_or_else(|| bad("expected a step such as 6, 0-6, 30m or 12h (negative steps are not supported)")),
             KeyType::Date => parse_date(v, cx)
                 .map(|d| d.format("%Y%m%d").to_string())
                 .ok_or_else(|| bad("expected a date such as 20190109, 2019-01-09, 2019-009 or a relative day 0, -1")),
@@ -225,49 +225,6 @@ fn canonical_param(keyword: &str, v: &str, cx: &Context) -> Result<String, TypeE
     }
 }
 
-/// Steps are hours unless suffixed; minutes that make whole hours are printed as hours (`60m` is
-/// `1`), others keep their unit (`30m`). Ranges keep both ends (`0-6`).
-fn canonical_step(v: &str) -> Option<String> {
-    let lower = v.to_ascii_lowercase();
-    match lower.split_once('-') {
-        Some((a, b)) if !a.is_empty() => {
-            let (a, b) = (step_minutes(a)?, step_minutes(b)?);
-            Some(format!("{}-{}", print_step(a), print_step(b)))
-        }
-        Some(_) => None,
-        None => step_minutes(&lower).map(print_step),
-    }
-}
-
-fn step_minutes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix('m') {
-        (n, 1)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 60)
-    } else if let Some(n) = s.strip_suffix('d') {
-        (n, 1440)
-    } else if let Some(n) = s.strip_suffix('s') {
-        // Seconds only make sense as whole minutes here.
-        let secs: u64 = n.parse().ok()?;
-        return secs.is_multiple_of(60).then_some(secs / 60);
-    } else {
-        (s, 60)
-    };
-    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    num.parse::<u64>().ok()?.checked_mul(mult)
-}
-
-fn print_step(minutes: u64) -> String {
-    if minutes.is_multiple_of(60) {
-        (minutes / 60).to_string()
-    } else {
-        format!("{minutes}m")
-    }
-}
-
 /// Accepts `12`, `6`, `1200`, `0600`, `12:00`, `1:23`, `00:18:00`, `120000`; prints `HHMM`.
 fn canonical_time(v: &str) -> Option<String> {
     let (h, m) = if v.contains(':') {
@@ -311,7 +268,7 @@ fn canonical_double(v: &str) -> Option<String> {
 }
 
 /// `yyyymmdd`, `yyyy-mm-dd`, `yyyy-ddd` and relative days (`0` today, `-1` yesterday).
-pub fn parse_date(v: &str, cx: &Context) -> Option<NaiveDate> {
+pub(crate) fn parse_date(v: &str, cx: &Context) -> Option<NaiveDate> {
     if let Some(rel) = v.strip_prefix('-') {
         if !rel.is_empty() && rel.len() <= 5 && rel.chars().all(|c| c.is_ascii_digit()) {
             return cx

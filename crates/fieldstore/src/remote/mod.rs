@@ -1,12 +1,12 @@
 //! The network edge: `fieldstore server` and the `remote` frontend, speaking the framed protocol
 //! of docs/protocol.md. Above `api`: the server serves any `Fdb`, the client is one.
 
-pub mod client;
-pub mod error;
+pub(crate) mod client;
+pub(crate) mod error;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
-pub mod transport;
+pub(crate) mod transport;
 
 pub use client::RemoteFdb;
 pub use error::RemoteError;

@@ -5,18 +5,18 @@
 //! The toc catalogue keeps one directory per database on a POSIX filesystem (see
 //! `docs/toc-format.md`); the POSIX store appends bytes to per-writer files in that directory.
 
-pub mod catalogue;
-pub mod error;
+pub(crate) mod catalogue;
+pub(crate) mod error;
 pub mod fs;
 pub mod memory;
 pub(crate) mod names;
-pub mod posix;
-pub mod store;
+pub(crate) mod posix;
+pub(crate) mod store;
 pub mod toc;
 
 pub use catalogue::{
-    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, IndexSummary, ListedEntry,
-    PurgeReport,
+    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
+    ListedEntry, PurgeReport,
 };
 pub use error::StorageError;
 pub use memory::{MemoryBackend, MemoryCatalogue, MemoryStore};

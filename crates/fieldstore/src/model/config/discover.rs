@@ -4,16 +4,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::env::{process_env, Env};
 use super::parse::{from_file_with, from_yaml_str_with};
 use super::{Actions, ConfigError, FdbConfig, LocalConfig, Root, Space};
-
-/// Environment lookup, injectable so discovery is testable without touching the process.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment; an empty variable counts as unset, as in a shell `${X:-}` test.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
 
 /// Where a loaded config came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,14 +5,15 @@
 
 mod describe;
 mod discover;
+mod env;
 mod parse;
 
 use std::path::PathBuf;
 
 pub use discover::{
-    discover, discover_from_process, embedded_default, process_env, ConfigSource, Env,
-    LoadedConfig, ENV_STEPS,
+    discover, discover_from_process, embedded_default, ConfigSource, LoadedConfig, ENV_STEPS,
 };
+pub use env::{process_env, Env};
 pub use parse::{from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -190,7 +191,7 @@ pub enum FdbConfig {
 }
 
 /// `type:` values understood, in the order error messages list them.
-pub const TYPES: &[&str] = &[
+pub(crate) const TYPES: &[&str] = &[
     "local",
     "catalogue",
     "select",
@@ -203,7 +204,7 @@ pub const TYPES: &[&str] = &[
 ];
 
 /// FDB5's root-choice handlers, so a typo is caught when the config is read.
-pub const HANDLERS: &[&str] = &[
+pub(crate) const HANDLERS: &[&str] = &[
     "Default",
     "First",
     "LeastUsed",

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::discover::{process_env, Env};
+use super::env::{process_env, Env};
 use super::{
     Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
     Root, SelectLane, Space, HANDLERS, TYPES,

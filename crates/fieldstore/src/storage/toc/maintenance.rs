@@ -8,15 +8,11 @@ use std::sync::Arc;
 use super::index::{IndexEntry, IndexFile};
 use super::journal::{self, JournalState, LiveIndex, Record};
 use super::reader::{is_masked, DbReader};
-use super::unique_name;
-use super::writer::current_uid;
+use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
 use crate::storage::StorageError;
-
-/// Actions a lock file can disable, by file name.
-pub const LOCKABLE: [&str; 4] = ["list", "retrieve", "archive", "wipe"];
 
 pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
@@ -78,7 +74,7 @@ pub fn wipe(
     let doomed = dir.join(format!("{WIPING_PREFIX}{}", unique_name()));
     fs.rename(&toc, &doomed)
         .map_err(StorageError::io("rename", &toc))?;
-    super::writer::sync_dir(&**fs, dir)?;
+    sync_dir(&**fs, dir)?;
     let mut gone = Vec::new();
     for p in files.into_iter().filter(ours) {
         // The journal goes last: while it is there the directory is known to be being wiped.
@@ -568,7 +564,7 @@ fn merge(
             files: merged_names,
         },
     ];
-    super::writer::sync_dir(&**fs, dir)?;
+    sync_dir(&**fs, dir)?;
     let end = state.end;
     let appended = journal::append(&**fs, &dir.join("toc"), end, &records)?;
     state.apply(appended.others, end);
@@ -584,7 +580,7 @@ mod tests {
     use super::*;
     use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
     use crate::storage::fs::{os, OsFs};
-    use crate::storage::toc::DbWriter;
+    use crate::storage::toc::writer::DbWriter;
     use crate::storage::FieldRef;
 
     fn ik() -> Key {

@@ -4,15 +4,12 @@
 mod catalogue;
 mod index;
 mod journal;
-pub mod maintenance;
+pub(crate) mod maintenance;
 mod reader;
 mod writer;
 
 pub use catalogue::TocCatalogue;
-pub use index::{IndexEntry, IndexFile};
-pub use journal::FORMAT_VERSION;
-pub use reader::{datum_key_of, DbReader};
-pub use writer::DbWriter;
+pub use index::IndexFile;
 
 /// A key's name on disk (a database directory, the start of an index file name): its values
 /// joined by `:`, as FDB5 names them, so ordinary names read `od:0001:oper:20261122:1200:g`.
@@ -52,6 +49,20 @@ pub(crate) fn legacy_dir_name(key: &crate::model::Key) -> String {
 }
 
 pub(crate) use crate::storage::names::unique_name;
+
+/// Who owns a database (its Init record), as FDB5: only the owner (or root) wipes or purges it.
+pub(crate) fn current_uid() -> u32 {
+    // SAFETY: geteuid has no failure mode.
+    unsafe { libc::geteuid() }
+}
+
+pub(crate) fn sync_dir(
+    fs: &dyn crate::storage::fs::FileSystem,
+    dir: &std::path::Path,
+) -> Result<(), crate::storage::StorageError> {
+    fs.sync_dir(dir)
+        .map_err(crate::storage::StorageError::io("sync directory", dir))
+}
 
 #[cfg(test)]
 mod tests {

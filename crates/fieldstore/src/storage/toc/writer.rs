@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{self, JournalState, Record};
-use super::unique_name;
+use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
 use crate::storage::fs::{FileSystem, FsFile, OpenMode};
@@ -33,11 +33,6 @@ pub struct DbWriter {
     /// into a journal that is not the one it read.
     _toc: Box<dyn FsFile>,
     toc_ino: u64,
-}
-
-pub(crate) fn current_uid() -> u32 {
-    // SAFETY: geteuid has no failure mode.
-    unsafe { libc::geteuid() }
 }
 
 /// Creates the database directory if needed: `schema` copy and the journal with its Init record,
@@ -102,12 +97,9 @@ pub(crate) fn ensure_database(
     }
 }
 
-pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
-    fs.sync_dir(dir)
-        .map_err(StorageError::io("sync directory", dir))
-}
-
 impl DbWriter {
+    /// Creates the database if needed; tests use it to make one without a catalogue.
+    #[cfg(test)]
     pub fn open(
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
@@ -149,10 +141,6 @@ impl DbWriter {
             _toc: toc,
             toc_ino,
         })
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 
