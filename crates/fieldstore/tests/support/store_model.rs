@@ -31,7 +31,9 @@ pub type View = BTreeMap<String, DbView>;
 pub fn open(fs: &SimFs) -> Result<LocalFdb, String> {
     let yaml = format!("spaces: [{{roots: [{{path: {ROOT}}}]}}]");
     match from_yaml_str(&yaml, "test").map_err(|e| e.to_string())? {
-        FdbConfig::Local(l) => LocalFdb::with_fs(l, Arc::new(fs.clone())).map_err(|e| e.to_string()),
+        FdbConfig::Local(l) => {
+            LocalFdb::with_fs(l, Arc::new(fs.clone())).map_err(|e| e.to_string())
+        }
         other => Err(format!("expected a local config, got {other:?}")),
     }
 }
@@ -108,7 +110,9 @@ pub fn observe(f: &LocalFdb) -> Result<View, String> {
             get(&e.key.datum, "step"),
         );
         if e.masked {
-            return Err(format!("list shows a masked entry without include_masked: {id:?}"));
+            return Err(format!(
+                "list shows a masked entry without include_masked: {id:?}"
+            ));
         }
         if !listed.insert(id.clone()) {
             return Err(format!("list shows {id:?} twice"));
@@ -121,7 +125,9 @@ pub fn observe(f: &LocalFdb) -> Result<View, String> {
     for (date, ty, step) in &listed {
         let bytes = retrieve(f, date, ty, step)?;
         if bytes.is_empty() {
-            return Err(format!("{date}/{ty}/{step} is listed but retrieves nothing"));
+            return Err(format!(
+                "{date}/{ty}/{step} is listed but retrieves nothing"
+            ));
         }
         view.entry(date.clone())
             .or_default()
@@ -133,7 +139,10 @@ pub fn observe(f: &LocalFdb) -> Result<View, String> {
             if !listed.contains(&id) {
                 let bytes = retrieve(f, date, ty, step)?;
                 if !bytes.is_empty() {
-                    return Err(format!("{id:?} retrieves {} bytes but is not listed", bytes.len()));
+                    return Err(format!(
+                        "{id:?} retrieves {} bytes but is not listed",
+                        bytes.len()
+                    ));
                 }
             }
         }
