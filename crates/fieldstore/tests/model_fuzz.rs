@@ -82,3 +82,33 @@ fn a_failed_flush_is_an_error_and_the_store_stays_consistent() {
         .unwrap();
     }
 }
+
+/// Which failed flushes end up visible, pinned down so a change to it is noticed: a failed
+/// fdatasync of the data or the index leaves the flush invisible; one of the journal (its record
+/// already appended) leaves it visible, until a crash that no later sync preceded drops it.
+#[test]
+fn a_flush_is_invisible_when_its_data_sync_fails_and_maybe_visible_when_the_journal_sync_does() {
+    use fieldstore::api::Fdb;
+    use fieldstore::storage::fs::sim::Op;
+    use store_model::*;
+    let mut outcomes = Vec::new();
+    for n in 1..=3 {
+        let fs = sim();
+        let f = open(&fs).unwrap();
+        f.archive(Some(&key(DATES[0], "fc", "0")), b"first").unwrap();
+        f.flush().unwrap();
+        f.archive(Some(&key(DATES[0], "fc", "6")), b"second").unwrap();
+        fs.fail_nth(Op::Sync, n);
+        let failed = f.flush().is_err();
+        let seen = observe(&open(&fs).unwrap()).unwrap()[DATES[0]].len();
+        fs.crash();
+        let after_crash = observe(&open(&fs).unwrap()).unwrap()[DATES[0]].len();
+        outcomes.push((failed, seen, after_crash));
+    }
+    // Sync 1: the data file; 2: the index file; 3: the journal.
+    assert_eq!(
+        outcomes,
+        [(true, 1, 1), (true, 1, 1), (true, 2, 1)],
+        "(flush failed, fields seen, fields seen after a crash) per failing sync"
+    );
+}
