@@ -59,6 +59,9 @@ fn db_request(db: usize) -> String {
     format!("class=od,expver=1,stream=oper,date={},time=12", DATES[db])
 }
 
+/// A writer's unflushed field: database, type, step, bytes.
+type Archived = (usize, String, String, Vec<u8>);
+
 /// The views after each operation, as the model says (`views[i]`: after operations `..i`).
 fn model_views() -> Vec<View> {
     let empty: View = DATES
@@ -67,7 +70,7 @@ fn model_views() -> Vec<View> {
         .collect();
     let mut views = vec![empty.clone()];
     let mut view = empty;
-    let mut pending: [Vec<(usize, String, String, Vec<u8>)>; 3] = Default::default();
+    let mut pending: [Vec<Archived>; 3] = Default::default();
     for (i, op) in WORKLOAD.iter().enumerate() {
         match *op {
             Archive(w, db, ty, step) => pending[w].push((

@@ -95,9 +95,11 @@ fn a_flush_is_invisible_when_its_data_sync_fails_and_maybe_visible_when_the_jour
     for n in 1..=3 {
         let fs = sim();
         let f = open(&fs).unwrap();
-        f.archive(Some(&key(DATES[0], "fc", "0")), b"first").unwrap();
+        f.archive(Some(&key(DATES[0], "fc", "0")), b"first")
+            .unwrap();
         f.flush().unwrap();
-        f.archive(Some(&key(DATES[0], "fc", "6")), b"second").unwrap();
+        f.archive(Some(&key(DATES[0], "fc", "6")), b"second")
+            .unwrap();
         fs.fail_nth(Op::Sync, n);
         let failed = f.flush().is_err();
         let seen = observe(&open(&fs).unwrap()).unwrap()[DATES[0]].len();

@@ -45,7 +45,11 @@ const FS_OPS: [FsOp; 12] = [
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    Archive { w: usize, db: usize, field: usize },
+    Archive {
+        w: usize,
+        db: usize,
+        field: usize,
+    },
     Flush(usize),
     Compact(usize),
     Purge(usize),
@@ -151,9 +155,7 @@ fn with_batch(s: &DbView, batch: &Batch) -> DbView {
 impl Driver {
     fn new() -> Result<Driver, String> {
         let fs = sim();
-        let handles = (0..WRITERS)
-            .map(|_| open(&fs))
-            .collect::<Result<_, _>>()?;
+        let handles = (0..WRITERS).map(|_| open(&fs)).collect::<Result<_, _>>()?;
         Ok(Driver {
             fs,
             handles,
@@ -200,7 +202,10 @@ impl Driver {
             push_unique(&mut next, with_batch(s, batch));
         }
         if next.len() > MAX_STATES {
-            return Err(format!("the model of database {db} has {} views", next.len()));
+            return Err(format!(
+                "the model of database {db} has {} views",
+                next.len()
+            ));
         }
         self.states[db] = next;
         if !maybe {
@@ -246,7 +251,8 @@ impl Driver {
             }
             Step::Flush(w) => {
                 let r = self.handles[w].flush();
-                let batches = std::mem::replace(&mut self.pending[w], vec![Batch::new(); DATES.len()]);
+                let batches =
+                    std::mem::replace(&mut self.pending[w], vec![Batch::new(); DATES.len()]);
                 let failed = r.is_err();
                 if let Err(e) = &r {
                     self.stats.failed_flushes += 1;
@@ -264,9 +270,9 @@ impl Driver {
                 }
             }
             Step::Compact(db) => {
-                if let Err(e) = Self::request(db).and_then(|r| {
-                    self.handles[0].compact(&r).map_err(|e| e.to_string())
-                }) {
+                if let Err(e) = Self::request(db)
+                    .and_then(|r| self.handles[0].compact(&r).map_err(|e| e.to_string()))
+                {
                     self.stats.errors += 1;
                     if !self.armed && !self.fs.is_down() {
                         return Err(format!("{step:?} failed with no fault armed: {e}"));
@@ -361,10 +367,19 @@ pub fn run(steps: &[Step]) -> Result<Stats, String> {
         d.step(*s)
             .map_err(|e| format!("step {i} {s:?}: {e}\n  steps: {steps:?}"))?;
     }
-    d.check().map_err(|e| format!("final check: {e}\n  steps: {steps:?}"))?;
+    d.check()
+        .map_err(|e| format!("final check: {e}\n  steps: {steps:?}"))?;
     // The store stays usable whatever happened: a new copy of every field flushes and shows.
-    d.step(Step::Archive { w: 0, db: 0, field: 0 })?;
-    d.step(Step::Archive { w: 0, db: 1, field: 3 })?;
+    d.step(Step::Archive {
+        w: 0,
+        db: 0,
+        field: 0,
+    })?;
+    d.step(Step::Archive {
+        w: 0,
+        db: 1,
+        field: 3,
+    })?;
     d.step(Step::Flush(0))?;
     d.check()
         .map_err(|e| format!("after a last flush: {e}\n  steps: {steps:?}"))?;
