@@ -14,7 +14,7 @@ use proptest::prelude::*;
 const MAX_STEPS: usize = 80;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_operations_with_faults_agree_with_the_model(
