@@ -114,3 +114,21 @@ fn a_flush_whose_sync_fails_is_invisible_before_and_after_a_crash() {
         "(flush failed, fields seen, fields seen after a crash) per failing sync"
     );
 }
+
+/// Found by the proptest: creating a database whose first directory sync failed left the new
+/// directory behind, not durable in its parent; the next archive found it there and skipped that
+/// sync, so a flush into it returned Ok and a crash then took the whole database away.
+#[test]
+fn a_database_whose_creation_failed_halfway_is_durable_once_a_flush_into_it_succeeds() {
+    use fieldstore::storage::fs::sim::Op;
+    let archive = |field| Step::Archive { w: 0, db: 1, field };
+    run(&[
+        Step::Fail(Op::SyncDir, 1),
+        archive(0),
+        archive(3),
+        Step::Flush(0),
+        Step::Crash,
+        Step::Check,
+    ])
+    .unwrap();
+}
