@@ -50,13 +50,12 @@ pub(crate) fn ensure_database(
     if fs.exists(&toc) {
         return Ok(());
     }
-    let fresh = !fs.is_dir(dir);
     fs.create_dir_all(dir)
         .map_err(StorageError::io("create directory", dir))?;
-    if fresh {
-        if let Some(parent) = dir.parent() {
-            sync_dir(fs, parent)?;
-        }
+    // Even when the directory was there already: an earlier attempt may have made it and failed
+    // before its entry was durable, and the `toc` about to be linked in must not outlive it.
+    if let Some(parent) = dir.parent() {
+        sync_dir(fs, parent)?;
     }
     let unique = unique_name();
     let schema_tmp = dir.join(format!("schema.{unique}"));
