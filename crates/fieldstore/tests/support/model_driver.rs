@@ -6,12 +6,14 @@
 //! What the model promises (DESIGN.md §2):
 //! - An operation that fails returns an error, never panics; with no fault armed, none fails.
 //! - A flush that returned Ok is wholly visible in every database it wrote, and stays so.
-//! - A flush that failed is, per database, wholly visible or wholly invisible, and which one is
-//!   not promised: when the journal's fdatasync is what failed, its record was already appended
-//!   (other processes may see it), and a crash before some later flush syncs the journal may
-//!   still drop it. A caller must treat a failed flush as "maybe": archiving the fields again
-//!   is always safe (the newer copy masks the older). `FlushFailed` refuses further archives
-//!   into that database on that handle, so the driver reopens the writer after one.
+//! - A flush that failed is, per database, wholly visible or wholly invisible; the model allows
+//!   both. The design promises invisible when an fdatasync fails (the toc writer withdraws a
+//!   journal record whose sync failed; `a_flush_whose_sync_fails_is_invisible_before_and_after_a_crash`
+//!   pins it), but a flush over several databases fails if one does while the others commit, a
+//!   crash in its automatic merge comes after its commit, and a withdrawal can fail as well (a
+//!   full disk). A caller must treat a failed flush as "maybe": archiving the fields again is
+//!   always safe (the newer copy masks the older). `FlushFailed` refuses further archives into
+//!   that database on that handle, so the driver reopens the writer after one.
 //! - Compact and purge never change what a reader sees; a wipe that returned Ok leaves the
 //!   database empty; one that failed leaves it whole or empty.
 //! - After a crash only flushed fields are there; the store reopens and keeps working.
