@@ -14,7 +14,7 @@ use proptest::prelude::*;
 const MAX_STEPS: usize = 80;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_operations_with_faults_agree_with_the_model(
@@ -32,7 +32,7 @@ fn long_seeded_runs_agree_with_the_model() {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let mut x: u64 = env("MODEL_FUZZ_SEED").unwrap_or(0x00c0_ffee_d00d) | 1;
     let mut total = Stats::default();
-    let runs = env("MODEL_FUZZ_RUNS").unwrap_or(120) as usize;
+    let runs = env("MODEL_FUZZ_RUNS").unwrap_or(300) as usize;
     for _ in 0..runs {
         let bytes: Vec<u8> = (0..2 * 120)
             .map(|_| {
