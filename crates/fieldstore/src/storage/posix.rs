@@ -106,9 +106,19 @@ impl Store for PosixStore {
         format!("file://{}", dir(db).join(object).display())
     }
 
+    /// Skips a file a writer still holds (see `PosixWriter::append`): its fields may all be
+    /// masked, yet the writer appends the next batch to it.
     fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
         for o in objects {
             let p = dir(db).join(o);
+            let f = match self.fs.open(&p, OpenMode::Read) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(StorageError::io("open", &p)(e)),
+            };
+            if !f.lock(false).map_err(StorageError::io("lock", &p))? {
+                continue;
+            }
             fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
         }
         Ok(())
@@ -131,7 +141,11 @@ impl Store for PosixStore {
             .collect();
         objects.sort();
         if doit {
-            self.remove(db, &objects)?;
+            // All of them, held by a writer or not: the database is going.
+            for o in &objects {
+                let p = d.join(o);
+                fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
+            }
         }
         Ok(objects.iter().map(|o| self.uri(db, o)).collect())
     }
@@ -206,6 +220,11 @@ impl StoreWriter for PosixWriter {
                     .fs
                     .open(&self.path, OpenMode::Append)
                     .map_err(StorageError::io("create", &self.path))?;
+                // Held while this writer lives, so a purge leaves the file alone: the writer
+                // appends later batches to it after its first batch's fields may all be masked.
+                // A new file (its name is unique): no one else holds it.
+                f.lock(false)
+                    .map_err(StorageError::io("lock", &self.path))?;
                 self.file
                     .insert(BufWriter::with_capacity(BUFFER, Appender(f)))
             }

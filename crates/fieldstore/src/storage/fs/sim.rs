@@ -333,6 +333,15 @@ impl SimFs {
         }
     }
 
+    /// Disarms every fault and a pending [`SimFs::crash_at`], so a test can read what is there
+    /// without its reads failing.
+    pub fn clear_faults(&self) {
+        let mut s = self.state();
+        s.fail_in.clear();
+        s.space_left = None;
+        s.crash_at = None;
+    }
+
     /// Writes fail with ENOSPC once this many more bytes have been written (`None`: no limit).
     pub fn set_space(&self, bytes: Option<u64>) {
         self.state().space_left = bytes;
@@ -785,6 +794,13 @@ mod tests {
         f.sync_data().unwrap();
         assert!(f.sync_data().is_err());
         f.sync_data().unwrap();
+        fs.fail_nth(Op::Sync, 1);
+        fs.set_space(Some(0));
+        fs.crash_at(fs.sync_points() + 1);
+        fs.clear_faults();
+        f.append(b"x").unwrap();
+        f.sync_data().unwrap();
+        assert!(!fs.is_down());
     }
 
     #[test]

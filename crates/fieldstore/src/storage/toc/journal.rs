@@ -11,6 +11,11 @@ use crate::storage::StorageError;
 pub const FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 4] = b"FSTC";
 const HEADER: usize = 16;
+/// Header byte 7: more records of the same append follow. An append (one flush's indexes, a
+/// merge's index and its clear) is applied whole or not at all: a torn tail that kept some of
+/// its records and lost the others would make a flush half-visible. Outside the checksum, as the
+/// version is, so that builds from before it was set read these journals as they always did.
+const MORE: u8 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -58,8 +63,9 @@ pub fn encode(records: &[Record]) -> Vec<u8> {
 fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
     let mut out = Vec::new();
     let mut starts = Vec::with_capacity(records.len());
-    for r in records {
+    for (i, r) in records.iter().enumerate() {
         starts.push(out.len());
+        let more = if i + 1 < records.len() { MORE } else { 0 };
         let payload = serde_json::to_vec(r).unwrap_or_default();
         let mut crc = crate::checksum::crc32c(&[r.kind()]);
         crc = crate::checksum::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
@@ -67,7 +73,7 @@ fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(FORMAT_VERSION as u16).to_le_bytes());
         out.push(r.kind());
-        out.push(0);
+        out.push(more);
         out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&payload);
@@ -76,7 +82,8 @@ fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
 }
 
 enum Parsed {
-    Ok(Record, usize),
+    /// The record, its length, and whether more records of its append follow.
+    Ok(Record, usize, bool),
     /// The record's bytes are not all there: a short header, or a length past the end.
     Short,
     Bad(String),
@@ -107,7 +114,7 @@ fn parse_at(buf: &[u8]) -> Parsed {
         return Parsed::Version(version);
     }
     match serde_json::from_slice::<Record>(payload) {
-        Ok(r) if r.kind() == kind => Parsed::Ok(r, HEADER + len),
+        Ok(r) if r.kind() == kind => Parsed::Ok(r, HEADER + len, buf[7] == MORE),
         Ok(_) => Parsed::Bad("record kind does not match its payload".into()),
         Err(e) => Parsed::Bad(format!("undecodable record: {e}")),
     }
@@ -150,7 +157,8 @@ pub type Records = Vec<(u64, Record)>;
 /// that part of the file: a writer or reader that has parsed up to `start` before pays only
 /// for what was appended since. Returns them with the offset where the good records end.
 ///
-/// A torn tail (see [`is_torn_tail`]) is ignored, and the end returned excludes it. Any other
+/// A torn tail (see [`is_torn_tail`]) is ignored with the rest of the append it cut short, and
+/// the end returned excludes them. Any other
 /// damage is an error naming the file and the offset.
 pub fn read_from(
     fs: &dyn FileSystem,
@@ -167,12 +175,19 @@ fn read_tail(f: &dyn FsFile, path: &Path, start: u64) -> Result<(Records, u64), 
     let buf = f.read_from(start).map_err(StorageError::io("read", path))?;
     let mut pos = 0usize;
     let mut out = Vec::new();
+    // Where the last complete append ends: records of an append cut short are not returned.
+    let mut whole = 0usize;
+    let mut group = Vec::new();
     while pos < buf.len() {
         let at = start + pos as u64;
         match parse_at(&buf[pos..]) {
-            Parsed::Ok(r, n) => {
-                out.push((at, r));
+            Parsed::Ok(r, n, more) => {
+                group.push((at, r));
                 pos += n;
+                if !more {
+                    out.append(&mut group);
+                    whole = pos;
+                }
             }
             Parsed::Version(v) => {
                 return Err(StorageError::UnsupportedVersion {
@@ -193,7 +208,7 @@ fn read_tail(f: &dyn FsFile, path: &Path, start: u64) -> Result<(Records, u64), 
             }
         }
     }
-    Ok((out, start + pos as u64))
+    Ok((out, start + whole as u64))
 }
 
 /// The database key from the journal's first record, reading only that record: listing the
@@ -224,7 +239,7 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     buf.resize(HEADER + len, 0);
     read_exact(&mut buf[HEADER..], HEADER as u64)?;
     match parse_at(&buf) {
-        Parsed::Ok(Record::Init { db_key, .. }, _) => {
+        Parsed::Ok(Record::Init { db_key, .. }, ..) => {
             crate::model::Key::parse(&db_key).map_err(|e| corrupt(e.to_string()))
         }
         Parsed::Ok(..) => Err(corrupt(
@@ -517,6 +532,33 @@ mod tests {
         raw_append(&p, &encode(&[idx(4)]));
         let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
         assert!(e.contains("is corrupt at offset"), "{e}");
+    }
+
+    #[test]
+    fn an_append_cut_short_after_some_of_its_records_is_ignored_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&OsFs, &p, 0, &[init()]).unwrap();
+        let good = std::fs::metadata(&p).unwrap().len();
+        let a = append(&OsFs, &p, good, &[idx(1), idx(2), idx(3)]).unwrap();
+        let whole = std::fs::read(&p).unwrap();
+        assert_eq!(read_from(&OsFs, &p, 0).unwrap().0.len(), 4);
+        // Cut inside the last record, and exactly after the second: the first two are complete
+        // records, but of an append that is not.
+        let second_end = a.ours[2].0 as usize;
+        for cut in [whole.len() - 7, second_end, a.ours[1].0 as usize] {
+            std::fs::write(&p, &whole[..cut]).unwrap();
+            let (rs, end) = read_from(&OsFs, &p, 0).unwrap();
+            assert_eq!((rs.len(), end), (1, good), "cut at {cut}");
+        }
+        // The next append cuts the partial one off; then everything reads.
+        let b = append(&OsFs, &p, good, &[idx(4)]).unwrap();
+        assert_eq!(b.ours[0].0, good);
+        let (rs, _) = read_from(&OsFs, &p, 0).unwrap();
+        assert_eq!(
+            rs.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+            [init(), idx(4)]
+        );
     }
 
     #[test]

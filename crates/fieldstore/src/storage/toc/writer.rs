@@ -50,13 +50,12 @@ pub(crate) fn ensure_database(
     if fs.exists(&toc) {
         return Ok(());
     }
-    let fresh = !fs.is_dir(dir);
     fs.create_dir_all(dir)
         .map_err(StorageError::io("create directory", dir))?;
-    if fresh {
-        if let Some(parent) = dir.parent() {
-            sync_dir(fs, parent)?;
-        }
+    // Even when the directory was there already: an earlier attempt may have made it and failed
+    // before its entry was durable, and the `toc` about to be linked in must not outlive it.
+    if let Some(parent) = dir.parent() {
+        sync_dir(fs, parent)?;
     }
     let unique = unique_name();
     let schema_tmp = dir.join(format!("schema.{unique}"));
@@ -141,6 +140,28 @@ impl DbWriter {
             _toc: toc,
             toc_ino,
         })
+    }
+}
+
+impl DbWriter {
+    /// After a failed append, clears the indexes it may have published: when the journal's
+    /// fdatasync is what failed, the records are already there, and readers would see a flush
+    /// reported as failed, until a crash took it back. Best effort: if this fails as well, the
+    /// flush stays published or not as the disk decides (whole either way). Clearing indexes
+    /// that never made it in is harmless.
+    fn withdraw(&self, toc: &Path, records: &[Record]) {
+        let files: Vec<String> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Index { file, .. } => Some(file.clone()),
+                _ => None,
+            })
+            .collect();
+        if let Err(e) =
+            journal::append(&*self.fs, toc, self.journal.end, &[Record::Clear { files }])
+        {
+            tracing::warn!(db = %self.dir.display(), "could not withdraw the indexes of a failed flush: {e}");
+        }
     }
 }
 
@@ -250,7 +271,13 @@ impl CatalogueWriter for DbWriter {
         }
         sync_dir(&*self.fs, &self.dir)?;
         let toc = self.dir.join("toc");
-        let appended = journal::append(&*self.fs, &toc, self.journal.end, &records)?;
+        let appended = match journal::append(&*self.fs, &toc, self.journal.end, &records) {
+            Ok(a) => a,
+            Err(e) => {
+                self.withdraw(&toc, &records);
+                return Err(e);
+            }
+        };
         self.journal.apply(appended.others, self.journal.end);
         self.journal.apply(appended.ours, appended.end);
         // Committed and visible: a failed merge afterwards loses nothing, so it is a warning,
