@@ -29,6 +29,10 @@ pub enum Quirk {
     /// by child: atomic per child's share, so a reader may see part of a database's flush
     /// (never a field twice, never a count going down).
     FlushPerChild,
+    /// A database's fields are spread over children by key, and a lock is kept by the children
+    /// holding the database (FDB5's dist forwards control the same way): a new key placed on a
+    /// child where the database does not exist yet is not refused. Keys that exist are.
+    LockPerChild,
 }
 
 /// One store built for one case; `handle()` gives a new, independent handle onto it.
@@ -66,7 +70,11 @@ pub static ALL: &[Backend] = &[
     Backend {
         name: "dist (two local lanes)",
         open: dist,
-        quirks: &[Quirk::RetrieveOrderPerChild, Quirk::FlushPerChild],
+        quirks: &[
+            Quirk::RetrieveOrderPerChild,
+            Quirk::FlushPerChild,
+            Quirk::LockPerChild,
+        ],
         known_bugs: &[],
     },
     Backend {

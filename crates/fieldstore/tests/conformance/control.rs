@@ -1,5 +1,6 @@
 //! `control` locks an action on a database until unlocked; the other actions go on.
 
+use crate::backends::Quirk;
 use fieldstore::api::{ControlAction, ControlIdentifier};
 
 use crate::data::{bytes, everything, key, request, retrieve_request};
@@ -35,14 +36,20 @@ fn a_locked_archive_is_refused_until_unlocked(env: &Env) {
         &[ControlIdentifier::Archive],
     )
     .expect("lock archive");
-    let writer = env.handle();
-    let k = key("20261123", "fc", 6, "130");
-    let refused = writer
-        .archive(Some(&k), &bytes(&k, 1))
-        .and_then(|()| writer.flush());
-    match refused {
-        Err(e) => assert_eq!(kind(&e), Kind::Locked, "{e}"),
-        Ok(()) => panic!("archive into a locked database succeeded"),
+    // A key the database holds (on every backend), and a new one (where a lock reaches it).
+    let mut keys = vec![key("20261123", "fc", 0, "130")];
+    if !env.has(Quirk::LockPerChild) {
+        keys.push(key("20261123", "fc", 6, "130"));
+    }
+    for k in keys {
+        let writer = env.handle();
+        let refused = writer
+            .archive(Some(&k), &bytes(&k, 2))
+            .and_then(|()| writer.flush());
+        match refused {
+            Err(e) => assert_eq!(kind(&e), Kind::Locked, "{e}"),
+            Ok(()) => panic!("archive of {k} into a locked database succeeded"),
+        }
     }
     assert_eq!(
         listed_keys(fdb.as_ref(), &everything()).len(),
@@ -68,6 +75,7 @@ fn a_locked_archive_is_refused_until_unlocked(env: &Env) {
     )
     .expect("unlock archive");
     let writer = env.handle();
+    let k = key("20261123", "fc", 6, "130");
     writer
         .archive(Some(&k), &bytes(&k, 1))
         .expect("archive after unlock");
