@@ -32,7 +32,7 @@ pub enum Quirk {
     /// A database's fields are spread over children by key, and a lock is kept by the children
     /// holding the database (FDB5's dist forwards control the same way): a new key placed on a
     /// child where the database does not exist yet is not refused. Keys that exist are.
-    LockPerChild,
+    LocksWhereTheDatabaseIs,
 }
 
 /// One store built for one case; `handle()` gives a new, independent handle onto it.
@@ -73,7 +73,7 @@ pub static ALL: &[Backend] = &[
         quirks: &[
             Quirk::RetrieveOrderPerChild,
             Quirk::FlushPerChild,
-            Quirk::LockPerChild,
+            Quirk::LocksWhereTheDatabaseIs,
         ],
         known_bugs: &[],
     },

@@ -38,7 +38,7 @@ fn a_locked_archive_is_refused_until_unlocked(env: &Env) {
     .expect("lock archive");
     // A key the database holds (on every backend), and a new one (where a lock reaches it).
     let mut keys = vec![key("20261123", "fc", 0, "130")];
-    if !env.has(Quirk::LockPerChild) {
+    if !env.has(Quirk::LocksWhereTheDatabaseIs) {
         keys.push(key("20261123", "fc", 6, "130"));
     }
     for k in keys {
