@@ -6,6 +6,7 @@ pub mod fdb;
 pub mod frontends;
 pub mod local;
 pub mod operation;
+pub mod reader;
 pub mod results;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -18,6 +19,7 @@ pub use error::{ApiError, RemoteFailure};
 pub use fdb::Fdb;
 pub use local::LocalFdb;
 pub use operation::Operation;
+pub use reader::{DataReader, FieldSpan};
 pub use results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
