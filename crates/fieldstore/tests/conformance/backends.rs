@@ -29,6 +29,9 @@ pub enum Quirk {
     /// by child: atomic per child's share, so a reader may see part of a database's flush
     /// (never a field twice, never a count going down).
     FlushPerChild,
+    /// A retrieve reader seeks forward only (a remote one skips the bytes between); seeking
+    /// back is an `Unsupported` error, never a panic or wrong bytes.
+    SeekForwardOnly,
 }
 
 /// One store built for one case; `handle()` gives a new, independent handle onto it.
@@ -60,7 +63,7 @@ pub static ALL: &[Backend] = &[
     Backend {
         name: "remote (in-process server over local)",
         open: remote,
-        quirks: &[],
+        quirks: &[Quirk::SeekForwardOnly],
         known_bugs: LOCAL_BUGS,
     },
     Backend {
