@@ -429,9 +429,7 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
                 .with_context(|| format!("cannot create {}", args.output.display()))?,
         )
     };
-    let mut stdout = file
-        .is_none()
-        .then(|| BufWriter::new(io::stdout().lock()));
+    let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
     let mut total = 0u64;
     let mut chunk = Vec::new();
     for req in &reqs {

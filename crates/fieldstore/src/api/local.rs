@@ -417,7 +417,6 @@ impl LocalFdb {
         Ok(out)
     }
 
-
     /// Why a request found nothing: for each keyword, the values asked for that do not exist.
     fn explain_nothing_impl(&self, request: &Request) -> String {
         let mut partial = Request::new(Some("list"));
@@ -777,7 +776,10 @@ impl FieldStream {
                         .as_ref()
                         .is_some_and(|m| at.field.offset + at.field.length <= m.len() as u64)
             });
-            if !same || at.field.offset != run_end || (end > idx && run_end - first.offset >= 64 << 20) {
+            if !same
+                || at.field.offset != run_end
+                || (end > idx && run_end - first.offset >= 64 << 20)
+            {
                 break;
             }
             run_end += at.field.length;
@@ -1869,17 +1871,17 @@ mod stream_tests {
         assert_eq!(list.count(), 24);
         assert_eq!(r.fields().len(), 24);
         assert_eq!(r.size(), whole.len() as u64);
-        assert_eq!(
-            r.fields().iter().map(|s| s.length).sum::<u64>(),
-            r.size()
-        );
+        assert_eq!(r.fields().iter().map(|s| s.length).sum::<u64>(), r.size());
         // Backwards through the fields, each read whole (and so verified) from its boundary.
         let spans: Vec<FieldSpan> = r.fields().to_vec();
         for s in spans.iter().rev() {
             assert_eq!(r.seek(SeekFrom::Start(s.offset)).unwrap(), s.offset);
             let mut one = vec![0u8; s.length as usize];
             r.read_exact(&mut one).unwrap();
-            assert_eq!(one, whole[s.offset as usize..(s.offset + s.length) as usize]);
+            assert_eq!(
+                one,
+                whole[s.offset as usize..(s.offset + s.length) as usize]
+            );
             assert_eq!(r.tell(), s.offset + s.length);
             assert!(one.starts_with(b"GRIB"));
         }

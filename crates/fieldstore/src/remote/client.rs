@@ -17,8 +17,7 @@ use std::time::Duration;
 use super::error::RemoteError;
 use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
-    WireField,
-    WireListElement,
+    WireField, WireListElement,
 };
 use crate::api::fdb::ListIter;
 use crate::api::reader::{seek_target, DataReader, FieldSpan};

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use md5::{Digest, Md5};
 
 use super::{combine_errors, field_key, merge_axes};
-use crate::api::reader::{ChainReader, DataReader};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::{combine_errors, field_key, merge_axes, Selection};
-use crate::api::reader::{ChainReader, DataReader};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
