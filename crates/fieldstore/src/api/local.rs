@@ -551,8 +551,7 @@ struct FieldStream {
     pos: u64,
     /// The field being read; its position in the stream is always `pos`.
     current: Option<Reading>,
-    /// The object of the last field read, kept open across fields, and its map once a copy
-    /// into a file made one.
+    /// The object of the last field read, kept open across fields.
     object: Option<OpenObject>,
 }
 
@@ -560,7 +559,6 @@ struct OpenObject {
     db: DbRef,
     name: String,
     reader: Box<dyn ObjectReader>,
-    map: Option<memmap2::Mmap>,
 }
 
 /// A field found by a retrieve: where it is, and its key for error messages.
@@ -621,7 +619,6 @@ impl FieldStream {
                 reader: self.store.open_object(&at.db, &at.field.object)?,
                 db: at.db.clone(),
                 name: at.field.object.clone(),
-                map: None,
             },
         };
         Ok(self.object.insert(o))
@@ -750,59 +747,57 @@ impl FieldStream {
         if idx >= self.spans.len() || self.spans[idx].offset != self.pos {
             return Ok(idx >= self.spans.len());
         }
-        let first = self.located[idx].field.clone();
-        let o = self.open(idx).map_err(std::io::Error::other)?;
-        let Some(file) = o.reader.os_file() else {
+        self.open(idx).map_err(std::io::Error::other)?;
+        let Some((o, file)) = self
+            .object
+            .as_ref()
+            .and_then(|o| o.reader.os_file().map(|f| (o, f)))
+        else {
             return Ok(false);
         };
-        let need = first.offset + first.length;
-        if o.map.as_ref().is_none_or(|m| (m.len() as u64) < need) {
-            // Data objects are append-only and never rewritten, so the mapped bytes stay what
-            // was checksummed until they are written out.
-            // SAFETY: the file is only ever appended to; bytes below its length never change.
-            let map = unsafe { memmap2::Mmap::map(file) }?;
-            let _ = map.advise(memmap2::Advice::Sequential);
-            o.map = Some(map);
-        }
+        let object_len = file.metadata()?.len();
         // The run: fields from `idx` on, each right after the previous in the same object.
-        let mut end = idx;
-        let mut run_end = first.offset;
-        while end < self.located.len() {
-            let at = &self.located[end];
-            let same = self.object.as_ref().is_some_and(|o| {
-                o.db == at.db
-                    && o.name == at.field.object
-                    && o.map
-                        .as_ref()
-                        .is_some_and(|m| at.field.offset + at.field.length <= m.len() as u64)
-            });
-            if !same
-                || at.field.offset != run_end
-                || (end > idx && run_end - first.offset >= 64 << 20)
-            {
+        let first = &self.located[idx].field;
+        let (mut end, mut run_end) = (idx, first.offset);
+        while let Some(at) = self.located.get(end) {
+            let contiguous = o.db == at.db
+                && o.name == at.field.object
+                && at.field.offset == run_end
+                && run_end + at.field.length <= object_len;
+            if !contiguous || (end > idx && run_end - first.offset >= 64 << 20) {
                 break;
             }
             run_end += at.field.length;
             end += 1;
         }
-        if end == idx {
+        let run_len = usize::try_from(run_end - first.offset).unwrap_or(0);
+        if end == idx || run_len == 0 {
+            // A field past the object's end: the ordinary path reports it.
             return Ok(false);
         }
-        let map = match self.object.as_ref().and_then(|o| o.map.as_ref()) {
-            Some(m) => m,
-            None => return Ok(false),
-        };
+        // Mapped with its pages populated up front (far cheaper than faulting them in one by
+        // one), checksummed, then written out from the map: one pass over the bytes.
+        // SAFETY: data objects are append-only and never rewritten; the range is below the
+        // object's length, so its bytes stay what was checksummed until written out.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(first.offset)
+                .len(run_len)
+                .populate()
+                .map(file)
+        }?;
+        let base = first.offset;
         for i in idx..end {
             let f = &self.located[i].field;
             if f.checksum.is_some() {
-                let (a, b) = (f.offset as usize, (f.offset + f.length) as usize);
+                let a = (f.offset - base) as usize;
+                let b = a + f.length as usize;
                 self.verify(i, crate::checksum::crc32c(&map[a..b]))
                     .map_err(std::io::Error::other)?;
             }
         }
-        let bytes = &map[first.offset as usize..run_end as usize];
-        out.write_all(bytes)?;
-        self.pos += run_end - first.offset;
+        out.write_all(&map)?;
+        self.pos += run_len as u64;
         self.current = None;
         Ok(true)
     }
