@@ -2,14 +2,16 @@
 # Side-by-side with FDB5 5.10.8 on this machine, in one run: archive+flush of small fields, list of
 # the whole store, retrieve of everything, one-field retrieve in a new process. Each measurement is
 # repeated (fresh store each time) and the median, min and max are reported, because the machine is
-# shared and noisy. Usage: [POINTS=1000] bench/compare.sh [FIELDS≈10000] [REPEATS=3]
-# (POINTS: grid points per field, 1000 ≈ 2.2 KiB, 5000000 ≈ 10 MiB.)
+# shared and noisy. Usage: [POINTS=1000] [FS_BIN=path] bench/compare.sh [FIELDS≈10000] [REPEATS=3]
+# (POINTS: grid points per field, 1000 ≈ 2.2 KiB, 5000000 ≈ 10 MiB; FS_BIN: measure that fieldstore
+# binary instead of this checkout's, e.g. main's for a before/after.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000}
 R=${2:-3}
 . bench/lib.sh
 bench_setup
+[ -n "${FS_BIN:-}" ] && cp "$FS_BIN" "$fs"
 
 # Corpus: oper fc on 10 pressure levels x 4 params, steps to reach about N fields of ~2 KiB.
 steps=$(( (N + 39) / 40 ))
@@ -53,6 +55,10 @@ for r in $(seq 1 "$R"); do
   cmp -s "$work/one-fdb5" "$work/one-fieldstore" || { echo "one-field retrieves differ" >&2; exit 1; }
   cmp -s "$work/size-fdb5" "$work/size-fieldstore" || { echo "retrieve sizes differ" >&2; exit 1; }
   rm -rf "$work"/root-* "$work"/out-* "$work"/one-*
+  # A plain copy of the same bytes in the same round, from page cache into a new file as the
+  # retrieve does (cp: copy_file_range on this filesystem): the bar for "retrieve all".
+  run cp limit cp "$work/small.grib" "$work/cp.out"; rm -f "$work/cp.out"
+  echo "scale=3; $(tail -1 "$work/cp.limit") / $(tail -1 "$work/readall.fieldstore")" | bc >> "$work/ratio.cp"
   # The machine's limit in the same round: the corpus copied to the same filesystem, fdatasync'd.
   sync; t0=$(now); dd if="$work/small.grib" of="$work/dd.out" bs=8M conv=fdatasync status=none
   echo "$(now) - $t0" | bc >> "$work/dd.limit"; rm -f "$work/dd.out"
@@ -75,6 +81,7 @@ dd_s=$(stats "$work/dd.limit" | cut -d' ' -f1)
 echo
 echo "machine limit: the same $((size / 1048576)) MiB copied with dd conv=fdatasync to the same filesystem: median $dd_s s ($(echo "$size / $dd_s / 1048576" | bc) MiB/s)"
 echo "archive MiB/s as a share of dd's in the same round: median $(stats "$work/ratio.dd" | awk '{printf "%.0f %% (%.0f-%.0f %%)", $1 * 100, $2 * 100, $3 * 100}')"
+echo "plain copy (cp of the corpus, same round): median $(stats "$work/cp.limit" | cut -d' ' -f1) s ($(echo "$size / $(stats "$work/cp.limit" | cut -d' ' -f1) / 1048576" | bc) MiB/s); retrieve all MiB/s as a share of cp's in the same round: median $(stats "$work/ratio.cp" | awk '{printf "%.0f %% (%.0f-%.0f %%)", $1 * 100, $2 * 100, $3 * 100}')"
 echo "memcpy (mbw, 512 MiB): median $(stats "$work/memcpy.limit" | cut -d' ' -f1) MiB/s; retrieve all MiB/s: FDB5 $(echo "$size / $(stats "$work/readall.fdb5" | cut -d' ' -f1) / 1048576" | bc), fieldstore $(echo "$size / $(stats "$work/readall.fieldstore" | cut -d' ' -f1) / 1048576" | bc)"
 echo "archive MiB/s: FDB5 $(echo "$size / $(stats "$work/write.fdb5" | cut -d' ' -f1) / 1048576" | bc), fieldstore $(echo "$size / $(stats "$work/write.fieldstore" | cut -d' ' -f1) / 1048576" | bc)"
 echo "fields/s archive: FDB5 $(echo "$fields / $(stats "$work/write.fdb5" | cut -d' ' -f1)" | bc), fieldstore $(echo "$fields / $(stats "$work/write.fieldstore" | cut -d' ' -f1)" | bc)"

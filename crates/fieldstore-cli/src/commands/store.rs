@@ -217,26 +217,39 @@ pub struct ReadArgs {
 pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let reqs = read_requests(&args.request)?;
-    let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
-        Box::new(BufWriter::new(io::stdout().lock()))
+    // Into a file, the reader copies itself (a local store maps its data objects and writes
+    // each checked run of fields at once); to stdout, through a buffer.
+    let mut file = if args.output.as_os_str() == "-" {
+        None
     } else {
-        Box::new(BufWriter::new(File::create(&args.output).with_context(
-            || format!("cannot create {}", args.output.display()),
-        )?))
+        Some(
+            File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?,
+        )
     };
+    let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
     let mut total = 0u64;
-    let mut chunk = vec![0u8; COPY_CHUNK];
+    let mut chunk = Vec::new();
     for req in &reqs {
         let mut stream = fdb.retrieve(req)?;
-        let n = copy_large(&mut stream, &mut out, &mut chunk)
-            .with_context(|| format!("reading {req}"))?;
+        let copied = match (file.as_mut(), stdout.as_mut()) {
+            (Some(f), _) => stream.copy_to_file(f),
+            (None, Some(out)) => {
+                chunk.resize(COPY_CHUNK, 0);
+                copy_large(&mut stream, out, &mut chunk)
+            }
+            (None, None) => Ok(0),
+        };
+        let n = copied.with_context(|| format!("reading {req}"))?;
         if n == 0 {
             let why = fdb.explain_nothing(req);
             bail!("nothing matches {req}\n{why}");
         }
         total += n;
     }
-    out.flush()?;
+    if let Some(out) = stdout.as_mut() {
+        out.flush()?;
+    }
     eprintln!("read {total} bytes");
     Ok(())
 }

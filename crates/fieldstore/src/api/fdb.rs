@@ -1,10 +1,9 @@
 //! The one interface every frontend implements (local, select, dist, mirror, filter, remote...).
 
-use std::io::Read;
-
 use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use super::error::ApiError;
 use super::operation::Operation;
+use super::reader::DataReader;
 use super::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
@@ -12,7 +11,8 @@ use super::results::{
 use crate::model::request::Request;
 use crate::model::Key;
 
-pub type ListIter<'a> = Box<dyn Iterator<Item = Result<ListElement, ApiError>> + Send + 'a>;
+/// A listing that owns what it walks: it may outlive the handle that made it.
+pub type ListIter = Box<dyn Iterator<Item = Result<ListElement, ApiError>> + Send + 'static>;
 
 /// A field store. Methods take `&self` so one handle can be shared between threads; `flush`
 /// makes durable and visible everything archived through this handle by any thread.
@@ -47,13 +47,14 @@ pub trait Fdb: Send + Sync {
         forward(self, Operation::Flush)?.flush()
     }
 
-    /// Every field the request names, newest copy of each, as one lazy byte stream.
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+    /// Every field the request names, newest copy of each, as one lazy byte stream that owns
+    /// what it reads from (it may outlive the handle).
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
         forward(self, Operation::Retrieve)?.retrieve(request)
     }
 
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         forward(self, Operation::List)?.list(request, options)
     }
 

@@ -10,6 +10,7 @@ use super::element::{
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use super::operation::Operation;
+use super::reader::{field_at, DataReader, FieldSpan};
 use super::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
@@ -97,8 +98,9 @@ pub struct LocalFdb {
     /// and refused), so its `today` never matters. Requests use [`LocalFdb::request_cx`].
     cx: Context<'static>,
     clock: Clock,
-    catalogue: Box<dyn Catalogue>,
-    store: Box<dyn Store>,
+    /// Shared with the listings and retrieve streams this handle made, which outlive it.
+    catalogue: Arc<dyn Catalogue>,
+    store: Arc<dyn Store>,
     /// By database key, so the root is chosen once per database, not per field. The map is
     /// locked only to find or insert a database; each database has locks of its own.
     writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
@@ -127,11 +129,11 @@ impl LocalFdb {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
-        let (catalogue, store): (Box<dyn Catalogue>, Box<dyn Store>) =
+        let (catalogue, store): (Arc<dyn Catalogue>, Arc<dyn Store>) =
             match (config.engine.as_str(), config.store.as_str()) {
                 ("toc" | "", "file" | "posix" | "") => (
-                    Box::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
-                    Box::new(PosixStore::new(fs)),
+                    Arc::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
+                    Arc::new(PosixStore::new(fs)),
                 ),
                 ("memory", "memory" | "") => {
                     let m = config.memory.clone().unwrap_or(crate::model::config::MemoryConfig {
@@ -143,7 +145,7 @@ impl LocalFdb {
                         m.shared_name().as_deref(),
                         m.capacity,
                     )?;
-                    (Box::new(backend.catalogue()), Box::new(backend.store()))
+                    (Arc::new(backend.catalogue()), Arc::new(backend.store()))
                 }
                 (engine, store) => {
                     return Err(ApiError::Config(format!(
@@ -565,14 +567,6 @@ impl LocalFdb {
         Ok(out)
     }
 
-    fn location(&self, db: &DbRef, field: &FieldRef) -> Location {
-        Location {
-            uri: self.store.uri(db, &field.object),
-            offset: field.offset,
-            length: field.length,
-        }
-    }
-
     /// Why a request found nothing: for each keyword, the values asked for that do not exist.
     fn explain_nothing_impl(&self, request: &Request) -> String {
         let mut partial = Request::new(Some("list"));
@@ -634,6 +628,14 @@ impl LocalFdb {
     }
 }
 
+fn field_location(store: &dyn Store, db: &DbRef, field: &FieldRef) -> Location {
+    Location {
+        uri: store.uri(db, &field.object),
+        offset: field.offset,
+        length: field.length,
+    }
+}
+
 /// Values joined with `/`, the first 20 only, saying how many more there are.
 fn abbreviated(values: &[&str]) -> String {
     const SHOWN: usize = 20;
@@ -682,18 +684,31 @@ impl Found {
 }
 
 /// Streams the fields' bytes straight from the store into the caller's buffer: memory holds no
-/// field at all, whatever the request's size, and each byte is copied once.
+/// field at all, whatever the request's size, and each byte is copied once. It holds the store
+/// by `Arc`, so it outlives the handle.
 ///
 /// Each field's checksum is computed as its bytes pass and compared when its last byte is read:
 /// a mismatch is an error returned instead of that read, so a damaged field never reaches the
 /// caller whole (a field larger than the caller's buffer has its first parts handed out before
-/// the damage can be known, but the stream then fails before the field ends).
-struct FieldStream<'a> {
-    store: &'a dyn Store,
-    locations: VecDeque<Located>,
-    /// The field being read, and its object, kept open across fields.
+/// the damage can be known, but the stream then fails before the field ends). A read starting
+/// mid-field (after a seek) first reads the field's head for the checksum, so the rule holds
+/// whatever the position: every field whose end is read is verified.
+struct FieldStream {
+    store: Arc<dyn Store>,
+    located: Vec<Located>,
+    spans: Vec<FieldSpan>,
+    size: u64,
+    pos: u64,
+    /// The field being read; its position in the stream is always `pos`.
     current: Option<Reading>,
-    object: Option<(DbRef, String, Box<dyn ObjectReader>)>,
+    /// The object of the last field read, kept open across fields.
+    object: Option<OpenObject>,
+}
+
+struct OpenObject {
+    db: DbRef,
+    name: String,
+    reader: Box<dyn ObjectReader>,
 }
 
 /// A field found by a retrieve: where it is, and its key for error messages.
@@ -706,87 +721,295 @@ struct Located {
 
 /// The field being streamed: how much of it is done and the checksum of that much.
 struct Reading {
-    at: Located,
+    idx: usize,
     pos: u64,
     crc: crate::checksum::Crc32c,
 }
 
-impl FieldStream<'_> {
+impl FieldStream {
+    fn new(store: Arc<dyn Store>, located: Vec<Located>) -> FieldStream {
+        let mut size = 0u64;
+        let spans = located
+            .iter()
+            .map(|l| {
+                let s = FieldSpan {
+                    key: SplitKey {
+                        db: l.db.key.clone(),
+                        index: l.index.clone(),
+                        datum: l.datum.clone(),
+                    },
+                    offset: size,
+                    length: l.field.length,
+                };
+                size += l.field.length;
+                s
+            })
+            .collect();
+        FieldStream {
+            store,
+            located,
+            spans,
+            size,
+            pos: 0,
+            current: None,
+            object: None,
+        }
+    }
+
+    /// The object holding field `idx`, opened unless it is the one already open.
+    fn open(&mut self, idx: usize) -> Result<&mut OpenObject, StorageError> {
+        let at = &self.located[idx];
+        let kept = self
+            .object
+            .take()
+            .filter(|o| o.db == at.db && o.name == at.field.object);
+        let o = match kept {
+            Some(o) => o,
+            None => OpenObject {
+                reader: self.store.open_object(&at.db, &at.field.object)?,
+                db: at.db.clone(),
+                name: at.field.object.clone(),
+            },
+        };
+        Ok(self.object.insert(o))
+    }
+
+    fn corrupt(&self, idx: usize, pos: u64, detail: String) -> StorageError {
+        let at = &self.located[idx];
+        StorageError::Corrupt {
+            path: std::path::PathBuf::from(self.store.uri(&at.db, &at.field.object)),
+            offset: at.field.offset + pos,
+            detail,
+        }
+    }
+
+    fn short(&self, idx: usize, pos: u64) -> StorageError {
+        self.corrupt(
+            idx,
+            pos,
+            format!(
+                "the data object ends inside a field ({} of {} bytes read)",
+                pos, self.located[idx].field.length
+            ),
+        )
+    }
+
+    fn verify(&self, idx: usize, crc: u32) -> Result<(), StorageError> {
+        let at = &self.located[idx];
+        let field = &at.field;
+        field
+            .verify(crc)
+            .map_err(|(expected, found)| StorageError::FieldChecksum {
+                object: self.store.uri(&at.db, &field.object),
+                offset: field.offset,
+                length: field.length,
+                key: format!("{}{}{}", at.db.key, at.index, at.datum),
+                expected,
+                found,
+            })
+    }
+
+    /// Starts reading field `idx` at `self.pos`, hashing the field's head first if the position
+    /// is inside it.
+    fn start(&mut self, idx: usize) -> Result<(), StorageError> {
+        let skip = self.pos - self.spans[idx].offset;
+        let field = self.located[idx].field.clone();
+        let mut crc = crate::checksum::Crc32c::new();
+        if skip > 0 && field.checksum.is_some() {
+            let mut head = vec![0u8; usize::try_from(skip.min(1 << 20)).unwrap_or(1 << 20)];
+            let mut done = 0u64;
+            while done < skip {
+                let want = usize::try_from(skip - done)
+                    .unwrap_or(usize::MAX)
+                    .min(head.len());
+                let n = self
+                    .open(idx)?
+                    .reader
+                    .read_at(field.offset + done, &mut head[..want])?;
+                if n == 0 {
+                    return Err(self.short(idx, done));
+                }
+                crc.update(&head[..n]);
+                done += n as u64;
+            }
+        }
+        self.open(idx)?;
+        self.current = Some(Reading {
+            idx,
+            pos: skip,
+            crc,
+        });
+        Ok(())
+    }
+
     fn fill(&mut self, buf: &mut [u8]) -> Result<usize, StorageError> {
         let mut done = 0;
         while done < buf.len() {
-            let cur = match &mut self.current {
-                Some(r) if r.pos < r.at.field.length => r,
+            let idx = match &self.current {
+                Some(r) if r.pos < self.located[r.idx].field.length => r.idx,
                 _ => {
-                    let Some(next) = self.locations.pop_front() else {
+                    let i = field_at(&self.spans, self.pos);
+                    if i >= self.spans.len() {
                         break;
-                    };
-                    let same = self
-                        .object
-                        .as_ref()
-                        .is_some_and(|(d, o, _)| *d == next.db && *o == next.field.object);
-                    if !same {
-                        let r = self.store.open_object(&next.db, &next.field.object)?;
-                        self.object = Some((next.db.clone(), next.field.object.clone(), r));
                     }
-                    self.current = Some(Reading {
-                        at: next,
-                        pos: 0,
-                        crc: crate::checksum::Crc32c::new(),
-                    });
+                    self.start(i)?;
                     continue;
                 }
             };
-            let Some((_, _, reader)) = self.object.as_ref() else {
+            let field = self.located[idx].field.clone();
+            let Some(cur_pos) = self.current.as_ref().map(|r| r.pos) else {
                 break;
             };
-            let field = &cur.at.field;
-            let want = usize::try_from(field.length - cur.pos)
+            let want = usize::try_from(field.length - cur_pos)
                 .unwrap_or(usize::MAX)
                 .min(buf.len() - done);
-            let n = reader.read_at(field.offset + cur.pos, &mut buf[done..done + want])?;
+            let n = self
+                .open(idx)?
+                .reader
+                .read_at(field.offset + cur_pos, &mut buf[done..done + want])?;
             if n == 0 {
-                return Err(StorageError::Corrupt {
-                    path: std::path::PathBuf::from(self.store.uri(&cur.at.db, &field.object)),
-                    offset: field.offset + cur.pos,
-                    detail: format!(
-                        "the data object ends inside a field ({} of {} bytes read)",
-                        cur.pos, field.length
-                    ),
-                });
+                return Err(self.short(idx, cur_pos));
             }
+            let Some(cur) = self.current.as_mut() else {
+                break;
+            };
             if field.checksum.is_some() {
                 cur.crc.update(&buf[done..done + n]);
             }
             cur.pos += n as u64;
+            let finished = (cur.pos == field.length).then(|| cur.crc.value());
             done += n;
-            if cur.pos == field.length {
-                field.verify(cur.crc.value()).map_err(|(expected, found)| {
-                    StorageError::FieldChecksum {
-                        object: self.store.uri(&cur.at.db, &field.object),
-                        offset: field.offset,
-                        length: field.length,
-                        key: format!("{}{}{}", cur.at.db.key, cur.at.index, cur.at.datum),
-                        expected,
-                        found,
-                    }
-                })?;
+            self.pos += n as u64;
+            if let Some(crc) = finished {
+                self.verify(idx, crc)?;
             }
         }
         Ok(done)
     }
+
+    /// Copies whole fields from the current position (a field start) straight from a map of
+    /// their object: each is checksummed in the map, then runs of fields adjacent in one object
+    /// go out in one write. `Ok(false)` when the fast path does not apply (no OS file, or not at
+    /// a field start): the caller falls back to reading.
+    fn copy_mapped(&mut self, out: &mut std::fs::File) -> std::io::Result<bool> {
+        use std::io::Write;
+        let idx = field_at(&self.spans, self.pos);
+        if idx >= self.spans.len() || self.spans[idx].offset != self.pos {
+            return Ok(idx >= self.spans.len());
+        }
+        self.open(idx).map_err(std::io::Error::other)?;
+        let Some((o, file)) = self
+            .object
+            .as_ref()
+            .and_then(|o| o.reader.os_file().map(|f| (o, f)))
+        else {
+            return Ok(false);
+        };
+        let object_len = file.metadata()?.len();
+        // The run: fields from `idx` on, each right after the previous in the same object.
+        let first = &self.located[idx].field;
+        let (mut end, mut run_end) = (idx, first.offset);
+        while let Some(at) = self.located.get(end) {
+            let contiguous = o.db == at.db
+                && o.name == at.field.object
+                && at.field.offset == run_end
+                && run_end + at.field.length <= object_len;
+            if !contiguous || (end > idx && run_end - first.offset >= 64 << 20) {
+                break;
+            }
+            run_end += at.field.length;
+            end += 1;
+        }
+        let run_len = usize::try_from(run_end - first.offset).unwrap_or(0);
+        if end == idx || run_len == 0 {
+            // A field past the object's end: the ordinary path reports it.
+            return Ok(false);
+        }
+        // Mapped with its pages populated up front (far cheaper than faulting them in one by
+        // one), checksummed, then written out from the map: one pass over the bytes.
+        // SAFETY: data objects are append-only and never rewritten; the range is below the
+        // object's length, so its bytes stay what was checksummed until written out.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(first.offset)
+                .len(run_len)
+                .populate()
+                .map(file)
+        }?;
+        let base = first.offset;
+        for i in idx..end {
+            let f = &self.located[i].field;
+            if f.checksum.is_some() {
+                let a = (f.offset - base) as usize;
+                let b = a + f.length as usize;
+                self.verify(i, crate::checksum::crc32c(&map[a..b]))
+                    .map_err(std::io::Error::other)?;
+            }
+        }
+        out.write_all(&map)?;
+        self.pos += run_len as u64;
+        self.current = None;
+        Ok(true)
+    }
 }
 
-impl Read for FieldStream<'_> {
+impl Read for FieldStream {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         self.fill(buf).map_err(std::io::Error::other)
     }
 }
 
+impl std::io::Seek for FieldStream {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let to = super::reader::seek_target(to, self.pos, self.size)?;
+        if to != self.pos {
+            self.pos = to;
+            // The checksum so far belongs to the old position.
+            self.current = None;
+        }
+        Ok(to)
+    }
+}
+
+impl DataReader for FieldStream {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn tell(&self) -> u64 {
+        self.pos
+    }
+
+    fn fields(&self) -> &[FieldSpan] {
+        &self.spans
+    }
+
+    fn copy_to_file(&mut self, out: &mut std::fs::File) -> std::io::Result<u64> {
+        let from = self.pos;
+        while self.pos < self.size {
+            if !self.copy_mapped(out)? {
+                // Not at a field start, or no OS file: the ordinary path to the next field end.
+                let i = field_at(&self.spans, self.pos);
+                let Some(span_end) = self.spans.get(i).map(|s| s.offset + s.length) else {
+                    break;
+                };
+                let left = span_end - self.pos;
+                let n = std::io::copy(&mut self.by_ref().take(left), out)?;
+                if n < left {
+                    let at = self.pos - self.spans[i].offset;
+                    return Err(std::io::Error::other(self.short(i, at)));
+                }
+            }
+        }
+        Ok(self.pos - from)
+    }
+}
+
 /// `list` as a lazy walk: database by database, index by index, entry by entry, so memory holds
 /// one database's index summaries and the entry being yielded, never the result.
-struct Listing<'a> {
-    fdb: &'a LocalFdb,
+struct Listing {
+    catalogue: Arc<dyn Catalogue>,
+    store: Arc<dyn Store>,
     expansions: Vec<Expansion>,
     /// Each expansion's datum level, hashed: the test every entry goes through.
     datum_matchers: Vec<LevelMatcher>,
@@ -805,7 +1028,7 @@ struct Listing<'a> {
     seen_index: HashSet<Key>,
 }
 
-impl Listing<'_> {
+impl Listing {
     fn split(&self, index: Key, datum: Key) -> SplitKey {
         SplitKey {
             db: self
@@ -872,7 +1095,7 @@ impl Listing<'_> {
     }
 }
 
-impl Iterator for Listing<'_> {
+impl Iterator for Listing {
     type Item = Result<ListElement, ApiError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -892,7 +1115,7 @@ impl Iterator for Listing<'_> {
                     }
                     let db = self.reader.as_ref().map(|r| r.db().clone())?;
                     return Some(Ok(ListElement {
-                        location: Some(self.fdb.location(&db, &e.field)),
+                        location: Some(field_location(self.store.as_ref(), &db, &e.field)),
                         key: self.split(self.index_key.clone(), e.datum),
                         timestamp: self.timestamp,
                         masked: e.masked,
@@ -910,7 +1133,7 @@ impl Iterator for Listing<'_> {
                 Ok(db) => db,
                 Err(e) => return Some(Err(e.into())),
             };
-            if self.fdb.catalogue.is_locked(&db, "list") {
+            if self.catalogue.is_locked(&db, "list") {
                 continue;
             }
             self.db_ex = (0..self.expansions.len())
@@ -931,7 +1154,7 @@ impl Iterator for Listing<'_> {
                     masked: false,
                 }));
             }
-            match self.fdb.catalogue.reader(&db) {
+            match self.catalogue.reader(&db) {
                 Ok(r) => {
                     self.reader = Some(r);
                     self.next_index = 0;
@@ -1031,7 +1254,7 @@ impl Fdb for LocalFdb {
         }
     }
 
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
         if !self.config.actions.retrieve {
             return Err(ApiError::Invalid(
                 "retrieve is disabled by this config".into(),
@@ -1052,22 +1275,20 @@ impl Fdb for LocalFdb {
                 self.retrieve_by_walk(&e, ndb, &mut found)?;
             }
         }
-        let locations = found.locations;
-        Ok(Box::new(FieldStream {
-            store: self.store.as_ref(),
-            locations,
-            current: None,
-            object: None,
-        }))
+        Ok(Box::new(FieldStream::new(
+            self.store.clone(),
+            found.locations.into(),
+        )))
     }
 
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         if !self.config.actions.list {
             return Err(ApiError::Invalid("list is disabled by this config".into()));
         }
         let expansions = self.expand(request, ExpandMode::List)?;
         Ok(Box::new(Listing {
-            fdb: self,
+            catalogue: self.catalogue.clone(),
+            store: self.store.clone(),
             datum_matchers: expansions
                 .iter()
                 .map(|e| LevelMatcher::new(&e.levels[2]))
@@ -1717,7 +1938,7 @@ mod tests {
     fn gated(dir: &Path) -> (LocalFdb, Arc<Gate>) {
         let gate = Arc::new(Gate::default());
         let mut f = fdb(dir);
-        f.store = Box::new(GatedStore(gate.clone()));
+        f.store = Arc::new(GatedStore(gate.clone()));
         (f, gate)
     }
 
@@ -1871,5 +2092,150 @@ mod tests {
         let all = crate::model::request::parse_request("class=od").unwrap();
         let listed = f.list(&all, ListOptions::default()).unwrap().count();
         assert_eq!(listed, THREADS * FIELDS);
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use std::io::{Seek, SeekFrom};
+
+    const ALL: &str = "class=od,expver=0001,stream=enfo,date=20261122,time=1200,type=pf,levtype=pl,levelist=1000/500,param=130/131,step=0/6/12,number=1/2";
+
+    /// 24 fields of different contents in one database.
+    fn filled(dir: &std::path::Path) -> LocalFdb {
+        let yaml = format!("spaces: [{{roots: [{{path: {}}}]}}]", dir.display());
+        let crate::model::config::FdbConfig::Local(l) =
+            crate::model::config::from_yaml_str(&yaml, "test").unwrap()
+        else {
+            panic!("not a local config")
+        };
+        let f = LocalFdb::new(l).unwrap();
+        for (i, step) in ["0", "6", "12"].iter().enumerate() {
+            for number in ["1", "2"] {
+                for level in ["1000", "500"] {
+                    for param in ["130", "131"] {
+                        let keys = [
+                            ("class", "od"),
+                            ("stream", "enfo"),
+                            ("type", "pf"),
+                            ("expver", "0001"),
+                            ("date", "20261122"),
+                            ("time", "1200"),
+                            ("step", *step),
+                            ("levtype", "pl"),
+                            ("levelist", level),
+                            ("param", param),
+                            ("number", number),
+                        ];
+                        let msg = grib::sample::make_field(&keys, 100 + i * 50, 1).unwrap();
+                        f.archive(None, &msg).unwrap();
+                    }
+                }
+            }
+        }
+        f.flush().unwrap();
+        f
+    }
+
+    fn request(s: &str) -> Request {
+        crate::model::request::parse_request(s).unwrap()
+    }
+
+    #[test]
+    fn streams_outlive_the_handle_and_seek_to_any_field() {
+        let d = tempfile::tempdir().unwrap();
+        let f = filled(d.path());
+        let mut whole = Vec::new();
+        f.retrieve(&request(ALL))
+            .unwrap()
+            .read_to_end(&mut whole)
+            .unwrap();
+        let mut r = f.retrieve(&request(ALL)).unwrap();
+        let list = f.list(&request(ALL), ListOptions::default()).unwrap();
+        drop(f);
+        assert_eq!(list.count(), 24);
+        assert_eq!(r.fields().len(), 24);
+        assert_eq!(r.size(), whole.len() as u64);
+        assert_eq!(r.fields().iter().map(|s| s.length).sum::<u64>(), r.size());
+        // Backwards through the fields, each read whole (and so verified) from its boundary.
+        let spans: Vec<FieldSpan> = r.fields().to_vec();
+        for s in spans.iter().rev() {
+            assert_eq!(r.seek(SeekFrom::Start(s.offset)).unwrap(), s.offset);
+            let mut one = vec![0u8; s.length as usize];
+            r.read_exact(&mut one).unwrap();
+            assert_eq!(
+                one,
+                whole[s.offset as usize..(s.offset + s.length) as usize]
+            );
+            assert_eq!(r.tell(), s.offset + s.length);
+            assert!(one.starts_with(b"GRIB"));
+        }
+        // From inside a field to the end.
+        let mid = spans[3].offset + 7;
+        r.seek(SeekFrom::Start(mid)).unwrap();
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, whole[mid as usize..]);
+        assert_eq!(r.seek(SeekFrom::End(0)).unwrap(), r.size());
+        assert_eq!(r.read(&mut [0u8; 8]).unwrap(), 0);
+        assert!(r.seek(SeekFrom::Current(-(r.size() as i64) - 1)).is_err());
+    }
+
+    #[test]
+    fn copying_into_a_file_gives_the_bytes_a_read_gives() {
+        let d = tempfile::tempdir().unwrap();
+        let f = filled(d.path());
+        let mut whole = Vec::new();
+        f.retrieve(&request(ALL))
+            .unwrap()
+            .read_to_end(&mut whole)
+            .unwrap();
+        for start in [0u64, 5, whole.len() as u64 / 2] {
+            let mut r = f.retrieve(&request(ALL)).unwrap();
+            r.seek(SeekFrom::Start(start)).unwrap();
+            let mut out = tempfile::tempfile().unwrap();
+            let n = r.copy_to_file(&mut out).unwrap();
+            assert_eq!(n, whole.len() as u64 - start);
+            assert_eq!(r.tell(), r.size());
+            out.seek(SeekFrom::Start(0)).unwrap();
+            let mut back = Vec::new();
+            out.read_to_end(&mut back).unwrap();
+            assert_eq!(back, whole[start as usize..]);
+        }
+    }
+
+    /// Damage before the position a read starts from is still found: the field's head is read
+    /// for its checksum. Copying into a file checks every field too.
+    #[test]
+    fn damage_is_found_whichever_position_reading_starts_from() {
+        let d = tempfile::tempdir().unwrap();
+        let f = filled(d.path());
+        let one = "class=od,expver=0001,stream=enfo,date=20261122,time=1200,type=pf,levtype=pl,levelist=500,param=131,step=6,number=2";
+        let el = f
+            .list(&request(one), ListOptions::default())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let loc = el.location.unwrap();
+        let path = loc.uri.trim_start_matches("file://").to_string();
+        let mut data = std::fs::read(&path).unwrap();
+        data[loc.offset as usize + 20] ^= 0xff;
+        std::fs::write(&path, &data).unwrap();
+        let mut r = f.retrieve(&request(one)).unwrap();
+        r.seek(SeekFrom::Start(40)).unwrap();
+        let e = r.read_to_end(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        let mut r = f.retrieve(&request(one)).unwrap();
+        let e = r
+            .copy_to_file(&mut tempfile::tempfile().unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        // The undamaged fields still read.
+        let other = one.replace("param=131", "param=130");
+        let mut r = f.retrieve(&request(&other)).unwrap();
+        r.seek(SeekFrom::Start(40)).unwrap();
+        r.read_to_end(&mut Vec::new()).unwrap();
     }
 }

@@ -7,6 +7,7 @@ pub(crate) mod fdb;
 pub mod frontends;
 pub(crate) mod local;
 pub(crate) mod operation;
+pub(crate) mod reader;
 pub(crate) mod results;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -20,6 +21,7 @@ pub use error::{ApiError, RemoteFailure};
 pub use fdb::{Fdb, ListIter};
 pub use local::{Clock, LocalFdb};
 pub use operation::{Operation, UnknownOperation};
+pub use reader::{DataReader, FieldSpan};
 pub use results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,

@@ -11,15 +11,16 @@ use std::net::{TcpStream, ToSocketAddrs};
 
 use super::transport::{Socket, TlsConnector};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::error::RemoteError;
 use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
-    WireListElement,
+    WireField, WireListElement,
 };
 use crate::api::fdb::ListIter;
+use crate::api::reader::{seek_target, DataReader, FieldSpan};
 use crate::api::RemoteFailure;
 use crate::api::{
     ApiError, AxesMap, CompactElement, ControlAction, ControlElement, ControlIdentifier,
@@ -70,7 +71,7 @@ pub struct RemoteFdb {
     port: u16,
     endpoint: String,
     token: Option<String>,
-    idle: Mutex<Vec<Connection>>,
+    pool: Arc<Pool>,
     /// Held to send one archive frame, and by a flush only to take the connection away: the
     /// flush's round trip (the server's fsync and commit) runs without it, so other threads
     /// sharing the handle go on archiving, on another connection, into the next batch.
@@ -100,9 +101,12 @@ impl RemoteFdb {
         RemoteFdb {
             host: host.to_string(),
             port,
-            endpoint,
+            endpoint: endpoint.clone(),
             token,
-            idle: Mutex::new(Vec::new()),
+            pool: Arc::new(Pool {
+                endpoint: endpoint.clone(),
+                idle: Mutex::new(Vec::new()),
+            }),
             archive: Mutex::new(ArchiveSession::default()),
             flushing: Mutex::new(()),
             next_id: AtomicU64::new(1),
@@ -127,11 +131,7 @@ impl RemoteFdb {
     }
 
     fn lost(&self, during: &'static str, detail: impl ToString) -> RemoteError {
-        RemoteError::ConnectionLost {
-            endpoint: self.endpoint.clone(),
-            during,
-            detail: detail.to_string(),
-        }
+        self.pool.lost(during, detail)
     }
 
     fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
@@ -253,7 +253,7 @@ impl RemoteFdb {
     /// An idle control connection still open at the other end, or a new one.
     fn checkout(&self) -> Result<(Connection, bool), RemoteError> {
         loop {
-            let Some(c) = lock(&self.idle).pop() else {
+            let Some(c) = lock(&self.pool.idle).pop() else {
                 break;
             };
             if is_alive(&c) {
@@ -264,23 +264,11 @@ impl RemoteFdb {
     }
 
     fn checkin(&self, c: Connection) {
-        let mut idle = lock(&self.idle);
-        if idle.len() < POOL {
-            idle.push(c);
-        }
+        self.pool.checkin(c)
     }
 
     fn reply_error(&self, payload: &[u8]) -> ApiError {
-        match p::from_json::<ErrorReply>("error", payload) {
-            Ok(e) if e.kind == kinds::NOTHING_MATCHED => ApiError::NothingMatched(e.message),
-            Ok(e) => RemoteError::Server {
-                endpoint: self.endpoint.clone(),
-                kind: e.error_kind(),
-                message: e.message,
-            }
-            .into(),
-            Err(e) => e.into(),
-        }
+        self.pool.reply_error(payload)
     }
 
     /// Sends a request and reads the first frame of its answer into `c.payload`.
@@ -425,21 +413,65 @@ fn describe_loss(e: RemoteError) -> String {
     }
 }
 
-/// The fields of a retrieve as they stream in, one chunk in memory at a time.
-struct RemoteRead<'a> {
-    fdb: &'a RemoteFdb,
+/// What streams need of their handle once the call returned: where connections go back, and
+/// the server's name for errors. Shared by `Arc`, so a stream outlives the handle.
+struct Pool {
+    endpoint: String,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Pool {
+    fn checkin(&self, c: Connection) {
+        let mut idle = lock(&self.idle);
+        if idle.len() < POOL {
+            idle.push(c);
+        }
+    }
+
+    fn lost(&self, during: &'static str, detail: impl ToString) -> RemoteError {
+        RemoteError::ConnectionLost {
+            endpoint: self.endpoint.clone(),
+            during,
+            detail: detail.to_string(),
+        }
+    }
+
+    fn reply_error(&self, payload: &[u8]) -> ApiError {
+        match p::from_json::<ErrorReply>("error", payload) {
+            Ok(e) if e.kind == kinds::NOTHING_MATCHED => ApiError::NothingMatched(e.message),
+            Ok(e) => RemoteError::Server {
+                endpoint: self.endpoint.clone(),
+                kind: e.error_kind(),
+                message: e.message,
+            }
+            .into(),
+            Err(e) => e.into(),
+        }
+    }
+}
+
+/// The fields of a retrieve as they stream in, one chunk in memory at a time. The server
+/// announces the fields before the bytes, so the size is known at once; seeks go forward only
+/// (by reading and dropping the bytes between): going back would need a new retrieve, and is
+/// refused with an `Unsupported` error.
+struct RemoteRead {
+    pool: Arc<Pool>,
     conn: Option<Connection>,
     request: u64,
     chunk: Vec<u8>,
     pos: usize,
     received: u64,
     done: bool,
+    fields: Vec<FieldSpan>,
+    size: u64,
+    /// Bytes handed to the caller (or skipped).
+    delivered: u64,
 }
 
-impl RemoteRead<'_> {
+impl RemoteRead {
     /// Takes in the frame now in `conn.payload`; `Ok(false)` at the end of the stream.
     fn take_frame(&mut self, h: FrameHeader) -> io::Result<bool> {
-        let fdb = self.fdb;
+        let fdb = &*self.pool;
         let Some(c) = self.conn.as_mut() else {
             return Ok(false);
         };
@@ -499,8 +531,64 @@ impl RemoteRead<'_> {
     }
 }
 
-impl Read for RemoteRead<'_> {
+impl Read for RemoteRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.read_wire(buf)?;
+        self.delivered += n as u64;
+        Ok(n)
+    }
+}
+
+impl io::Seek for RemoteRead {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        let to = seek_target(pos, self.delivered, self.size)?;
+        if to < self.delivered {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "a retrieve from {} reads forward only: cannot go back from byte {} to {} (retrieve again)",
+                    self.pool.endpoint, self.delivered, to
+                ),
+            ));
+        }
+        let mut scratch = vec![0u8; (to - self.delivered).min(1 << 20) as usize];
+        while self.delivered < to.min(self.size) {
+            let want = usize::try_from(to.min(self.size) - self.delivered)
+                .unwrap_or(usize::MAX)
+                .min(scratch.len());
+            if self.read(&mut scratch[..want])? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the retrieve from {} ended at byte {} of the {} announced",
+                        self.pool.endpoint, self.delivered, self.size
+                    ),
+                ));
+            }
+        }
+        // Past the end, as for files: reads there return nothing.
+        self.delivered = self.delivered.max(to);
+        Ok(to)
+    }
+}
+
+impl DataReader for RemoteRead {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn tell(&self) -> u64 {
+        self.delivered
+    }
+    fn fields(&self) -> &[FieldSpan] {
+        &self.fields
+    }
+}
+
+impl RemoteRead {
+    fn read_wire(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.delivered >= self.size && self.done {
+            return Ok(0);
+        }
         loop {
             if self.pos < self.chunk.len() {
                 let n = buf.len().min(self.chunk.len() - self.pos);
@@ -539,7 +627,7 @@ impl Read for RemoteRead<'_> {
                     self.conn = None;
                     let detail = format!("{} after {} bytes", describe_loss(e), self.received);
                     return Err(io::Error::other(ApiError::from(
-                        self.fdb.lost("retrieve", detail),
+                        self.pool.lost("retrieve", detail),
                     )));
                 }
             }
@@ -548,8 +636,8 @@ impl Read for RemoteRead<'_> {
 }
 
 /// Listed elements as they stream in, one chunk decoded at a time.
-struct RemoteList<'a> {
-    fdb: &'a RemoteFdb,
+struct RemoteList {
+    pool: Arc<Pool>,
     conn: Option<Connection>,
     request: u64,
     ready: VecDeque<ListElement>,
@@ -557,10 +645,10 @@ struct RemoteList<'a> {
     received: u64,
 }
 
-impl RemoteList<'_> {
+impl RemoteList {
     /// Handles the frame in `conn.payload`; `None` when the stream ended cleanly.
     fn take_frame(&mut self, h: FrameHeader) -> Option<Result<(), ApiError>> {
-        let fdb = self.fdb;
+        let fdb = &*self.pool;
         let c = self.conn.as_mut()?;
         if h.request != self.request {
             self.conn = None;
@@ -624,7 +712,7 @@ impl RemoteList<'_> {
     }
 }
 
-impl Iterator for RemoteList<'_> {
+impl Iterator for RemoteList {
     type Item = Result<ListElement, ApiError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -642,7 +730,7 @@ impl Iterator for RemoteList<'_> {
                             self.conn = None;
                             let detail =
                                 format!("{} after {} entries", describe_loss(e), self.received);
-                            return Some(Err(self.fdb.lost("list", detail).into()));
+                            return Some(Err(self.pool.lost("list", detail).into()));
                         }
                     }
                 }
@@ -745,16 +833,41 @@ impl Fdb for RemoteFdb {
         }
     }
 
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-        let (c, h) = self.start(MsgType::Retrieve, &Query::new(request))?;
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
+        let (mut c, mut h) = self.start(MsgType::Retrieve, &Query::new(request))?;
+        let (mut fields, mut size) = (Vec::new(), 0u64);
+        while h.kind == MsgType::Fields && h.request != 0 {
+            let batch: Vec<WireField> = p::from_json("fields", &c.payload)?;
+            for f in batch {
+                let span = f.into_span(size);
+                size += span.length;
+                fields.push(span);
+            }
+            let next = p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload)
+                .map_err(|e| self.lost("retrieve", describe_loss(e)))?;
+            if next.request != h.request {
+                return Err(RemoteError::Protocol {
+                    endpoint: self.endpoint.clone(),
+                    detail: format!(
+                        "sent a frame for request {} during retrieve {}",
+                        next.request, h.request
+                    ),
+                }
+                .into());
+            }
+            h = next;
+        }
         let mut r = RemoteRead {
-            fdb: self,
+            pool: self.pool.clone(),
             conn: Some(c),
             request: h.request,
             chunk: Vec::new(),
             pos: 0,
             received: 0,
             done: false,
+            fields,
+            size,
+            delivered: 0,
         };
         r.take_frame(h).map_err(|e| match e.into_inner() {
             Some(inner) => match inner.downcast::<ApiError>() {
@@ -772,13 +885,13 @@ impl Fdb for RemoteFdb {
         Ok(Box::new(r))
     }
 
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         let mut q = Query::new(request);
         q.depth = options.depth;
         q.include_masked = options.include_masked;
         let (c, h) = self.start(MsgType::List, &q)?;
         Ok(Box::new(RemoteList {
-            fdb: self,
+            pool: self.pool.clone(),
             conn: Some(c),
             request: h.request,
             ready: VecDeque::new(),

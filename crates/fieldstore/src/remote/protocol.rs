@@ -22,11 +22,12 @@ pub const END_MARKER: [u8; 4] = *b"FEND";
 /// Frame headers of versions `VERSION_MIN..=VERSION_MAX` are read (a hello is always sent with
 /// version 1, so an older peer can read it and answer with a clear refusal).
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 2;
+pub const VERSION_MAX: u16 = 3;
 /// The oldest version a session may use: version 1 answered maintenance requests (where, wipe,
 /// stats...) with text lines, which this build no longer makes; version 2 carries typed
-/// elements and error kinds.
-pub const SESSION_VERSION_MIN: u16 = 2;
+/// elements and error kinds; version 3 announces a retrieve's fields (keys, lengths) before
+/// its bytes, which the client's reader needs for its size and seeks.
+pub const SESSION_VERSION_MIN: u16 = 3;
 pub const HEADER_LEN: usize = 24;
 pub const TRAILER_LEN: usize = 8;
 /// Bytes a frame adds around its payload.
@@ -65,10 +66,12 @@ pub enum MsgType {
     Data = 33,
     Entries = 34,
     End = 35,
+    /// A retrieve's fields, before its data (version 3).
+    Fields = 36,
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 20] = [
+    pub const ALL: [MsgType; 21] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -89,6 +92,7 @@ impl MsgType {
         MsgType::Data,
         MsgType::Entries,
         MsgType::End,
+        MsgType::Fields,
     ];
 
     pub fn from_u16(v: u16) -> Option<MsgType> {
@@ -117,7 +121,8 @@ impl MsgType {
             | MsgType::Reply
             | MsgType::Data
             | MsgType::Entries
-            | MsgType::End => return None,
+            | MsgType::End
+            | MsgType::Fields => return None,
         })
     }
 
@@ -152,6 +157,7 @@ impl MsgType {
             MsgType::Reply => "reply",
             MsgType::Data => "data",
             MsgType::Entries => "entries",
+            MsgType::Fields => "fields",
             _ => "end",
         }
     }
@@ -652,6 +658,40 @@ impl From<WireListElement> for ListElement {
             }),
             timestamp: w.timestamp,
             masked: w.masked,
+        }
+    }
+}
+
+/// One field of a retrieve, as announced in `Fields` frames (a JSON array of these per frame)
+/// before the data: the client's reader knows its size and field boundaries from them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireField {
+    pub db: Vec<(String, String)>,
+    pub index: Vec<(String, String)>,
+    pub datum: Vec<(String, String)>,
+    pub length: u64,
+}
+
+impl WireField {
+    pub fn from_span(f: &crate::api::FieldSpan) -> WireField {
+        WireField {
+            db: key_pairs(&f.key.db),
+            index: key_pairs(&f.key.index),
+            datum: key_pairs(&f.key.datum),
+            length: f.length,
+        }
+    }
+
+    /// The field as a span starting at `offset`.
+    pub fn into_span(self, offset: u64) -> crate::api::FieldSpan {
+        crate::api::FieldSpan {
+            key: SplitKey {
+                db: Key::from_pairs(self.db),
+                index: Key::from_pairs(self.index),
+                datum: Key::from_pairs(self.datum),
+            },
+            offset,
+            length: self.length,
         }
     }
 }

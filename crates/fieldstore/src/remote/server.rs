@@ -664,6 +664,20 @@ impl<'a> Connection<'a> {
             }
         };
         let chunk = shared.opts.chunk_size.max(1);
+        // The fields first, in frames of about a chunk: the client's reader has its size and
+        // field boundaries before the first byte.
+        let mut batch = Vec::with_capacity(chunk.min(1 << 20) + 1024);
+        let fields = stream.fields();
+        for (i, f) in fields.iter().enumerate() {
+            batch.push(if batch.is_empty() { b'[' } else { b',' });
+            // Serialising strings and numbers cannot fail.
+            let _ = serde_json::to_writer(&mut batch, &p::WireField::from_span(f));
+            if batch.len() >= chunk || i + 1 == fields.len() {
+                batch.push(b']');
+                self.send(MsgType::Fields, request, &[&batch])?;
+                batch.clear();
+            }
+        }
         let (full_tx, full_rx) = sync_channel::<io::Result<Vec<u8>>>(1);
         let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(2);
         std::thread::scope(|s| {
@@ -924,7 +938,7 @@ fn archive_one(
 
 /// Fills chunks from the store's stream until it ends or the writer goes away.
 fn produce(
-    mut stream: Box<dyn Read + Send + '_>,
+    mut stream: Box<dyn crate::api::DataReader>,
     chunk: usize,
     full: SyncSender<io::Result<Vec<u8>>>,
     empty: Receiver<Vec<u8>>,

@@ -164,6 +164,10 @@ impl ObjectReader for PosixObject {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         fs::read_full_at(&*self.file, buf, offset).map_err(StorageError::io("read", &self.path))
     }
+
+    fn os_file(&self) -> Option<&std::fs::File> {
+        self.file.os_file()
+    }
 }
 
 /// The data file as `BufWriter` wants it: every write appends.

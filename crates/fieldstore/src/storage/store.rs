@@ -65,4 +65,9 @@ pub trait StoreWriter: Send {
 pub trait ObjectReader: Send {
     /// Reads up to `buf.len()` bytes at `offset`; fewer only at the object's end.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError>;
+
+    /// The OS file holding the object, if it is one (see [`super::fs::FsFile::os_file`]).
+    fn os_file(&self) -> Option<&std::fs::File> {
+        None
+    }
 }

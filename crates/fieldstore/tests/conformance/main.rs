@@ -26,6 +26,7 @@ mod harness;
 mod listing;
 mod masking;
 mod ops;
+mod reader;
 mod retrieve;
 mod streaming;
 mod visibility;

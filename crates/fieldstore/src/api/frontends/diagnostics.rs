@@ -9,7 +9,7 @@
 //! with `report: FILE`, appended to that file.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write as _};
+use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::operation::Operation;
+use crate::api::reader::{DataReader, FieldSpan};
 use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
@@ -49,8 +50,17 @@ enum Outcome<'e> {
 pub struct DiagnosticsFdb {
     child: Arc<dyn Fdb>,
     report: Option<PathBuf>,
-    stats: Mutex<[OpStats; Operation::ALL.len()]>,
+    /// Shared with the streams this handle made: they record their call when they end, which
+    /// may be after the handle (and its summary) is gone.
+    stats: Counters,
     opened: Instant,
+}
+
+type Counters = Arc<Mutex<[OpStats; Operation::ALL.len()]>>;
+
+fn lock_counters(c: &Counters) -> MutexGuard<'_, [OpStats; Operation::ALL.len()]> {
+    // Counters are plain numbers: a panic mid-update cannot leave them unusable.
+    c.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl DiagnosticsFdb {
@@ -58,14 +68,13 @@ impl DiagnosticsFdb {
         DiagnosticsFdb {
             child,
             report,
-            stats: Mutex::new([OpStats::default(); Operation::ALL.len()]),
+            stats: Arc::new(Mutex::new([OpStats::default(); Operation::ALL.len()])),
             opened: Instant::now(),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, [OpStats; Operation::ALL.len()]> {
-        // Counters are plain numbers: a panic mid-update cannot leave them unusable.
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+        lock_counters(&self.stats)
     }
 
     /// The counters so far for one operation.
@@ -82,34 +91,7 @@ impl DiagnosticsFdb {
         items: u64,
         outcome: Outcome<'_>,
     ) {
-        {
-            let mut all = self.lock();
-            let s = &mut all[op as usize];
-            s.calls += 1;
-            s.total += took;
-            s.max = s.max.max(took);
-            s.bytes += bytes;
-            s.items += items;
-            if matches!(outcome, Outcome::Failed(_)) {
-                s.errors += 1;
-            }
-        }
-        let ms = took.as_secs_f64() * 1000.0;
-        let op = op.name();
-        match outcome {
-            Outcome::Ok => tracing::info!(
-                target: "fieldstore::diagnostics",
-                op, request = %what, ms, bytes, items, outcome = "ok"
-            ),
-            Outcome::Abandoned => tracing::info!(
-                target: "fieldstore::diagnostics",
-                op, request = %what, ms, bytes, items, outcome = "abandoned before the end"
-            ),
-            Outcome::Failed(e) => tracing::info!(
-                target: "fieldstore::diagnostics",
-                op, request = %what, ms, bytes, items, outcome = "error", error = %e
-            ),
-        }
+        record(&self.stats, op, what, took, bytes, items, outcome)
     }
 
     /// Times `f` and records it; `size` says what the answer moved (bytes, items).
@@ -190,21 +172,63 @@ impl Drop for DiagnosticsFdb {
     }
 }
 
+/// Counts one call and logs it.
+fn record(
+    counters: &Counters,
+    op: Operation,
+    what: &dyn std::fmt::Display,
+    took: Duration,
+    bytes: u64,
+    items: u64,
+    outcome: Outcome<'_>,
+) {
+    {
+        let mut all = lock_counters(counters);
+
+        let s = &mut all[op as usize];
+        s.calls += 1;
+        s.total += took;
+        s.max = s.max.max(took);
+        s.bytes += bytes;
+        s.items += items;
+        if matches!(outcome, Outcome::Failed(_)) {
+            s.errors += 1;
+        }
+    }
+    let ms = took.as_secs_f64() * 1000.0;
+    let op = op.name();
+    match outcome {
+        Outcome::Ok => tracing::info!(
+            target: "fieldstore::diagnostics",
+            op, request = %what, ms, bytes, items, outcome = "ok"
+        ),
+        Outcome::Abandoned => tracing::info!(
+            target: "fieldstore::diagnostics",
+            op, request = %what, ms, bytes, items, outcome = "abandoned before the end"
+        ),
+        Outcome::Failed(e) => tracing::info!(
+            target: "fieldstore::diagnostics",
+            op, request = %what, ms, bytes, items, outcome = "error", error = %e
+        ),
+    }
+}
+
 /// A retrieve stream that records its call when it ends, fails or is dropped.
-struct CountingRead<'a> {
-    owner: &'a DiagnosticsFdb,
-    inner: Box<dyn Read + Send + 'a>,
+struct CountingRead {
+    counters: Counters,
+    inner: Box<dyn DataReader>,
     request: String,
     started: Instant,
     bytes: u64,
     done: bool,
 }
 
-impl CountingRead<'_> {
+impl CountingRead {
     fn finish(&mut self, outcome: Outcome<'_>) {
         if !self.done {
             self.done = true;
-            self.owner.record(
+            record(
+                &self.counters,
                 Operation::Retrieve,
                 &self.request,
                 self.started.elapsed(),
@@ -216,7 +240,7 @@ impl CountingRead<'_> {
     }
 }
 
-impl Read for CountingRead<'_> {
+impl Read for CountingRead {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self.inner.read(buf) {
             Ok(0) if !buf.is_empty() => {
@@ -236,7 +260,38 @@ impl Read for CountingRead<'_> {
     }
 }
 
-impl Drop for CountingRead<'_> {
+impl Seek for CountingRead {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(pos)
+    }
+}
+
+impl DataReader for CountingRead {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn tell(&self) -> u64 {
+        self.inner.tell()
+    }
+    fn fields(&self) -> &[FieldSpan] {
+        self.inner.fields()
+    }
+    fn copy_to_file(&mut self, out: &mut std::fs::File) -> std::io::Result<u64> {
+        match self.inner.copy_to_file(out) {
+            Ok(n) => {
+                self.bytes += n;
+                self.finish(Outcome::Ok);
+                Ok(n)
+            }
+            Err(e) => {
+                self.finish(Outcome::Failed(&e));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for CountingRead {
     fn drop(&mut self) {
         self.finish(Outcome::Abandoned);
     }
@@ -244,9 +299,9 @@ impl Drop for CountingRead<'_> {
 
 /// A list stream that records its call when it ends or is dropped; an error element counts the
 /// call as failed.
-struct CountingList<'a> {
-    owner: &'a DiagnosticsFdb,
-    inner: ListIter<'a>,
+struct CountingList {
+    counters: Counters,
+    inner: ListIter,
     request: String,
     started: Instant,
     items: u64,
@@ -254,7 +309,7 @@ struct CountingList<'a> {
     done: bool,
 }
 
-impl CountingList<'_> {
+impl CountingList {
     fn finish(&mut self, ended: bool) {
         if self.done {
             return;
@@ -265,7 +320,8 @@ impl CountingList<'_> {
             (None, true) => Outcome::Ok,
             (None, false) => Outcome::Abandoned,
         };
-        self.owner.record(
+        record(
+            &self.counters,
             Operation::List,
             &self.request,
             self.started.elapsed(),
@@ -276,7 +332,7 @@ impl CountingList<'_> {
     }
 }
 
-impl Iterator for CountingList<'_> {
+impl Iterator for CountingList {
     type Item = Result<ListElement, ApiError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -294,7 +350,7 @@ impl Iterator for CountingList<'_> {
     }
 }
 
-impl Drop for CountingList<'_> {
+impl Drop for CountingList {
     fn drop(&mut self) {
         self.finish(false);
     }
@@ -339,11 +395,11 @@ impl Fdb for DiagnosticsFdb {
         self.call(Operation::Flush, &"", 0, || self.child.flush(), |_| 0)
     }
 
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
         let started = Instant::now();
         match self.child.retrieve(request) {
             Ok(inner) => Ok(Box::new(CountingRead {
-                owner: self,
+                counters: self.stats.clone(),
                 inner,
                 request: request.to_string(),
                 started,
@@ -364,11 +420,11 @@ impl Fdb for DiagnosticsFdb {
         }
     }
 
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         let started = Instant::now();
         match self.child.list(request, options) {
             Ok(inner) => Ok(Box::new(CountingList {
-                owner: self,
+                counters: self.stats.clone(),
                 inner,
                 request: request.to_string(),
                 started,

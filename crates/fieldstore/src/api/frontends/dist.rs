@@ -4,15 +4,14 @@
 //! The hash input is the key flattened in sorted keyword order as `/k1:v1/k2:v2...`, then `+` and
 //! the lane's id; lanes are tried in ascending order of its MD5 hex digest.
 
-use std::collections::VecDeque;
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
 
-use super::{combine_errors, field_key, merge_axes, Canon, ChainRead};
+use super::{combine_errors, field_key, merge_axes, Canon};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
@@ -307,17 +306,17 @@ impl Fdb for DistFdb {
         }
     }
 
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-        let mut streams = VecDeque::new();
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
+        let mut parts = Vec::new();
         for l in &self.lanes {
-            streams.push_back(l.fdb.retrieve(request)?);
+            parts.push(l.fdb.retrieve(request)?);
         }
-        Ok(Box::new(ChainRead { streams }))
+        Ok(Box::new(ChainReader::new(parts)))
     }
 
     /// Every lane lists on a thread of its own into a bounded queue: the answer streams, and a
     /// slow consumer throttles the lanes instead of filling memory.
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(LIST_QUEUE);
         for l in &self.lanes {
             let (fdb, tx, request, id) = (l.fdb.clone(), tx.clone(), request.clone(), l.id.clone());

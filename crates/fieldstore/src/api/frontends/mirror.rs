@@ -1,7 +1,7 @@
 //! `type: mirror`: every field to every child; a flush succeeds when enough children (the
 //! quorum, by default all) flushed everything; reads from the first child that answers.
 
-use std::io::Read;
+use crate::api::reader::{DataReader, EmptyReader};
 use std::sync::{Arc, Mutex};
 
 use super::{combine_errors, field_key};
@@ -150,33 +150,27 @@ impl Fdb for MirrorFdb {
 
     /// The first child with something to give: one that fails, or answers with nothing while
     /// another child may hold the fields (a lost disk, a wiped copy), gives way to the next.
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
         let mut errors = Vec::new();
         for c in &self.children {
-            let mut stream = match c.retrieve(request) {
+            let stream = match c.retrieve(request) {
                 Ok(s) => s,
                 Err(e) => {
                     errors.push((c.name(), e));
                     continue;
                 }
             };
-            let mut first = vec![0u8; 64 << 10];
-            match stream.read(&mut first) {
-                Ok(0) => continue,
-                Ok(n) => {
-                    first.truncate(n);
-                    return Ok(Box::new(std::io::Cursor::new(first).chain(stream)));
-                }
-                Err(e) => errors.push((c.name(), ApiError::Invalid(e.to_string()))),
+            if stream.size() > 0 {
+                return Ok(stream);
             }
         }
         if errors.is_empty() {
-            return Ok(Box::new(std::io::empty()));
+            return Ok(Box::new(EmptyReader::default()));
         }
         Err(combine_errors("retrieve on every mirror child", errors))
     }
 
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         // A child that fails, or has nothing, gives way to the next.
         let mut errors = Vec::new();
         for c in &self.children {

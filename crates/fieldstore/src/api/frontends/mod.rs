@@ -8,9 +8,6 @@ pub mod mirror;
 pub mod select;
 pub mod selection;
 
-use std::collections::VecDeque;
-use std::io::Read;
-
 use super::element::AxesMap;
 use super::error::ApiError;
 use crate::grib;
@@ -28,24 +25,6 @@ pub(crate) fn field_key(key: Option<&Key>, data: &[u8]) -> Result<Key, ApiError>
     match key {
         Some(k) => Ok(k.clone()),
         None => Ok(grib::mars_keys(data)?),
-    }
-}
-
-/// Several retrieve streams read one after the other.
-pub(crate) struct ChainRead<'a> {
-    pub streams: VecDeque<Box<dyn Read + Send + 'a>>,
-}
-
-impl Read for ChainRead<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while let Some(s) = self.streams.front_mut() {
-            let n = s.read(buf)?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            self.streams.pop_front();
-        }
-        Ok(0)
     }
 }
 

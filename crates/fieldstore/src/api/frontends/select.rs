@@ -1,13 +1,12 @@
 //! `type: select` (and the paper's `type: routing`): each field goes to the first child whose
 //! selection matches its key; reads go to every child the request can concern.
 
-use std::collections::VecDeque;
-use std::io::Read;
 use std::sync::Arc;
 
-use super::{combine_errors, field_key, merge_axes, Canon, ChainRead, Selection};
+use super::{combine_errors, field_key, merge_axes, Canon, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
+use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
@@ -140,16 +139,15 @@ impl Fdb for SelectFdb {
         }
     }
 
-    fn retrieve(&self, request: &Request) -> Result<Box<dyn Read + Send + '_>, ApiError> {
-        let mut streams = VecDeque::new();
-        let chosen: Vec<usize> = self.lane_indexes(request, false);
-        for i in chosen {
-            streams.push_back(self.lanes[i].fdb.retrieve(request)?);
+    fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
+        let mut parts = Vec::new();
+        for i in self.lane_indexes(request, false) {
+            parts.push(self.lanes[i].fdb.retrieve(request)?);
         }
-        Ok(Box::new(ChainRead { streams }))
+        Ok(Box::new(ChainReader::new(parts)))
     }
 
-    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter<'_>, ApiError> {
+    fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         let mut lists = Vec::new();
         for i in self.lane_indexes(request, true) {
             lists.push(self.lanes[i].fdb.list(request, options)?);

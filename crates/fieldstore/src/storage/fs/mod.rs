@@ -132,6 +132,11 @@ pub trait FsFile: Send + Sync {
     fn unlock(&self);
     /// A hint to start writing back a range now; durability still needs `sync_data`.
     fn start_writeback(&self, _offset: u64, _len: u64) {}
+    /// The OS file underneath, when there is one: lets a retrieve into a file map it and copy
+    /// in one pass. Simulated files have none and take the ordinary path.
+    fn os_file(&self) -> Option<&std::fs::File> {
+        None
+    }
 
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)

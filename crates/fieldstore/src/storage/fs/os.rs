@@ -87,6 +87,10 @@ impl FileSystem for OsFs {
 struct OsFile(File);
 
 impl FsFile for OsFile {
+    fn os_file(&self) -> Option<&File> {
+        Some(&self.0)
+    }
+
     #[inline]
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.0.read_at(buf, offset)
