@@ -797,16 +797,11 @@ impl FieldStream {
     fn verify(&self, idx: usize, crc: u32) -> Result<(), StorageError> {
         let at = &self.located[idx];
         let field = &at.field;
-        field
-            .verify(crc)
-            .map_err(|(expected, found)| StorageError::FieldChecksum {
-                object: self.store.uri(&at.db, &field.object),
-                offset: field.offset,
-                length: field.length,
-                key: format!("{}{}{}", at.db.key, at.index, at.datum),
-                expected,
-                found,
-            })
+        field.verify(
+            crc,
+            || self.store.uri(&at.db, &field.object),
+            || format!("{}{}{}", at.db.key, at.index, at.datum),
+        )
     }
 
     /// Starts reading field `idx` at `self.pos`, hashing the field's head first if the position

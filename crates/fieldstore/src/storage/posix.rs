@@ -80,16 +80,11 @@ impl Store for PosixStore {
                 std::io::ErrorKind::UnexpectedEof,
             )));
         }
-        field
-            .verify(crate::checksum::crc32c(&buf))
-            .map_err(|(expected, found)| StorageError::FieldChecksum {
-                object: self.uri(db, &field.object),
-                offset: field.offset,
-                length: field.length,
-                key: "?".into(),
-                expected,
-                found,
-            })?;
+        field.verify(
+            crate::checksum::crc32c(&buf),
+            || self.uri(db, &field.object),
+            || "?".into(),
+        )?;
         Ok(buf)
     }
 

@@ -16,10 +16,24 @@ pub struct FieldRef {
 }
 
 impl FieldRef {
-    /// Checks bytes read back for this field against its checksum (if it has one).
-    pub fn verify(&self, found: u32) -> Result<(), (u32, u32)> {
+    /// Checks the CRC-32C of bytes read back for this field against the one taken when they
+    /// were stored (if any); the error names the object (`uri`) and the field (`key`, or `?`
+    /// where the reader does not know it).
+    pub fn verify(
+        &self,
+        found: u32,
+        uri: impl FnOnce() -> String,
+        key: impl FnOnce() -> String,
+    ) -> Result<(), StorageError> {
         match self.checksum {
-            Some(expected) if expected != found => Err((expected, found)),
+            Some(expected) if expected != found => Err(StorageError::FieldChecksum {
+                object: uri(),
+                offset: self.offset,
+                length: self.length,
+                key: key(),
+                expected,
+                found,
+            }),
             _ => Ok(()),
         }
     }

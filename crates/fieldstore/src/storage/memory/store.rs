@@ -73,16 +73,11 @@ impl Store for MemoryStore {
         if o.read_at(field.offset, &mut buf)? != len {
             return Err(self.gone(db, &field.object));
         }
-        field
-            .verify(crate::checksum::crc32c(&buf))
-            .map_err(|(expected, found)| StorageError::FieldChecksum {
-                object: self.uri(db, &field.object),
-                offset: field.offset,
-                length: field.length,
-                key: "?".into(),
-                expected,
-                found,
-            })?;
+        field.verify(
+            crate::checksum::crc32c(&buf),
+            || self.uri(db, &field.object),
+            || "?".into(),
+        )?;
         Ok(buf)
     }
 
