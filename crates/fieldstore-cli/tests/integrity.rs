@@ -4,10 +4,13 @@
 //! wrong, or a correct answer; never wrong bytes and never a database that silently vanishes.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+
+use server::Served;
 
 const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
 const TOKEN: &str = "integrity-token";
@@ -113,42 +116,12 @@ impl Store {
     }
 
     /// A server on a free port for this store, and `remote.yaml` pointing at it.
-    fn serve(&self) -> Server {
-        let log = std::fs::File::create(self.path("server.log")).unwrap();
-        let mut child = self
-            .cmd(
-                "config.yaml",
-                &["server", "--listen", "127.0.0.1:0", "--token", TOKEN],
-            )
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut port = 0u16;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
-            if let Some(a) = line.strip_prefix("listening on ") {
-                port = a.rsplit(':').next().unwrap().parse().unwrap();
-                break;
-            }
-        }
-        let server = Server(child);
-        assert!(port > 0, "server did not start");
-        std::fs::write(
-            self.path("remote.yaml"),
-            format!("type: remote\nhost: 127.0.0.1\nport: {port}\ntoken: {TOKEN}\n"),
-        )
-        .unwrap();
-        server
-    }
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    fn serve(&self) -> Served {
+        let c = self.cmd(
+            "config.yaml",
+            &["server", "--listen", "127.0.0.1:0", "--token", TOKEN],
+        );
+        server::start(c, self.dir.path(), TOKEN)
     }
 }
 

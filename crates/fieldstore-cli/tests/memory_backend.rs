@@ -3,10 +3,13 @@
 //! error at the client, flushed data stays readable, and wipe gives the space back.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader};
+use server::Served;
+
 use std::path::PathBuf;
-use std::process::{Child, Output, Stdio};
+use std::process::Output;
 
 const TOKEN: &str = "memory-test-token";
 const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
@@ -14,15 +17,6 @@ const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
 const OVERHEAD: u64 = fieldstore::storage::memory::ENTRY_OVERHEAD;
 
 struct Dir(tempfile::TempDir);
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 impl Dir {
     fn path(&self, name: &str) -> PathBuf {
@@ -90,36 +84,16 @@ impl Dir {
     }
 
     /// A memory-backed server; `remote.yaml` points at it.
-    fn serve(&self) -> Server {
-        let log = std::fs::File::create(self.path("server.log")).unwrap();
-        let mut child = common::fieldstore()
-            .arg("--config")
-            .arg(self.path("memory.yaml"))
-            .args(["server", "--listen", "127.0.0.1:0", "--token", TOKEN])
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut port = 0u16;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
-            if let Some(a) = line.strip_prefix("listening on ") {
-                port = a.rsplit(':').next().unwrap().parse().unwrap();
-                break;
-            }
-        }
-        let server = Server(child);
-        assert!(
-            port > 0,
-            "server did not start: {}",
-            std::fs::read_to_string(self.path("server.log")).unwrap_or_default()
-        );
-        std::fs::write(
-            self.path("remote.yaml"),
-            format!("type: remote\nhost: 127.0.0.1\nport: {port}\ntoken: {TOKEN}\n"),
-        )
-        .unwrap();
-        server
+    fn serve(&self) -> Served {
+        let mut c = common::fieldstore();
+        c.arg("--config").arg(self.path("memory.yaml")).args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--token",
+            TOKEN,
+        ]);
+        server::start(c, self.0.path(), TOKEN)
     }
 }
 

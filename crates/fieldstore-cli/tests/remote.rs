@@ -3,11 +3,13 @@
 //! clients, 200 concurrent clients, kill -9, SIGTERM, and a slow reader's effect on memory.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,7 @@ use fieldstore::remote::protocol::{
     FrameHeader, Hello, MsgType, Query, Role, StreamEnd,
 };
 use fieldstore::remote::{RemoteError, RemoteFdb};
+use server::Served as Server;
 
 const TOKEN: &str = "s3cret-token";
 const ALL: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl";
@@ -25,19 +28,6 @@ const ALL: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type
 /// A store directory with a local config the server serves, and a client config pointing at it.
 struct Store {
     dir: tempfile::TempDir,
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-    metrics: Option<String>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -133,40 +123,7 @@ impl Store {
             "127.0.0.1:0",
         ];
         args.extend_from_slice(extra);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path("server.log"))
-            .unwrap();
-        let mut child = self
-            .command("local.yaml", &args)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut port, mut metrics) = (0, None);
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            if let Some(m) = line.strip_prefix("metrics on http://") {
-                metrics = Some(m.trim_end_matches("/metrics").to_string());
-            }
-            if let Some(a) = line.strip_prefix("listening on ") {
-                port = a.rsplit(':').next().unwrap().parse().unwrap();
-                break;
-            }
-        }
-        assert!(port > 0, "server did not start: {}", self.log());
-        std::fs::write(
-            self.path("remote.yaml"),
-            format!("type: remote\nhost: 127.0.0.1\nport: {port}\ntoken: {TOKEN}\n"),
-        )
-        .unwrap();
-        Server {
-            child,
-            port,
-            metrics,
-        }
+        server::start(self.command("local.yaml", &args), self.dir.path(), TOKEN)
     }
 
     fn serve(&self, extra: &[&str]) -> Server {

@@ -3,10 +3,13 @@
 //! `axes` and error hints show values in.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader};
+use server::Served;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "s3cret-token";
@@ -19,23 +22,6 @@ const MEMORY_KIB: u64 = 2 << 20;
 
 struct Store {
     dir: tempfile::TempDir,
-}
-
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
 }
 
 impl Store {
@@ -134,32 +120,12 @@ impl Store {
     }
 
     /// A server for `local.yaml` on a free port, under the same memory limit, and `remote.yaml`.
-    fn serve(&self) -> Server {
-        let log = std::fs::File::create(self.path("server.log")).unwrap();
-        let mut child = self
-            .command(
-                "local.yaml",
-                &["server", "--listen", "127.0.0.1:0", "--token", TOKEN],
-            )
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut port = 0u16;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
-            if let Some(a) = line.strip_prefix("listening on ") {
-                port = a.rsplit(':').next().unwrap().parse().unwrap();
-                break;
-            }
-        }
-        assert!(port > 0, "server did not start: {}", self.log());
-        std::fs::write(
-            self.path("remote.yaml"),
-            format!("type: remote\nhost: 127.0.0.1\nport: {port}\ntoken: {TOKEN}\n"),
-        )
-        .unwrap();
-        Server { child }
+    fn serve(&self) -> Served {
+        let c = self.command(
+            "local.yaml",
+            &["server", "--listen", "127.0.0.1:0", "--token", TOKEN],
+        );
+        server::start(c, self.dir.path(), TOKEN)
     }
 
     fn log(&self) -> String {
