@@ -12,7 +12,7 @@ use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
-use crate::storage::StorageError;
+use crate::storage::{CatalogueDump, DumpRecord, StorageError};
 
 pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
@@ -259,32 +259,51 @@ pub fn objects(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<BTreeSet<String>,
     Ok(data)
 }
 
-/// The journal, one line per record, for `fieldstore dump`.
-pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
-    let (records, end) = journal::read_from(fs, &dir.join("toc"), 0)?;
-    let mut out = vec![format!(
-        "database {} (journal {end} bytes, {} records)",
-        dir.display(),
-        records.len()
-    )];
-    for (_, r) in records {
+/// The journal's records, typed, for `fieldstore dump`.
+pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<CatalogueDump, StorageError> {
+    let path = dir.join("toc");
+    let (records, end) = journal::read_from(fs, &path, 0)?;
+    let key = |at: u64, text: &str| {
+        Key::parse(text).map_err(|e| StorageError::Corrupt {
+            path: path.clone(),
+            offset: at,
+            detail: e.to_string(),
+        })
+    };
+    let mut out = Vec::with_capacity(records.len());
+    for (at, r) in records {
         out.push(match r {
             Record::Init {
                 db_key,
                 uid,
                 created,
-            } => format!("  INIT  {db_key} owner uid {uid} created {created}"),
+            } => DumpRecord::Init {
+                db: key(at, &db_key)?,
+                owner_uid: Some(uid),
+                created,
+            },
             Record::Index {
                 file,
                 index_key,
                 entries,
                 timestamp,
+                slot,
                 ..
-            } => format!("  INDEX {index_key} {entries} entries in {file} at {timestamp}"),
-            Record::Clear { files } => format!("  CLEAR {}", files.join(" ")),
+            } => DumpRecord::Index {
+                file,
+                index_key: key(at, &index_key)?,
+                entries,
+                timestamp,
+                slot,
+            },
+            Record::Clear { files } => DumpRecord::Clear { files },
         });
     }
-    Ok(out)
+    Ok(CatalogueDump {
+        journal_bytes: Some(end),
+        total_records: out.len() as u64,
+        records: out,
+    })
 }
 
 /// File whose `flock` serialises the compactions and purges of one database (not a
