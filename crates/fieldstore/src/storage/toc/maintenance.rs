@@ -658,6 +658,47 @@ mod tests {
         assert_eq!((s.fields, s.masked, s.index_files), (16, 1, 1));
     }
 
+    /// The journal's records come back typed: the owner, each index with its key and entries, a
+    /// merge's slot and the clear of what it merged.
+    #[test]
+    fn dump_types_every_journal_record() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["1", "2"]);
+        flush(dir, "b", &["3"]);
+        compact(&os(), dir).unwrap();
+        let out = dump(&OsFs, dir).unwrap();
+        assert_eq!(
+            out.journal_bytes,
+            Some(std::fs::metadata(dir.join("toc")).unwrap().len())
+        );
+        assert_eq!(out.total_records, out.records.len() as u64);
+        let r = &out.records;
+        assert!(matches!(
+            &r[0],
+            DumpRecord::Init { db, owner_uid: Some(uid), .. }
+                if *db == Key::from_pairs([("class", "od")]) && *uid == current_uid()
+        ));
+        let indexes: Vec<(&Key, u64, &Option<String>)> = r
+            .iter()
+            .filter_map(|x| match x {
+                DumpRecord::Index {
+                    index_key,
+                    entries,
+                    slot,
+                    ..
+                } => Some((index_key, *entries, slot)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(indexes.len(), 3, "{r:?}");
+        assert_eq!((indexes[0].0, indexes[0].1), (&ik(), 2));
+        assert_eq!(indexes[1].1, 1);
+        assert_eq!(indexes[2].1, 3);
+        assert!(indexes[2].2.is_some(), "the merged index takes a slot");
+        assert!(matches!(r.last(), Some(DumpRecord::Clear { files }) if files.len() == 2));
+    }
+
     /// What racing compactions of an older version left (two merged indexes each holding every
     /// entry) is healed by the next compaction: copies at one location are one field.
     #[test]
