@@ -416,9 +416,7 @@ pub fn compact(request: String, session: &Session) -> Result<()> {
 pub fn dump(request: String, session: &Session) -> Result<()> {
     let req = one_request(Some(&request), false)?;
     for db in session.fdb()?.dump(&req)? {
-        for line in &db.records {
-            outln!("{line}")?;
-        }
+        outln!("{db}")?;
     }
     Ok(())
 }

@@ -1439,11 +1439,13 @@ impl Fdb for LocalFdb {
     fn dump(&self, request: &Request) -> Result<Vec<DumpElement>, ApiError> {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
-            let records = self.catalogue.dump(&db)?;
+            let d = self.catalogue.dump(&db)?;
             out.push(DumpElement {
                 location: location(&db),
                 db: db.key,
-                records,
+                journal_bytes: d.journal_bytes,
+                total_records: d.total_records,
+                records: d.records,
             });
         }
         Ok(out)

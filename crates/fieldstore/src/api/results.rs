@@ -7,28 +7,14 @@
 //! carries them as they are.
 
 use std::collections::BTreeSet;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use super::operation::Operation;
 use crate::model::Key;
-
-/// A key as `[[keyword, value], ...]`, in its order (JSON objects would lose it).
-mod key_pairs {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use crate::model::Key;
-
-    pub fn serialize<S: Serializer>(k: &Key, s: S) -> Result<S::Ok, S::Error> {
-        let pairs: Vec<(&str, &str)> = k.iter().collect();
-        pairs.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
-        let pairs = Vec::<(String, String)>::deserialize(d)?;
-        Ok(Key::from_pairs(pairs))
-    }
-}
+use crate::storage::dump::key_pairs;
+pub use crate::storage::DumpRecord;
 
 /// A database a request matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,14 +70,49 @@ pub struct StatsElement {
     pub journal_records: u64,
 }
 
-/// The history of one database, one record per line as the catalogue words it (the first line
-/// describes the journal itself).
+/// The history of one database. Its `Display` is what `fieldstore dump` prints: a line about the
+/// database, then one indented line per record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DumpElement {
     #[serde(with = "key_pairs")]
     pub db: Key,
     pub location: String,
-    pub records: Vec<String>,
+    /// The journal's size, for a catalogue that has one (toc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_bytes: Option<u64>,
+    /// How many records there were in all: more than `records.len()` when a catalogue with a
+    /// bounded history (memory) dropped the oldest ones after its Init record.
+    pub total_records: u64,
+    /// Oldest first.
+    pub records: Vec<DumpRecord>,
+}
+
+impl DumpElement {
+    /// Records dropped from a bounded history.
+    pub fn records_not_kept(&self) -> u64 {
+        self.total_records.saturating_sub(self.records.len() as u64)
+    }
+}
+
+impl fmt::Display for DumpElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "database {} (", self.location)?;
+        if let Some(bytes) = self.journal_bytes {
+            write!(f, "journal {bytes} bytes, ")?;
+        }
+        write!(f, "{} records)", self.total_records)?;
+        for (i, r) in self.records.iter().enumerate() {
+            if i == 1 && self.records_not_kept() > 0 {
+                write!(
+                    f,
+                    "\n  ... {} older records not kept",
+                    self.records_not_kept()
+                )?;
+            }
+            write!(f, "\n  {r}")?;
+        }
+        Ok(())
+    }
 }
 
 /// Which operations are locked on one database, after the control action.
@@ -142,5 +163,41 @@ mod tests {
         assert_eq!(back, el);
         assert_eq!(back.db.keywords().collect::<Vec<_>>(), ["stream", "class"]);
         assert!(back.is_locked(Operation::Wipe) && !back.is_locked(Operation::Archive));
+    }
+
+    #[test]
+    fn a_dump_round_trips_through_json_and_prints_its_header_and_records() {
+        let el = DumpElement {
+            db: Key::from_pairs([("class", "od")]),
+            location: "memory://m/{class=od}".into(),
+            journal_bytes: None,
+            total_records: 5,
+            records: vec![
+                DumpRecord::Init {
+                    db: Key::from_pairs([("class", "od")]),
+                    owner_uid: None,
+                    created: 1,
+                },
+                DumpRecord::Clear {
+                    files: vec!["x".into()],
+                },
+            ],
+        };
+        let back: DumpElement = serde_json::from_str(&serde_json::to_string(&el).unwrap()).unwrap();
+        assert_eq!(back, el);
+        assert_eq!(
+            el.to_string(),
+            "database memory://m/{class=od} (5 records)\n  INIT  {class=od} created 1\n  \
+             ... 3 older records not kept\n  CLEAR x"
+        );
+        let toc = DumpElement {
+            journal_bytes: Some(300),
+            total_records: 2,
+            ..el
+        };
+        assert!(toc
+            .to_string()
+            .starts_with("database memory://m/{class=od} (journal 300 bytes, 2 records)\n  INIT"));
+        assert!(!toc.to_string().contains("not kept"));
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{DbRef, FieldRef, StorageError};
+use super::{CatalogueDump, DbRef, FieldRef, StorageError};
 use crate::model::Key;
 
 /// One live index as a reader sees it, with the per-keyword value summary that lets `list`,
@@ -109,8 +109,8 @@ pub trait Catalogue: Send + Sync {
 
     fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError>;
 
-    /// The database's history, one line per record.
-    fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError>;
+    /// The database's history, one record per change.
+    fn dump(&self, db: &DbRef) -> Result<CatalogueDump, StorageError>;
 
     /// Merges indexes so lookups stay fast however many flushes accumulated.
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError>;

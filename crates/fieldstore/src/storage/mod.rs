@@ -6,6 +6,7 @@
 //! `docs/toc-format.md`); the POSIX store appends bytes to per-writer files in that directory.
 
 pub(crate) mod catalogue;
+pub(crate) mod dump;
 pub(crate) mod error;
 pub mod fs;
 pub mod memory;
@@ -18,6 +19,7 @@ pub use catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     ListedEntry, PurgeReport,
 };
+pub use dump::{CatalogueDump, DumpRecord};
 pub use error::StorageError;
 pub use memory::{MemoryBackend, MemoryCatalogue, MemoryStore};
 pub use posix::PosixStore;

@@ -13,7 +13,7 @@ use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     ListedEntry, PurgeReport,
 };
-use crate::storage::{DbRef, FieldRef, StorageError};
+use crate::storage::{CatalogueDump, DbRef, DumpRecord, FieldRef, StorageError};
 
 pub struct MemoryCatalogue {
     shared: Arc<Shared>,
@@ -193,12 +193,11 @@ impl Catalogue for MemoryCatalogue {
         if doit && report.masked_fields > 0 {
             d.publish(
                 Snapshot::with(kept),
-                format!(
-                    "  PURGE {} masked fields, {} indexes at {}",
-                    report.masked_fields,
-                    report.indexes.len(),
-                    now()
-                ),
+                DumpRecord::Purge {
+                    masked_fields: report.masked_fields as u64,
+                    indexes: report.indexes.len() as u64,
+                    timestamp: now(),
+                },
             )?;
             for f in doomed {
                 if !live.contains(&(f.object.clone(), f.offset)) {
@@ -242,26 +241,21 @@ impl Catalogue for MemoryCatalogue {
         Ok(s)
     }
 
-    fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError> {
+    fn dump(&self, db: &DbRef) -> Result<CatalogueDump, StorageError> {
         let d = self.db(db)?;
-        let (lines, total) = d.history()?;
-        let mut out = vec![
-            format!(
-                "database memory://{}/{} ({} records)",
-                self.shared.name,
-                d.key,
-                total + 1
-            ),
-            format!("  INIT  {} created {}", d.key, d.created),
-        ];
-        if total > lines.len() as u64 {
-            out.push(format!(
-                "  ... {} older records not kept",
-                total - lines.len() as u64
-            ));
-        }
-        out.extend(lines);
-        Ok(out)
+        let (kept, total) = d.history()?;
+        let mut records = Vec::with_capacity(kept.len() + 1);
+        records.push(DumpRecord::Init {
+            db: d.key.clone(),
+            owner_uid: None,
+            created: d.created,
+        });
+        records.extend(kept);
+        Ok(CatalogueDump {
+            journal_bytes: None,
+            total_records: total + 1,
+            records,
+        })
     }
 
     /// Merges each group of indexes (same index key and datum layout) into one.
@@ -302,12 +296,11 @@ impl Catalogue for MemoryCatalogue {
         if report.new_indexes > 0 {
             d.publish(
                 Snapshot::with(out),
-                format!(
-                    "  COMPACT {} indexes into {} at {}",
-                    report.merged_indexes,
-                    report.new_indexes,
-                    now()
-                ),
+                DumpRecord::Compact {
+                    merged_indexes: report.merged_indexes as u64,
+                    new_indexes: report.new_indexes as u64,
+                    timestamp: now(),
+                },
             )?;
         }
         Ok(report)
@@ -417,15 +410,11 @@ impl CatalogueWriter for MemCatalogueWriter {
                 entries,
             }));
         }
-        let what = format!(
-            "  FLUSH {total} entries in {} indexes ({}) at {timestamp}",
-            fresh.len(),
-            fresh
-                .iter()
-                .map(|i| i.summary.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+        let what = DumpRecord::Flush {
+            entries: total as u64,
+            indexes: fresh.iter().map(|i| i.summary.name.clone()).collect(),
+            timestamp,
+        };
         let mut indexes: Vec<Arc<MemIndex>> = fresh.clone();
         indexes.extend(snap.indexes.iter().cloned());
         for f in &fresh {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::ENTRY_OVERHEAD;
 use crate::model::Key;
 use crate::storage::catalogue::IndexSummary;
-use crate::storage::{FieldRef, StorageError};
+use crate::storage::{DumpRecord, FieldRef, StorageError};
 
 pub(super) struct Shared {
     pub name: String,
@@ -194,11 +194,11 @@ pub(super) struct MemDb {
     history: Mutex<History>,
 }
 
-/// What `dump` prints: one line per change, the newest [`HISTORY_KEPT`] of them, so a
+/// What `dump` shows: one record per change, the newest [`HISTORY_KEPT`] of them, so a
 /// long-running server's history stays bounded.
 #[derive(Default)]
 struct History {
-    lines: std::collections::VecDeque<String>,
+    records: std::collections::VecDeque<DumpRecord>,
     total: u64,
 }
 
@@ -227,21 +227,21 @@ impl MemDb {
     }
 
     /// Makes `s` what readers see and records the change; callers hold `change`.
-    pub fn publish(&self, s: Snapshot, what: String) -> Result<(), StorageError> {
+    pub fn publish(&self, s: Snapshot, what: DumpRecord) -> Result<(), StorageError> {
         *self.snapshot.write().map_err(poisoned)? = Arc::new(s);
         let mut h = self.history.lock().map_err(poisoned)?;
-        if h.lines.len() >= HISTORY_KEPT {
-            h.lines.pop_front();
+        if h.records.len() >= HISTORY_KEPT {
+            h.records.pop_front();
         }
-        h.lines.push_back(what);
+        h.records.push_back(what);
         h.total += 1;
         Ok(())
     }
 
-    /// The kept history lines and how many changes there were in all.
-    pub fn history(&self) -> Result<(Vec<String>, u64), StorageError> {
+    /// The kept history and how many changes there were in all.
+    pub fn history(&self) -> Result<(Vec<DumpRecord>, u64), StorageError> {
         let h = self.history.lock().map_err(poisoned)?;
-        Ok((h.lines.iter().cloned().collect(), h.total))
+        Ok((h.records.iter().cloned().collect(), h.total))
     }
 }
 

@@ -1,7 +1,7 @@
 use std::io::Read as _;
 
 use super::*;
-use crate::storage::{Catalogue, Store};
+use crate::storage::{Catalogue, DumpRecord, Store};
 
 fn key(s: &str) -> Key {
     Key::parse(s).unwrap()
@@ -125,7 +125,13 @@ fn a_newer_copy_masks_the_older_and_purge_frees_its_bytes() {
     assert_eq!(f.listing().len(), 2);
     assert_eq!(f.get("0").unwrap(), b"newer copy");
     assert_eq!(f.get("6").unwrap(), b"six");
-    assert!(f.c.dump(&f.db).unwrap().iter().any(|l| l.contains("PURGE")));
+    assert!(f.c.dump(&f.db).unwrap().records.iter().any(|r| matches!(
+        r,
+        DumpRecord::Purge {
+            masked_fields: 1,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -148,10 +154,16 @@ fn compact_keeps_what_readers_see() {
     assert_eq!(after, before_sorted);
     assert_eq!(f.get("0").unwrap(), b"e");
     // One line per committed change.
-    let dump = f.c.dump(&f.db).unwrap();
+    let dump = f.c.dump(&f.db).unwrap().records;
+    let count = |p: fn(&DumpRecord) -> bool| dump.iter().filter(|r| p(r)).count();
     assert_eq!(
-        dump.iter().filter(|l| l.contains("FLUSH")).count(),
+        count(|r| matches!(r, DumpRecord::Flush { .. })),
         3,
+        "{dump:?}"
+    );
+    assert_eq!(
+        count(|r| matches!(r, DumpRecord::Compact { new_indexes: 1, .. })),
+        1,
         "{dump:?}"
     );
 }
@@ -382,13 +394,15 @@ fn local_handles_of_one_config_share_and_survive_a_wipe() {
 fn dump_keeps_a_bounded_history() {
     let f = fixture(1 << 20);
     let d = f.b.shared.get(&f.db.key).unwrap().unwrap();
+    let clear = |i: usize| DumpRecord::Clear {
+        files: vec![format!("f{i}")],
+    };
     for i in 0..state::HISTORY_KEPT + 2 {
-        d.publish(state::Snapshot::default(), format!("  CHANGE {i}"))
-            .unwrap();
+        d.publish(state::Snapshot::default(), clear(i)).unwrap();
     }
     let dump = f.c.dump(&f.db).unwrap();
-    assert_eq!(dump.len(), 2 + 1 + state::HISTORY_KEPT, "{:?}", &dump[..3]);
-    assert!(dump[0].ends_with(&format!("({} records)", state::HISTORY_KEPT + 3)));
-    assert_eq!(dump[2], "  ... 2 older records not kept");
-    assert_eq!(dump[3], "  CHANGE 2");
+    assert_eq!(dump.records.len(), 1 + state::HISTORY_KEPT);
+    assert_eq!(dump.total_records, state::HISTORY_KEPT as u64 + 3);
+    assert!(matches!(dump.records[0], DumpRecord::Init { .. }));
+    assert_eq!(dump.records[1], clear(2));
 }

@@ -14,7 +14,7 @@ use crate::storage::catalogue::{
     PurgeReport,
 };
 use crate::storage::fs::{self, FileSystem};
-use crate::storage::{DbRef, FieldRef, StorageError};
+use crate::storage::{CatalogueDump, DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
     fs: Arc<dyn FileSystem>,
@@ -404,7 +404,7 @@ impl Catalogue for TocCatalogue {
         maintenance::stats(&self.fs, dir(db))
     }
 
-    fn dump(&self, db: &DbRef) -> Result<Vec<String>, StorageError> {
+    fn dump(&self, db: &DbRef) -> Result<CatalogueDump, StorageError> {
         maintenance::dump(&*self.fs, dir(db))
     }
 

@@ -12,7 +12,7 @@ use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
 use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
-use crate::storage::StorageError;
+use crate::storage::{CatalogueDump, DumpRecord, StorageError};
 
 pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
@@ -259,32 +259,51 @@ pub fn objects(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<BTreeSet<String>,
     Ok(data)
 }
 
-/// The journal, one line per record, for `fieldstore dump`.
-pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
-    let (records, end) = journal::read_from(fs, &dir.join("toc"), 0)?;
-    let mut out = vec![format!(
-        "database {} (journal {end} bytes, {} records)",
-        dir.display(),
-        records.len()
-    )];
-    for (_, r) in records {
+/// The journal's records, typed, for `fieldstore dump`.
+pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<CatalogueDump, StorageError> {
+    let path = dir.join("toc");
+    let (records, end) = journal::read_from(fs, &path, 0)?;
+    let key = |at: u64, text: &str| {
+        Key::parse(text).map_err(|e| StorageError::Corrupt {
+            path: path.clone(),
+            offset: at,
+            detail: e.to_string(),
+        })
+    };
+    let mut out = Vec::with_capacity(records.len());
+    for (at, r) in records {
         out.push(match r {
             Record::Init {
                 db_key,
                 uid,
                 created,
-            } => format!("  INIT  {db_key} owner uid {uid} created {created}"),
+            } => DumpRecord::Init {
+                db: key(at, &db_key)?,
+                owner_uid: Some(uid),
+                created,
+            },
             Record::Index {
                 file,
                 index_key,
                 entries,
                 timestamp,
+                slot,
                 ..
-            } => format!("  INDEX {index_key} {entries} entries in {file} at {timestamp}"),
-            Record::Clear { files } => format!("  CLEAR {}", files.join(" ")),
+            } => DumpRecord::Index {
+                file,
+                index_key: key(at, &index_key)?,
+                entries,
+                timestamp,
+                slot,
+            },
+            Record::Clear { files } => DumpRecord::Clear { files },
         });
     }
-    Ok(out)
+    Ok(CatalogueDump {
+        journal_bytes: Some(end),
+        total_records: out.len() as u64,
+        records: out,
+    })
 }
 
 /// File whose `flock` serialises the compactions and purges of one database (not a
@@ -637,6 +656,47 @@ mod tests {
         assert_eq!(found(dir, "x").map(|f| f.object), Some("b".to_string()));
         let s = stats(&os(), dir).unwrap();
         assert_eq!((s.fields, s.masked, s.index_files), (16, 1, 1));
+    }
+
+    /// The journal's records come back typed: the owner, each index with its key and entries, a
+    /// merge's slot and the clear of what it merged.
+    #[test]
+    fn dump_types_every_journal_record() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        flush(dir, "a", &["1", "2"]);
+        flush(dir, "b", &["3"]);
+        compact(&os(), dir).unwrap();
+        let out = dump(&OsFs, dir).unwrap();
+        assert_eq!(
+            out.journal_bytes,
+            Some(std::fs::metadata(dir.join("toc")).unwrap().len())
+        );
+        assert_eq!(out.total_records, out.records.len() as u64);
+        let r = &out.records;
+        assert!(matches!(
+            &r[0],
+            DumpRecord::Init { db, owner_uid: Some(uid), .. }
+                if *db == Key::from_pairs([("class", "od")]) && *uid == current_uid()
+        ));
+        let indexes: Vec<(&Key, u64, &Option<String>)> = r
+            .iter()
+            .filter_map(|x| match x {
+                DumpRecord::Index {
+                    index_key,
+                    entries,
+                    slot,
+                    ..
+                } => Some((index_key, *entries, slot)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(indexes.len(), 3, "{r:?}");
+        assert_eq!((indexes[0].0, indexes[0].1), (&ik(), 2));
+        assert_eq!(indexes[1].1, 1);
+        assert_eq!(indexes[2].1, 3);
+        assert!(indexes[2].2.is_some(), "the merged index takes a slot");
+        assert!(matches!(r.last(), Some(DumpRecord::Clear { files }) if files.len() == 2));
     }
 
     /// What racing compactions of an older version left (two merged indexes each holding every
