@@ -66,6 +66,14 @@ enum CallError {
     Reply(ApiError),
 }
 
+/// A retrieve sent, its fields read: the connection waits at the first frame after them.
+struct OpenedRetrieve {
+    conn: Connection,
+    first: FrameHeader,
+    fields: Vec<FieldSpan>,
+    size: u64,
+}
+
 pub struct RemoteFdb {
     host: String,
     port: u16,
@@ -354,6 +362,55 @@ impl RemoteFdb {
         Ok(v)
     }
 
+    /// Sends a retrieve and reads the fields it announces, up to the first frame after them.
+    fn open_retrieve(&self, query: &Query) -> Result<OpenedRetrieve, ApiError> {
+        let (mut c, mut h) = self.start(MsgType::Retrieve, query)?;
+        let (mut fields, mut size) = (Vec::new(), 0u64);
+        while h.kind == MsgType::Fields && h.request != 0 {
+            let batch: Vec<WireField> = p::from_json("fields", &c.payload)?;
+            for f in batch {
+                let span = f.into_span(size);
+                size += span.length;
+                fields.push(span);
+            }
+            let next = p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload)
+                .map_err(|e| self.lost("retrieve", describe_loss(e)))?;
+            if next.request != h.request {
+                return Err(RemoteError::Protocol {
+                    endpoint: self.endpoint.clone(),
+                    detail: format!(
+                        "sent a frame for request {} during retrieve {}",
+                        next.request, h.request
+                    ),
+                }
+                .into());
+            }
+            h = next;
+        }
+        Ok(OpenedRetrieve {
+            conn: c,
+            first: h,
+            fields,
+            size,
+        })
+    }
+
+    /// A handle onto the same server sharing this one's connection pool, for a stream that
+    /// must send its request again after this handle is gone (it never archives).
+    fn detached(&self) -> RemoteFdb {
+        RemoteFdb {
+            host: self.host.clone(),
+            port: self.port,
+            endpoint: self.endpoint.clone(),
+            token: self.token.clone(),
+            pool: self.pool.clone(),
+            archive: Mutex::new(ArchiveSession::default()),
+            flushing: Mutex::new(()),
+            next_id: AtomicU64::new(self.next_id.load(Ordering::Relaxed)),
+            tls: self.tls.clone(),
+        }
+    }
+
     fn send_archive(&self, key: Option<&Key>, grib: bool, data: &[u8]) -> Result<(), ApiError> {
         let mut s = lock(&self.archive);
         if s.conn.is_none() {
@@ -451,9 +508,12 @@ impl Pool {
 }
 
 /// The fields of a retrieve as they stream in, one chunk in memory at a time. The server
-/// announces the fields before the bytes, so the size is known at once; seeks go forward only
-/// (by reading and dropping the bytes between): going back would need a new retrieve, and is
-/// refused with an `Unsupported` error.
+/// announces the fields before the bytes, so the size is known at once. A forward seek reads and
+/// drops the bytes between; a backward seek (beyond the chunk in memory) sends the same retrieve
+/// again and skips to the target, after checking that the new answer announces the same fields
+/// (keys and lengths): if a flush changed the answer meanwhile, the seek fails with a `Corrupt`
+/// error (this stream can no longer give consistent bytes; retrieve again from the start) and
+/// the reader stays where it was.
 struct RemoteRead {
     pool: Arc<Pool>,
     conn: Option<Connection>,
@@ -466,6 +526,9 @@ struct RemoteRead {
     size: u64,
     /// Bytes handed to the caller (or skipped).
     delivered: u64,
+    /// Sends the retrieve again for a backward seek; shares the pool, so it outlives the handle.
+    source: Arc<RemoteFdb>,
+    query: Query,
 }
 
 impl RemoteRead {
@@ -543,17 +606,38 @@ impl io::Seek for RemoteRead {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
         let to = seek_target(pos, self.delivered, self.size)?;
         if to < self.delivered {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "a retrieve from {} reads forward only: cannot go back from byte {} to {} (retrieve again)",
-                    self.pool.endpoint, self.delivered, to
-                ),
-            ));
+            // Still in the chunk in memory (a header read, then a step back): no new retrieve.
+            let chunk_start = self.received - self.chunk.len() as u64;
+            if to >= chunk_start && self.delivered == chunk_start + self.pos as u64 {
+                self.pos = (to - chunk_start) as usize;
+                self.delivered = to;
+                return Ok(to);
+            }
+            self.restart()?;
         }
-        let mut scratch = vec![0u8; (to - self.delivered).min(1 << 20) as usize];
-        while self.delivered < to.min(self.size) {
-            let want = usize::try_from(to.min(self.size) - self.delivered)
+        self.skip_to(to)
+    }
+}
+
+impl DataReader for RemoteRead {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn tell(&self) -> u64 {
+        self.delivered
+    }
+    fn fields(&self) -> &[FieldSpan] {
+        &self.fields
+    }
+}
+
+impl RemoteRead {
+    /// Reads and drops the bytes up to `to` (one scratch buffer of at most 1 MiB).
+    fn skip_to(&mut self, to: u64) -> io::Result<u64> {
+        let end = to.min(self.size);
+        let mut scratch = vec![0u8; end.saturating_sub(self.delivered).min(1 << 20) as usize];
+        while self.delivered < end {
+            let want = usize::try_from(end - self.delivered)
                 .unwrap_or(usize::MAX)
                 .min(scratch.len());
             if self.read(&mut scratch[..want])? == 0 {
@@ -570,18 +654,75 @@ impl io::Seek for RemoteRead {
         self.delivered = self.delivered.max(to);
         Ok(to)
     }
+
+    /// Sends the retrieve again and takes its stream, positioned at 0, if it announces the
+    /// fields this one did; otherwise leaves this stream as it was.
+    fn restart(&mut self) -> io::Result<()> {
+        let (opened, now) = match self.source.open_retrieve(&self.query) {
+            Ok(o) => {
+                let differ = fields_differ(&self.fields, &o.fields);
+                (Some(o), differ)
+            }
+            // Wiped meanwhile: the answer changed too.
+            Err(ApiError::NothingMatched(_)) if !self.fields.is_empty() => {
+                (None, fields_differ(&self.fields, &[]))
+            }
+            Err(e) => return Err(io::Error::other(e)),
+        };
+        let opened = match (opened, now) {
+            (Some(o), None) => o,
+            (_, detail) => {
+                let detail = detail.unwrap_or_else(|| "nothing matches now".into());
+                return Err(io::Error::other(ApiError::from(RemoteError::Server {
+                    endpoint: self.pool.endpoint.clone(),
+                    kind: ErrorKind::Corrupt,
+                    message: format!(
+                        "cannot seek back from byte {}: the retrieve was sent again to re-read \
+                         from the start, but its answer changed since this stream began \
+                         ({detail}; a flush or wipe came in between): retrieve again from the \
+                         start",
+                        self.delivered
+                    ),
+                })));
+            }
+        };
+        // The old stream is dropped unfinished: its connection cannot be reused.
+        self.conn = Some(opened.conn);
+        self.request = opened.first.request;
+        self.chunk.clear();
+        self.pos = 0;
+        self.received = 0;
+        self.done = false;
+        self.delivered = 0;
+        self.take_frame(opened.first)?;
+        Ok(())
+    }
 }
 
-impl DataReader for RemoteRead {
-    fn size(&self) -> u64 {
-        self.size
+/// How a retrieve's new field list differs from the first one, if it does.
+fn fields_differ(was: &[FieldSpan], now: &[FieldSpan]) -> Option<String> {
+    if was.len() != now.len() {
+        return Some(format!("{} fields before, {} now", was.len(), now.len()));
     }
-    fn tell(&self) -> u64 {
-        self.delivered
-    }
-    fn fields(&self) -> &[FieldSpan] {
-        &self.fields
-    }
+    let (i, (a, b)) = was
+        .iter()
+        .zip(now)
+        .enumerate()
+        .find(|(_, (a, b))| a.key != b.key || a.length != b.length)?;
+    Some(if a.key != b.key {
+        format!(
+            "field {i} was {}, is now {}",
+            a.key.porcelain(),
+            b.key.porcelain()
+        )
+    } else {
+        format!(
+            "field {i} {} was {} bytes, is now {}",
+            a.key.porcelain(),
+            a.length,
+            b.length
+        )
+    })
 }
 
 impl RemoteRead {
@@ -610,6 +751,9 @@ impl RemoteRead {
             };
             match p::read_frame_to(&mut c.reader, MAX_REPLY, direct, &mut c.payload) {
                 Ok((h, true)) if h.kind == MsgType::Data && h.request == self.request => {
+                    // The chunk in memory no longer ends at `received`.
+                    self.chunk.clear();
+                    self.pos = 0;
                     self.received += h.length;
                     return Ok(h.length as usize);
                 }
@@ -834,54 +978,36 @@ impl Fdb for RemoteFdb {
     }
 
     fn retrieve(&self, request: &Request) -> Result<Box<dyn DataReader>, ApiError> {
-        let (mut c, mut h) = self.start(MsgType::Retrieve, &Query::new(request))?;
-        let (mut fields, mut size) = (Vec::new(), 0u64);
-        while h.kind == MsgType::Fields && h.request != 0 {
-            let batch: Vec<WireField> = p::from_json("fields", &c.payload)?;
-            for f in batch {
-                let span = f.into_span(size);
-                size += span.length;
-                fields.push(span);
-            }
-            let next = p::read_frame(&mut c.reader, MAX_REPLY, &mut c.payload)
-                .map_err(|e| self.lost("retrieve", describe_loss(e)))?;
-            if next.request != h.request {
-                return Err(RemoteError::Protocol {
-                    endpoint: self.endpoint.clone(),
-                    detail: format!(
-                        "sent a frame for request {} during retrieve {}",
-                        next.request, h.request
-                    ),
-                }
-                .into());
-            }
-            h = next;
-        }
+        let query = Query::new(request);
+        let opened = self.open_retrieve(&query)?;
         let mut r = RemoteRead {
             pool: self.pool.clone(),
-            conn: Some(c),
-            request: h.request,
+            conn: Some(opened.conn),
+            request: opened.first.request,
             chunk: Vec::new(),
             pos: 0,
             received: 0,
             done: false,
-            fields,
-            size,
+            fields: opened.fields,
+            size: opened.size,
             delivered: 0,
+            source: Arc::new(self.detached()),
+            query,
         };
-        r.take_frame(h).map_err(|e| match e.into_inner() {
-            Some(inner) => match inner.downcast::<ApiError>() {
-                Ok(api) => *api,
-                Err(other) => match other.downcast::<RemoteError>() {
-                    Ok(remote) => (*remote).into(),
-                    Err(other) => ApiError::Remote(RemoteFailure {
-                        kind: ErrorKind::Remote,
-                        error: other,
-                    }),
+        r.take_frame(opened.first)
+            .map_err(|e| match e.into_inner() {
+                Some(inner) => match inner.downcast::<ApiError>() {
+                    Ok(api) => *api,
+                    Err(other) => match other.downcast::<RemoteError>() {
+                        Ok(remote) => (*remote).into(),
+                        Err(other) => ApiError::Remote(RemoteFailure {
+                            kind: ErrorKind::Remote,
+                            error: other,
+                        }),
+                    },
                 },
-            },
-            None => ApiError::Invalid("retrieve failed".into()),
-        })?;
+                None => ApiError::Invalid("retrieve failed".into()),
+            })?;
         Ok(Box::new(r))
     }
 
@@ -996,6 +1122,126 @@ mod tests {
         fdb.archive(Some(&key(2)), b"f2").unwrap();
         fdb.flush().unwrap();
         assert_eq!(fdb.list(&all, ListOptions::default()).unwrap().count(), 3);
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+    }
+
+    /// A server over a local store in `dir`, holding the fields of steps 0, 6 and 12 with
+    /// bytes of different lengths (the middle one spanning several data frames).
+    fn serve_three(
+        dir: &std::path::Path,
+    ) -> (
+        crate::remote::ShutdownHandle,
+        std::thread::JoinHandle<Result<(), RemoteError>>,
+        RemoteFdb,
+        Vec<u8>,
+    ) {
+        let slow = SlowFlush::new(local(dir));
+        let factory: Box<FdbFactory> = Box::new(move || Ok(Box::new(slow.clone()) as Box<dyn Fdb>));
+        let opts = ServerOptions {
+            chunk_size: 64 << 10,
+            ..ServerOptions::default()
+        };
+        let server = Server::bind("127.0.0.1:0", factory, opts).unwrap();
+        let port = server.local_addr().port();
+        let stop = server.shutdown_handle();
+        let serving = std::thread::spawn(move || server.run());
+        let fdb = RemoteFdb::new("127.0.0.1", port, None);
+        let mut whole = Vec::new();
+        for (step, len) in [(0, 5usize), (6, 300_000), (12, 7)] {
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ step as u8).collect();
+            fdb.archive(Some(&key(step)), &data).unwrap();
+            whole.extend_from_slice(&data);
+        }
+        fdb.flush().unwrap();
+        (stop, serving, fdb, whole)
+    }
+
+    fn three() -> Request {
+        crate::model::request::parse_request("class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step=0/6/12,levelist=500,param=130").unwrap()
+    }
+
+    /// Seeking back sends the retrieve again; every field boundary, a point inside a field and
+    /// a step back within the chunk in memory read the right bytes.
+    #[test]
+    fn a_retrieve_seeks_back_to_every_field_boundary() {
+        let d = tempfile::tempdir().unwrap();
+        let (stop, serving, fdb, whole) = serve_three(d.path());
+        let mut r = fdb.retrieve(&three()).unwrap();
+        assert_eq!(r.size(), whole.len() as u64);
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        assert!(got == whole);
+        let mut targets: Vec<u64> = r.fields().iter().map(|f| f.offset).collect();
+        targets.extend([r.size(), 100_000]);
+        for &to in targets.iter().rev() {
+            assert_eq!(r.seek(io::SeekFrom::Start(to)).unwrap(), to);
+            assert_eq!(r.tell(), to);
+            let mut rest = Vec::new();
+            r.read_to_end(&mut rest).unwrap();
+            assert!(rest == whole[to as usize..], "the bytes from {to}");
+        }
+        for f in r.fields().to_vec() {
+            r.seek(io::SeekFrom::Start(f.offset)).unwrap();
+            let mut one = vec![0u8; f.length as usize];
+            r.read_exact(&mut one).unwrap();
+            assert!(one == whole[f.offset as usize..(f.offset + f.length) as usize]);
+        }
+        // A step back within the chunk in memory, then a rewind after the handle is gone.
+        r.seek(io::SeekFrom::Start(1)).unwrap();
+        let mut two = [0u8; 2];
+        r.read_exact(&mut two).unwrap();
+        r.seek(io::SeekFrom::Current(-2)).unwrap();
+        r.read_exact(&mut two).unwrap();
+        assert_eq!(two, whole[1..3]);
+        drop(fdb);
+        r.rewind().unwrap();
+        let mut again = Vec::new();
+        r.read_to_end(&mut again).unwrap();
+        assert!(again == whole);
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+    }
+
+    /// A flush that changes the answer between the first read and a seek back: the seek fails
+    /// naming it, and the reader goes on where it was with the bytes of its first answer.
+    #[test]
+    fn a_seek_back_after_the_answer_changed_is_an_error_never_other_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let (stop, serving, fdb, whole) = serve_three(d.path());
+        let mut r = fdb.retrieve(&three()).unwrap();
+        // Past the chunk in memory, so that going back needs the retrieve again.
+        let mut head = vec![0u8; 200_000];
+        r.read_exact(&mut head).unwrap();
+        fdb.archive(Some(&key(6)), b"a shorter field").unwrap();
+        fdb.flush().unwrap();
+        let e = r.seek(io::SeekFrom::Start(0)).unwrap_err();
+        let api = e
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<ApiError>())
+            .unwrap();
+        assert_eq!(api.kind(), ErrorKind::Corrupt, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("answer changed") && msg.contains("step=6"),
+            "{msg}"
+        );
+        assert_eq!(r.tell(), 200_000);
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert!(rest == whole[200_000..], "the rest of the first answer");
+        // A wipe changes the answer too.
+        let db = crate::model::request::parse_request(
+            "class=od,expver=0001,stream=oper,date=20261122,time=1200",
+        )
+        .unwrap();
+        fdb.archive(Some(&key(6)), &whole[5..300_005]).unwrap();
+        fdb.flush().unwrap();
+        let mut r = fdb.retrieve(&three()).unwrap();
+        r.read_exact(&mut head).unwrap();
+        fdb.wipe(&db, true).unwrap();
+        let e = r.seek(io::SeekFrom::Start(0)).unwrap_err();
+        assert!(e.to_string().contains("answer changed"), "{e}");
         stop.shutdown();
         serving.join().unwrap().unwrap();
     }

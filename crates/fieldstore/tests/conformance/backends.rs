@@ -33,9 +33,6 @@ pub enum Quirk {
     /// holding the database (FDB5's dist forwards control the same way): a new key placed on a
     /// child where the database does not exist yet is not refused. Keys that exist are.
     LocksWhereTheDatabaseIs,
-    /// A retrieve reader seeks forward only (a remote one skips the bytes between); seeking
-    /// back is an `Unsupported` error, never a panic or wrong bytes.
-    SeekForwardOnly,
 }
 
 /// One store built for one case; `handle()` gives a new, independent handle onto it.
@@ -61,7 +58,7 @@ pub static ALL: &[Backend] = &[
     Backend {
         name: "remote (in-process server over local)",
         open: remote,
-        quirks: &[Quirk::SeekForwardOnly],
+        quirks: &[],
         known_bugs: &[],
     },
     Backend {
