@@ -740,6 +740,7 @@ impl FieldStream {
                     },
                     offset: size,
                     length: l.field.length,
+                    checksum: l.field.checksum,
                 };
                 size += l.field.length;
                 s

@@ -14,6 +14,9 @@ pub struct FieldSpan {
     /// From the start of the stream.
     pub offset: u64,
     pub length: u64,
+    /// The CRC-32C the field was archived with, where the store keeps one: tells two copies of
+    /// one key apart even when their lengths agree (a remote reader seeking back relies on it).
+    pub checksum: Option<u32>,
 }
 
 /// A retrieve's answer: the fields' bytes one after the other, in the order of
@@ -140,6 +143,7 @@ impl ChainReader {
                 key: f.key.clone(),
                 offset: f.offset + size,
                 length: f.length,
+                checksum: f.checksum,
             }));
             size += p.size();
         }
@@ -288,6 +292,7 @@ mod tests {
                     },
                     offset: off,
                     length: l,
+                    checksum: None,
                 };
                 off += l;
                 f

@@ -704,23 +704,27 @@ fn fields_differ(was: &[FieldSpan], now: &[FieldSpan]) -> Option<String> {
     if was.len() != now.len() {
         return Some(format!("{} fields before, {} now", was.len(), now.len()));
     }
-    let (i, (a, b)) = was
-        .iter()
-        .zip(now)
-        .enumerate()
-        .find(|(_, (a, b))| a.key != b.key || a.length != b.length)?;
+    let (i, (a, b)) =
+        was.iter().zip(now).enumerate().find(|(_, (a, b))| {
+            a.key != b.key || a.length != b.length || a.checksum != b.checksum
+        })?;
     Some(if a.key != b.key {
         format!(
             "field {i} was {}, is now {}",
             a.key.porcelain(),
             b.key.porcelain()
         )
-    } else {
+    } else if a.length != b.length {
         format!(
             "field {i} {} was {} bytes, is now {}",
             a.key.porcelain(),
             a.length,
             b.length
+        )
+    } else {
+        format!(
+            "field {i} {} was archived again with other bytes of the same length",
+            a.key.porcelain()
         )
     })
 }
@@ -1230,6 +1234,20 @@ mod tests {
         let mut rest = Vec::new();
         r.read_to_end(&mut rest).unwrap();
         assert!(rest == whole[200_000..], "the rest of the first answer");
+        // Other bytes of the same length change it too: the announced checksums tell.
+        fdb.archive(Some(&key(6)), &whole[5..300_005]).unwrap();
+        fdb.flush().unwrap();
+        let mut r = fdb.retrieve(&three()).unwrap();
+        r.read_exact(&mut head).unwrap();
+        let mut same_length = whole[5..300_005].to_vec();
+        same_length[1000] ^= 0xff;
+        fdb.archive(Some(&key(6)), &same_length).unwrap();
+        fdb.flush().unwrap();
+        let e = r.seek(io::SeekFrom::Start(0)).unwrap_err();
+        assert!(
+            e.to_string().contains("other bytes of the same length"),
+            "{e}"
+        );
         // A wipe changes the answer too.
         let db = crate::model::request::parse_request(
             "class=od,expver=0001,stream=oper,date=20261122,time=1200",

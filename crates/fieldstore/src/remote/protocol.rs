@@ -670,6 +670,9 @@ pub struct WireField {
     pub index: Vec<(String, String)>,
     pub datum: Vec<(String, String)>,
     pub length: u64,
+    /// The field's archived CRC-32C, when the store keeps one (absent from older v3 servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<u32>,
 }
 
 impl WireField {
@@ -679,6 +682,7 @@ impl WireField {
             index: key_pairs(&f.key.index),
             datum: key_pairs(&f.key.datum),
             length: f.length,
+            checksum: f.checksum,
         }
     }
 
@@ -692,6 +696,7 @@ impl WireField {
             },
             offset,
             length: self.length,
+            checksum: self.checksum,
         }
     }
 }
