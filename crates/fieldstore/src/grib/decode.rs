@@ -7,6 +7,7 @@
 
 use std::ffi::CString;
 use std::os::raw::{c_int, c_long};
+use std::sync::Arc;
 
 use super::error::GribError;
 use super::ffi;
@@ -380,6 +381,33 @@ impl<'a> Decoded<'a> {
     }
 }
 
+/// A [`Decoded`] that owns its bytes, for bindings that keep a message open across calls: opening
+/// a handle costs about as much as decoding a small field, so it is done once.
+pub struct OwnedDecoded {
+    // Declared first, so dropped before the bytes its handle reads.
+    decoded: Decoded<'static>,
+    _bytes: Arc<[u8]>,
+}
+
+impl OwnedDecoded {
+    /// Opens exactly one message, as [`Decoded::new`].
+    pub fn new(bytes: Arc<[u8]>) -> Result<OwnedDecoded, GribError> {
+        // SAFETY: the slice points into the Arc's allocation, which never moves and is freed only
+        // after `decoded` (field order above; no method hands out the 'static lifetime).
+        let view: &'static [u8] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) };
+        Ok(OwnedDecoded {
+            decoded: Decoded::new(view)?,
+            _bytes: bytes,
+        })
+    }
+
+    /// The open message, borrowed no longer than `self`.
+    pub fn get(&self) -> &Decoded<'_> {
+        &self.decoded
+    }
+}
+
 fn key_error(key: &str, rc: c_int) -> GribError {
     GribError::Decode(format!("key '{key}': {}", error_text(rc)))
 }
@@ -734,6 +762,16 @@ mod tests {
                 let _ = d.mars_keys();
             };
         }
+    }
+
+    #[test]
+    fn owned_messages_stay_open() {
+        let (msg, v) = with_values("regular_ll_sfc_grib2");
+        let owned = OwnedDecoded::new(Arc::from(msg.as_slice())).unwrap();
+        drop(msg);
+        let moved = std::thread::spawn(move || owned).join().unwrap();
+        assert_close(&moved.get().values().unwrap(), &v, 0.01, "values");
+        assert!(OwnedDecoded::new(Arc::from(&b"GRIB"[..])).is_err());
     }
 
     #[test]
