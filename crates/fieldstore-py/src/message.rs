@@ -7,7 +7,7 @@ use fieldstore::grib::{Decoded, GribError, KeyValue, OwnedDecoded};
 use fieldstore::ErrorKind;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::buffer::WritableBuffer;
 use crate::errors::{raise, to_py};
@@ -180,15 +180,36 @@ impl Message {
     }
 
     /// Any ecCodes key, in its native type (int, float, str; numpy arrays for array keys such
-    /// as ``pl``). A key the message does not define gives ``default`` if one is given, else
-    /// raises ``fieldstore.NotFoundError`` (a ``KeyError``).
-    #[pyo3(signature = (name, default = None))]
+    /// as ``pl``). A key the message does not define gives ``default`` if one is given (``None``
+    /// included), else raises ``fieldstore.NotFoundError`` (a ``KeyError``).
+    #[pyo3(signature = (name, *args, **kwargs), text_signature = "(name, default=...)")]
     fn metadata<'py>(
         &self,
         py: Python<'py>,
         name: &str,
-        default: Option<Bound<'py, PyAny>>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let mut default = match args.len() {
+            0 => None,
+            1 => Some(args.get_item(0)?),
+            n => {
+                return Err(PyTypeError::new_err(format!(
+                    "metadata() takes a name and at most one default, not {} values",
+                    n + 1
+                )))
+            }
+        };
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                if k.extract::<String>()? != "default" || default.is_some() {
+                    return Err(PyTypeError::new_err(format!(
+                        "metadata() got an unexpected or repeated keyword argument {k}"
+                    )));
+                }
+                default = Some(v);
+            }
+        }
         let found = self.with(py, |d| d.get(name)).map_err(to_py)?;
         match (found, default) {
             (Some(v), _) => to_python(py, v, true),
