@@ -26,6 +26,8 @@ type Prefix = Mutex<Option<(Key, Key, Py<PyDict>)>>;
 struct State {
     iter: Option<ListIter>,
     buffer: VecDeque<api::ListElement>,
+    /// Where the walk stopped, raised once the elements before it are handed out.
+    failed: Option<api::ApiError>,
 }
 
 /// The fields (or databases, indexes at level 1, 2) a `FDB.list` call matched, streamed. It
@@ -43,6 +45,7 @@ impl ListIterator {
             state: Mutex::new(State {
                 iter: Some(iter),
                 buffer: VecDeque::with_capacity(BATCH),
+                failed: None,
             }),
             depth,
             prefix: Arc::new(Mutex::new(None)),
@@ -59,11 +62,18 @@ impl ListIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<ListElement>> {
         let mut st = lock(py, &self.state);
         if st.buffer.is_empty() {
-            let State { iter, buffer } = &mut *st;
+            if let Some(e) = st.failed.take() {
+                return Err(to_py(e));
+            }
+            let State {
+                iter,
+                buffer,
+                failed,
+            } = &mut *st;
             let Some(it) = iter.as_mut() else {
                 return Ok(None);
             };
-            let failed = py.detach(|| {
+            *failed = py.detach(|| {
                 for item in it.by_ref() {
                     match item {
                         Ok(e) => buffer.push_back(e),
@@ -79,14 +89,11 @@ impl ListIterator {
             if buffer.len() < BATCH || failed.is_some() {
                 *iter = None;
             }
-            if let Some(e) = failed {
-                if buffer.is_empty() {
+            // The elements before a failure are handed out first, then the failure.
+            if buffer.is_empty() {
+                if let Some(e) = failed.take() {
                     return Err(to_py(e));
                 }
-                // Elements before the failure are handed out first; the failure is lost with
-                // the iterator, so say it now rather than end silently.
-                buffer.clear();
-                return Err(to_py(e));
             }
         }
         Ok(st
