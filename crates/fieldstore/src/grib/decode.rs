@@ -19,6 +19,13 @@ use crate::model::Key;
 /// into NaN. Far outside what any GRIB packing other than IEEE could encode.
 const MISSING_SENTINEL: f64 = -1.0e300;
 
+/// More points than any real field has (ECMWF's finest planned grid, O8000, has 256 million):
+/// a header announcing more is corrupt, and ecCodes aborts the process when an allocation fails.
+const MAX_POINTS: i64 = 1 << 30;
+
+/// Gaussian numbers beyond any real grid: ecCodes allocates 2N latitudes before checking.
+const MAX_GAUSSIAN_N: i64 = 16_000;
+
 /// A key's value in its native ecCodes type; arrays when ecCodes holds more than one element.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyValue {
@@ -86,6 +93,7 @@ impl<'a> Decoded<'a> {
             [(_, _, m)] => *m,
             other => return Err(GribError::NotOneMessage { count: other.len() }),
         };
+        let sections = check_sections(bytes)?;
         let handle = Handle::from_message(bytes)?;
         // `missingValue` is transient: setting it never writes into the borrowed bytes.
         let key = cstr("missingValue")?;
@@ -99,6 +107,17 @@ impl<'a> Decoded<'a> {
         d.sentinel = rc == 0 && d.double("missingValue").ok() == Some(MISSING_SENTINEL);
         // Touch a key every message has, so a header ecCodes cannot parse fails here.
         d.string("gridType")?;
+        // A section shorter than its template makes ecCodes read its fields from the next
+        // sections (and crash in its iterators): its layout must be the bytes' layout.
+        for (num, offset) in sections {
+            if let Some(at) = d.present_long(&format!("offsetSection{num}")) {
+                if at as u64 != offset as u64 {
+                    return Err(GribError::Decode(format!(
+                        "section {num} is at offset {offset}, ecCodes reads it at {at}: the message's sections are corrupt"
+                    )));
+                }
+            }
+        }
         Ok(d)
     }
 
@@ -115,12 +134,27 @@ impl<'a> Decoded<'a> {
     /// How many values `values` gives: every point of the grid, missing ones included (for
     /// spherical harmonics, the coefficients).
     pub fn number_of_values(&self) -> Result<usize, GribError> {
-        self.size("values")
+        let n = self.size("values")?;
+        // ecCodes' spectral complex unpacking asserts (and aborts) on other truncations.
+        if self.string("gridType")? == "sh" {
+            let jkm = ["J", "K", "M"].map(|k| self.present_long(k));
+            if jkm[0].is_none() || jkm.iter().any(|v| *v != jkm[0]) {
+                return Err(GribError::Decode(format!(
+                    "spectral truncation J, K, M = {jkm:?}: only triangular truncations decode"
+                )));
+            }
+        }
+        if n as u64 > MAX_POINTS as u64 {
+            return Err(GribError::Decode(format!(
+                "{n} values announced: more than any real field, the header is corrupt"
+            )));
+        }
+        Ok(n)
     }
 
     /// The values, missing points as NaN.
     pub fn values(&self) -> Result<Vec<f64>, GribError> {
-        let mut v = vec![0.0; self.number_of_values()?];
+        let mut v = zeroed(self.number_of_values()?)?;
         self.values_into(&mut v)?;
         Ok(v)
     }
@@ -152,14 +186,14 @@ impl<'a> Decoded<'a> {
 
     /// The latitude of every point, in the order of the values.
     pub fn latitudes(&self) -> Result<Vec<f64>, GribError> {
-        let mut v = vec![0.0; self.number_of_points()?];
+        let mut v = zeroed(self.number_of_points()?)?;
         self.latitudes_into(&mut v)?;
         Ok(v)
     }
 
     /// The longitude of every point, in the order of the values.
     pub fn longitudes(&self) -> Result<Vec<f64>, GribError> {
-        let mut v = vec![0.0; self.number_of_points()?];
+        let mut v = zeroed(self.number_of_points()?)?;
         self.longitudes_into(&mut v)?;
         Ok(v)
     }
@@ -181,7 +215,7 @@ impl<'a> Decoded<'a> {
             .map_err(|e| self.no_geometry(e))?;
         if let Some(pole) = self.rotation_left_to_us()? {
             let other = if latitudes { "longitudes" } else { "latitudes" };
-            let mut o = vec![0.0; n];
+            let mut o = zeroed(n)?;
             self.doubles_into(other, n, &mut o)
                 .map_err(|e| self.no_geometry(e))?;
             for (x, y) in out.iter_mut().zip(&o) {
@@ -232,7 +266,7 @@ impl<'a> Decoded<'a> {
             ffi::TYPE_LONG if size > 1 => KeyValue::Longs(self.longs(&k, key, size)?),
             ffi::TYPE_LONG => KeyValue::Long(self.long(key)?),
             ffi::TYPE_DOUBLE if size > 1 => {
-                let mut v = vec![0.0; size];
+                let mut v = zeroed(size)?;
                 self.doubles_into(key, size, &mut v)?;
                 KeyValue::Doubles(v)
             }
@@ -262,6 +296,8 @@ impl<'a> Decoded<'a> {
         Ok(out)
     }
 
+    /// Refuses what ecCodes has no points for, and dimensions a corrupt header may announce that
+    /// would make ecCodes' iterators allocate (and abort on failure) before checking them.
     fn check_geometry(&self) -> Result<(), GribError> {
         let grid_type = self.string("gridType")?;
         if grid_type == "sh" {
@@ -270,7 +306,154 @@ impl<'a> Decoded<'a> {
                 reason: "spherical harmonics are coefficients, not grid points".into(),
             });
         }
+        let points = self.long("numberOfDataPoints")?;
+        let corrupt =
+            |what: String| GribError::Decode(format!("{what}: the grid description is corrupt"));
+        if !(0..=MAX_POINTS).contains(&points) {
+            return Err(corrupt(format!("numberOfDataPoints={points}")));
+        }
+        // ecCodes' iterators check this too, but 2.28 can crash on the next call after failing.
+        let values = self.size("values")?;
+        if values as u64 != points as u64 {
+            return Err(corrupt(format!("{values} values for {points} points")));
+        }
+        for key in [
+            "latitudeOfFirstGridPointInDegrees",
+            "latitudeOfLastGridPointInDegrees",
+        ] {
+            if let Some(KeyValue::Double(lat)) = self.get(key)? {
+                if !(-90.000_001..=90.000_001).contains(&lat) {
+                    return Err(corrupt(format!("{key}={lat}")));
+                }
+            }
+        }
+        // ecCodes 2.28 crashes on a regular grid of 0 rows, among others.
+        for (a, b) in [("Ni", "Nj"), ("Nx", "Ny")] {
+            let (x, y) = (self.present_long(a), self.present_long(b));
+            for (key, v) in [(a, x), (b, y)] {
+                if let Some(v) = v {
+                    if !(1..=points).contains(&v) {
+                        return Err(corrupt(format!("{key}={v} for {points} points")));
+                    }
+                }
+            }
+            if let (Some(x), Some(y)) = (x, y) {
+                if x * y != points {
+                    return Err(corrupt(format!("{a}={x} by {b}={y} for {points} points")));
+                }
+            }
+        }
+        if let Some(n) = self.present_long("N") {
+            if !(1..=MAX_GAUSSIAN_N).contains(&n) {
+                return Err(corrupt(format!("N={n}")));
+            }
+            // A Gaussian grid has 2N latitudes: ecCodes indexes them by Nj unchecked.
+            if let Some(nj) = self
+                .present_long("Nj")
+                .filter(|_| grid_type.contains("_gg"))
+            {
+                if nj > 2 * n {
+                    return Err(corrupt(format!("Nj={nj} rows for N={n}")));
+                }
+                if !grid_type.starts_with("reduced_") {
+                    self.check_gaussian_rows(n, nj)?;
+                }
+            }
+        }
+        // GRIB2 angles in other units than micro-degrees: a corrupt basic angle overflows the
+        // fractions of ecCodes' reduced iterator, which then asserts (and aborts).
+        if let Some(basic) = self.present_long("basicAngleOfTheInitialProductionDomain") {
+            let sub = self.present_long("subdivisionsOfBasicAngle");
+            if basic != 0 && (basic > 360 || !matches!(sub, Some(1..=1_000_000_000))) {
+                return Err(corrupt(format!(
+                    "basicAngleOfTheInitialProductionDomain={basic}, subdivisionsOfBasicAngle={sub:?}"
+                )));
+            }
+        }
+        // Reduced grids' iterators read pl unchecked: it must be there, one entry a row; and
+        // reduced_ll's writes sum(pl) points into an array of numberOfDataPoints.
+        if grid_type.starts_with("reduced_") {
+            let pl = match self.get("pl")? {
+                Some(KeyValue::Longs(pl)) => pl,
+                Some(KeyValue::Long(p)) => vec![p],
+                _ => return Err(corrupt("a reduced grid without pl".into())),
+            };
+            if self.present_long("Nj") != Some(pl.len() as i64) {
+                return Err(corrupt(format!(
+                    "{} pl entries for Nj={:?}",
+                    pl.len(),
+                    self.present_long("Nj")
+                )));
+            }
+            let sum: i64 = pl.iter().map(|p| (*p).clamp(-1, MAX_POINTS)).sum();
+            if pl.iter().any(|p| *p < 0) || (grid_type == "reduced_ll" && sum != points) {
+                return Err(corrupt(format!("pl adds up to {sum} for {points} points")));
+            }
+        }
+        // A Gaussian row of fewer than 2 points makes ecCodes' reduced iterator assert (and abort).
+        if grid_type.contains("_gg") {
+            if let Some(KeyValue::Longs(pl)) = self.get("pl")? {
+                if let Some(i) = pl.iter().position(|p| *p < 2) {
+                    return Err(corrupt(format!("pl[{i}]={}", pl[i])));
+                }
+                if let Some(nj) = self.present_long("Nj") {
+                    if nj as u64 != pl.len() as u64 {
+                        return Err(corrupt(format!("{} pl entries for Nj={nj}", pl.len())));
+                    }
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// ecCodes' regular Gaussian iterator reads Nj latitudes from the one nearest the first
+    /// grid point's, unchecked: the first and last must be Nj rows apart.
+    fn check_gaussian_rows(&self, n: i64, nj: i64) -> Result<(), GribError> {
+        let mut lats = zeroed(2 * n as usize)?;
+        // SAFETY: lats holds 2N doubles, as ecCodes writes for truncation N.
+        let rc = unsafe { ffi::codes_get_gaussian_latitudes(n as c_long, lats.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(key_error("gaussian latitudes", rc));
+        }
+        let nearest = |lat: f64| {
+            lats.iter()
+                .enumerate()
+                .min_by(|a, b| (a.1 - lat).abs().total_cmp(&(b.1 - lat).abs()))
+                .map(|(i, _)| i as i64)
+                .unwrap_or(0)
+        };
+        let first = self.double("latitudeOfFirstGridPointInDegrees")?;
+        let last = self.double("latitudeOfLastGridPointInDegrees")?;
+        let (i, j) = (nearest(first), nearest(last));
+        // ecCodes matches latitudes within 1e-3 degrees (GRIB1 codes millidegrees).
+        let off = |lat: f64, k: i64| (lats[k as usize] - lat).abs() > 1.0e-3;
+        if off(first, i) || off(last, j) {
+            return Err(GribError::Decode(format!(
+                "latitudes {first} to {last} are not rows of the N{n} Gaussian grid: the grid description is corrupt"
+            )));
+        }
+        let rows = (i - j).abs() + 1;
+        if rows != nj {
+            return Err(GribError::Decode(format!(
+                "latitudes {first} to {last} span {rows} rows of the N{n} Gaussian grid, Nj={nj}: the grid description is corrupt"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A long key the message defines and does not code as missing.
+    fn present_long(&self, key: &str) -> Option<i64> {
+        let k = cstr(key).ok()?;
+        let mut err: c_int = 0;
+        // SAFETY: valid handle, C string and out-parameter.
+        let defined = unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } != 0;
+        // SAFETY: as above.
+        let missing = defined
+            && unsafe { ffi::codes_is_missing(self.handle.raw(), k.as_ptr(), &mut err) } == 1;
+        if !defined || missing {
+            return None;
+        }
+        self.long(key).ok()
     }
 
     fn no_geometry(&self, e: GribError) -> GribError {
@@ -325,7 +508,13 @@ impl<'a> Decoded<'a> {
 
     #[allow(clippy::useless_conversion)] // c_long is i32 on Windows
     fn longs(&self, k: &CString, key: &str, n: usize) -> Result<Vec<i64>, GribError> {
-        let mut v: Vec<c_long> = vec![0; n];
+        let mut v: Vec<c_long> = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| {
+            GribError::Decode(format!(
+                "{key}: cannot allocate {n} values: not enough memory"
+            ))
+        })?;
+        v.resize(n, 0);
         let mut len = n;
         // SAFETY: v is writable for len longs.
         let rc = unsafe {
@@ -437,6 +626,88 @@ impl OwnedDecoded {
     pub fn get(&self) -> &Decoded<'_> {
         &self.decoded
     }
+}
+
+/// The sections must tile the message exactly: ecCodes trusts the section lengths and reads (or
+/// crashes) past the end of the bytes it was given when one is corrupt.
+/// Returns the offset of the first occurrence of each section.
+fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
+    let bad =
+        |what: String| GribError::Decode(format!("{what}: the message's sections are corrupt"));
+    let end = m.len().saturating_sub(4);
+    let be = |at: usize, n: usize| -> Option<usize> {
+        let b = m.get(at..at + n)?;
+        Some(b.iter().fold(0usize, |acc, x| (acc << 8) | usize::from(*x)))
+    };
+    match m.get(7) {
+        Some(2) => {
+            let mut pos = 16;
+            let mut last = 0u8;
+            let mut seen = Vec::new();
+            while pos < end {
+                let (Some(len), Some(&num)) = (be(pos, 4), m.get(pos + 4)) else {
+                    return Err(bad(format!("section header at offset {pos} cut short")));
+                };
+                if !(1..=7).contains(&num) || len < 5 || pos + len > end {
+                    return Err(bad(format!(
+                        "section {num} at offset {pos} of length {len} (data ends at {end})"
+                    )));
+                }
+                if !seen.iter().any(|(n, _)| *n == num) {
+                    seen.push((num, pos));
+                }
+                last = num;
+                pos += len;
+            }
+            if last != 7 {
+                return Err(bad("no data section (7) before '7777'".into()));
+            }
+            Ok(seen)
+        }
+        Some(1) => {
+            // Messages over 8 MiB code their lengths in 120-byte units (see `framing`): the
+            // framing has checked those.
+            if m.len() >= 0x80_0000 {
+                return Ok(Vec::new());
+            }
+            let mut pos = 8;
+            let mut seen = vec![(1, pos)];
+            let len1 = be(pos, 3).unwrap_or(0);
+            let flags = m.get(pos + 7).copied().unwrap_or(0);
+            if len1 < 28 || pos + len1 > end {
+                return Err(bad(format!("section 1 of length {len1}")));
+            }
+            pos += len1;
+            for (present, name, min) in [(flags & 0x80 != 0, 2, 32), (flags & 0x40 != 0, 3, 6)] {
+                if present {
+                    let len = be(pos, 3).unwrap_or(0);
+                    if len < min || pos + len > end {
+                        return Err(bad(format!(
+                            "section {name} at offset {pos} of length {len}"
+                        )));
+                    }
+                    seen.push((name, pos));
+                    pos += len;
+                }
+            }
+            let len4 = be(pos, 3).unwrap_or(0);
+            if len4 < 11 || pos + len4 > end {
+                return Err(bad(format!("section 4 at offset {pos} of length {len4}")));
+            }
+            seen.push((4, pos));
+            Ok(seen)
+        }
+        _ => Err(bad("not GRIB edition 1 or 2".into())),
+    }
+}
+
+/// `n` zeros, or an error rather than an abort when memory is short.
+fn zeroed(n: usize) -> Result<Vec<f64>, GribError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| GribError::Decode(format!("cannot allocate {n} values: not enough memory")))?;
+    v.resize(n, 0.0);
+    Ok(v)
 }
 
 /// Rotated to geographic coordinates, as ecCodes' `unrotate` computes them (down to its rounding
@@ -836,6 +1107,57 @@ mod tests {
         let moved = std::thread::spawn(move || owned).join().unwrap();
         assert_close(&moved.get().values().unwrap(), &v, 0.01, "values");
         assert!(OwnedDecoded::new(Arc::from(&b"GRIB"[..])).is_err());
+    }
+
+    /// Real messages with a few bytes changed (framing kept): ecCodes must fail or answer, and
+    /// sizes must agree with what it announced.
+    #[test]
+    fn corrupted_messages_fail_cleanly() {
+        let mut x = 0xD1B5_4A32_D192_ED03u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Also passed 1000 mutations each of the polar_stereographic, reduced_ll and regular_gg
+        // samples; mutated spectral (sh) fields still reach ecCodes 2.28's assertions.
+        for name in [
+            "regular_ll_sfc_grib2",
+            "reduced_gg_pl_32_grib2",
+            "GRIB1",
+            "reduced_ll_sfc_grib2",
+            "regular_gg_sfc_grib2",
+        ] {
+            let (msg, _) = with_values(name);
+            for _ in 0..300 {
+                let mut m = msg.clone();
+                for _ in 0..1 + next() % 4 {
+                    // Header sections only (the first 200 bytes after section 0): where the
+                    // geometry and packing are described.
+                    let i = 16 + (next() as usize) % (m.len().min(216) - 20);
+                    m[i] = next() as u8;
+                }
+                let Ok(d) = Decoded::new(&m) else { continue };
+                let small = |n: usize| n <= 1 << 22;
+                if let Ok(n) = d.number_of_values() {
+                    if small(n) {
+                        if let Ok(v) = d.values() {
+                            assert_eq!(v.len(), n);
+                        }
+                    }
+                }
+                if let Ok(n) = d.number_of_points() {
+                    if small(n) {
+                        if let Ok(v) = d.longitudes() {
+                            assert_eq!(v.len(), n);
+                        }
+                    }
+                }
+                let _ = d.grid();
+                let _ = d.mars_keys();
+            }
+        }
     }
 
     #[test]

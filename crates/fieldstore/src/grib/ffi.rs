@@ -106,6 +106,8 @@ extern "C" {
         -> c_int;
     pub fn codes_is_defined(h: *const CodesHandle, key: *const c_char) -> c_int;
     pub fn codes_is_missing(h: *const CodesHandle, key: *const c_char, err: *mut c_int) -> c_int;
+    /// Fills `latitudes` (2 * truncation of them) north to south.
+    pub fn codes_get_gaussian_latitudes(truncation: c_long, latitudes: *mut f64) -> c_int;
     pub fn codes_get_api_version() -> c_long;
     pub fn codes_get_error_message(code: c_int) -> *const c_char;
 }

@@ -32,6 +32,23 @@ impl FieldMaker {
         let nj = npoints.max(1).div_ceil(ni);
         h.set_long("Ni", ni as i64)?;
         h.set_long("Nj", nj as i64)?;
+        // A consistent regular grid (the sample's corners and increments are for 16 x 31):
+        // global in longitude, centred on the equator, in whole millidegrees.
+        let (ni, nj) = (ni as i64, nj as i64);
+        let inc_i = (360_000_000 / ni) / 1000 * 1000;
+        let inc_j = (180_000_000 / nj.max(2)) / 1000 * 1000;
+        let lat_first = ((nj - 1) * inc_j / 2) / 1000 * 1000;
+        for (k, v) in [
+            ("iDirectionIncrement", inc_i),
+            ("jDirectionIncrement", inc_j),
+            ("latitudeOfFirstGridPoint", lat_first),
+            ("latitudeOfLastGridPoint", lat_first - (nj - 1) * inc_j),
+            ("longitudeOfFirstGridPoint", 0),
+            ("longitudeOfLastGridPoint", (ni - 1) * inc_i),
+        ] {
+            h.set_long(k, v)?;
+        }
+        let (ni, nj) = (ni as usize, nj as usize);
         h.set_long("bitsPerValue", 16)?;
         let mut maker = FieldMaker { handle: h };
         maker.set_keys(keys)?;
@@ -123,6 +140,16 @@ mod tests {
         .unwrap();
         let k = mars_keys(&sfc).unwrap();
         assert_eq!(k.get("levtype"), Some("sfc"));
+        // The grid's corners and increments agree (ecCodes derives the points from them).
+        let d = crate::grib::Decoded::new(&sfc).unwrap();
+        let (lat, lon) = (d.latitudes().unwrap(), d.longitudes().unwrap());
+        assert_eq!(lat.len(), 100);
+        assert_eq!((lat[0], lon[0], lon[1]), (81.0, 0.0, 36.0));
+        assert_eq!((lat[10], lat[99], lon[99]), (63.0, -81.0, 324.0));
+        assert_eq!(
+            d.get("iDirectionIncrementInDegrees").unwrap(),
+            Some(crate::grib::KeyValue::Double(36.0))
+        );
         assert_eq!(k.get("levelist"), None);
         assert_eq!(k.get("time"), Some("0000"));
     }
