@@ -1,4 +1,4 @@
-"""Fixtures for the xarray engine tests: a fresh store per test, filled with made-up forecasts."""
+"""Fixtures for the xarray engine tests (``config`` comes from python/tests/conftest.py)."""
 
 import os
 import sys
@@ -10,13 +10,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 import gribmaker  # noqa: E402
 
 fieldstore = pytest.importorskip("fieldstore")
-
-
-@pytest.fixture
-def config(tmp_path):
-    root = tmp_path / "root"
-    root.mkdir()
-    return {"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": str(root)}]}]}
 
 
 def archive(config, fields):

@@ -410,12 +410,14 @@ def _open_fdb(config):
     return fieldstore.FDB(config)
 
 
+def _clean(key):
+    """A key as text, without the empty values the store lists for absent optional keys
+    (``hdate=``): a request naming them empty would be invalid."""
+    return {str(k): str(v) for k, v in dict(key).items() if v is not None and str(v) != ""}
+
+
 def _list_keys(fdb, request):
-    keys = []
-    for element in fdb.list(request, keys=True, level=3):
-        key = element.key
-        keys.append({str(k): str(v) for k, v in dict(key).items()})
-    return keys
+    return [_clean(element.key) for element in fdb.list(request, keys=True, level=3)]
 
 
 def _request_for(fixed, dims, selections):
@@ -502,7 +504,7 @@ class FieldstoreArray(BackendArray):
         reader = fdb.retrieve(request)
         try:
             for field in reader:
-                key = {str(k): str(v) for k, v in dict(field.key).items()}
+                key = _clean(field.key)
                 if key.get("param", var.param) != var.param or key.get("levtype", var.levtype) != var.levtype:
                     continue
                 try:
