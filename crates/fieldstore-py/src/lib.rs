@@ -8,6 +8,7 @@ mod convert;
 mod errors;
 mod fdb;
 mod listing;
+mod message;
 mod reader;
 mod results;
 mod sync;
@@ -50,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::FieldInfo>()?;
     m.add_class::<reader::FieldIterator>()?;
     results::register(m)?;
+    message::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
     Ok(())

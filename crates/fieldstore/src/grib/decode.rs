@@ -7,6 +7,7 @@
 
 use std::ffi::CString;
 use std::os::raw::{c_int, c_long};
+use std::sync::Arc;
 
 use super::error::GribError;
 use super::ffi;
@@ -80,7 +81,7 @@ impl<'a> Decoded<'a> {
     /// Opens exactly one GRIB message (zero padding after it is allowed). The framing is checked
     /// first, because ecCodes hands back a handle for garbage.
     pub fn new(data: &'a [u8]) -> Result<Decoded<'a>, GribError> {
-        let framed = split_slice(data, "message")?;
+        let framed = split_slice(data, "data")?;
         let bytes = match framed.as_slice() {
             [(_, _, m)] => *m,
             other => return Err(GribError::NotOneMessage { count: other.len() }),
@@ -165,16 +166,47 @@ impl<'a> Decoded<'a> {
 
     /// Fills `out` (exactly [`Self::number_of_points`] long) with latitudes.
     pub fn latitudes_into(&self, out: &mut [f64]) -> Result<(), GribError> {
-        let n = self.number_of_points()?;
-        self.doubles_into("latitudes", n, out)
-            .map_err(|e| self.no_geometry(e))
+        self.coordinates_into(out, true)
     }
 
     /// Fills `out` (exactly [`Self::number_of_points`] long) with longitudes.
     pub fn longitudes_into(&self, out: &mut [f64]) -> Result<(), GribError> {
+        self.coordinates_into(out, false)
+    }
+
+    fn coordinates_into(&self, out: &mut [f64], latitudes: bool) -> Result<(), GribError> {
         let n = self.number_of_points()?;
-        self.doubles_into("longitudes", n, out)
-            .map_err(|e| self.no_geometry(e))
+        let key = if latitudes { "latitudes" } else { "longitudes" };
+        self.doubles_into(key, n, out)
+            .map_err(|e| self.no_geometry(e))?;
+        if let Some(pole) = self.rotation_left_to_us()? {
+            let other = if latitudes { "longitudes" } else { "latitudes" };
+            let mut o = vec![0.0; n];
+            self.doubles_into(other, n, &mut o)
+                .map_err(|e| self.no_geometry(e))?;
+            for (x, y) in out.iter_mut().zip(&o) {
+                let (lat, lon) = if latitudes { (*x, *y) } else { (*y, *x) };
+                let (lat, lon) = unrotate(lat, lon, pole);
+                *x = if latitudes { lat } else { lon };
+            }
+        }
+        Ok(())
+    }
+
+    /// The rotation (south pole latitude, longitude, angle) when ecCodes gives rotated
+    /// coordinates: its reduced Gaussian iterator unrotates only from 2.35 (ECC-1781).
+    fn rotation_left_to_us(&self) -> Result<Option<(f64, f64, f64)>, GribError> {
+        // SAFETY: a pure function of the library.
+        if unsafe { ffi::codes_get_api_version() } >= 23500
+            || self.string("gridType")? != "reduced_rotated_gg"
+        {
+            return Ok(None);
+        }
+        Ok(Some((
+            self.double("latitudeOfSouthernPoleInDegrees")?,
+            self.double("longitudeOfSouthernPoleInDegrees")?,
+            self.double("angleOfRotationInDegrees").unwrap_or(0.0),
+        )))
     }
 
     /// Any key by name, in its native type; `None` when the message does not define it. A key
@@ -380,6 +412,51 @@ impl<'a> Decoded<'a> {
     }
 }
 
+/// A [`Decoded`] that owns its bytes, for bindings that keep a message open across calls: opening
+/// a handle costs about as much as decoding a small field, so it is done once.
+pub struct OwnedDecoded {
+    // Declared first, so dropped before the bytes its handle reads.
+    decoded: Decoded<'static>,
+    _bytes: Arc<[u8]>,
+}
+
+impl OwnedDecoded {
+    /// Opens exactly one message, as [`Decoded::new`].
+    pub fn new(bytes: Arc<[u8]>) -> Result<OwnedDecoded, GribError> {
+        // SAFETY: the slice points into the Arc's allocation, which never moves and is freed only
+        // after `decoded` (field order above; no method hands out the 'static lifetime).
+        let view: &'static [u8] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) };
+        Ok(OwnedDecoded {
+            decoded: Decoded::new(view)?,
+            _bytes: bytes,
+        })
+    }
+
+    /// The open message, borrowed no longer than `self`.
+    pub fn get(&self) -> &Decoded<'_> {
+        &self.decoded
+    }
+}
+
+/// Rotated to geographic coordinates, as ecCodes' `unrotate` computes them (down to its rounding
+/// to 6 decimals in single precision), so results match newer ecCodes.
+fn unrotate(lat: f64, lon: f64, (pole_lat, pole_lon, angle): (f64, f64, f64)) -> (f64, f64) {
+    let (latr, lonr) = (lat.to_radians(), lon.to_radians());
+    let (xd, yd, zd) = (lonr.cos() * latr.cos(), lonr.sin() * latr.cos(), latr.sin());
+    let t = (-(90.0 + pole_lat)).to_radians();
+    let o = (-pole_lon).to_radians();
+    let (sin_t, cos_t, sin_o, cos_o) = (t.sin(), t.cos(), o.sin(), o.cos());
+    let x = cos_t * cos_o * xd + sin_o * yd + sin_t * cos_o * zd;
+    let y = -cos_t * sin_o * xd + cos_o * yd - sin_t * sin_o * zd;
+    let z = (-sin_t * xd + cos_t * zd).clamp(-1.0, 1.0);
+    let round6 = |v: f64| f64::from(((v * 1_000_000.0) as f32).round()) / 1_000_000.0;
+    (
+        round6(z.asin().to_degrees()),
+        round6(y.atan2(x).to_degrees()) - angle,
+    )
+}
+
 fn key_error(key: &str, rc: c_int) -> GribError {
     GribError::Decode(format!("key '{key}': {}", error_text(rc)))
 }
@@ -508,7 +585,6 @@ mod tests {
             "rotated_ll_pl_grib1",
             "reduced_ll_sfc_grib2",
             "rotated_ll_sfc_grib2",
-            "reduced_rotated_gg_sfc_grib2",
         ] {
             let (msg, v) = with_values(name);
             agrees_with_grib_get_data(&msg, Some(&v));
@@ -603,6 +679,22 @@ mod tests {
         agrees_with_grib_get_data(&msg, Some(&v));
         let lat = d.latitudes().unwrap();
         assert!((lat[0] - 40.0).abs() < 1e-6, "{}", lat[0]);
+    }
+
+    /// ecCodes 2.35 and later unrotate reduced rotated Gaussian grids; Debian's 2.28 does not,
+    /// so we do. Reference: ecCodes 2.50 (pip `eccodes`) on this sample.
+    #[test]
+    fn reduced_rotated_gaussian_is_unrotated() {
+        let msg = sample("reduced_rotated_gg_sfc_grib2").message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        let (lat, lon) = (d.latitudes().unwrap(), d.longitudes().unwrap());
+        assert_eq!(lat.len(), 6114);
+        for (i, la, lo) in [(0, 2.136201, 180.0), (1, 2.031603, 179.3396)] {
+            assert!((lat[i] - la).abs() < 1e-6, "{i}: {}", lat[i]);
+            assert!((lon[i] - lo).abs() < 1e-4, "{i}: {}", lon[i]);
+        }
+        // The identity rotation leaves points where they are.
+        assert_eq!(unrotate(12.5, 33.0, (-90.0, 0.0, 0.0)), (12.5, 33.0));
     }
 
     #[test]
@@ -734,6 +826,16 @@ mod tests {
                 let _ = d.mars_keys();
             };
         }
+    }
+
+    #[test]
+    fn owned_messages_stay_open() {
+        let (msg, v) = with_values("regular_ll_sfc_grib2");
+        let owned = OwnedDecoded::new(Arc::from(msg.as_slice())).unwrap();
+        drop(msg);
+        let moved = std::thread::spawn(move || owned).join().unwrap();
+        assert_close(&moved.get().values().unwrap(), &v, 0.01, "values");
+        assert!(OwnedDecoded::new(Arc::from(&b"GRIB"[..])).is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub(crate) mod keys;
 pub mod params;
 pub mod sample;
 
-pub use decode::{Decoded, KeyValue, GRID_KEYS};
+pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;
 pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
 pub use keys::mars_keys;
