@@ -45,11 +45,14 @@ def _expected(fields):
 
 
 def _ident(field):
+    # earthkit 1.x's component keys: a lazy (virtual) field answers them from its request, while
+    # its GRIB keys (metadata("level")) come from a reference field.
+    step = field.get("time.step")
     return (
-        field.metadata("shortName"),
-        int(field.metadata("level")),
-        int(field.metadata("number")),
-        int(field.metadata("step")),
+        field.get("parameter.variable"),
+        int(field.get("vertical.level")),
+        int(field.get("ensemble.member")),
+        int(step / np.timedelta64(1, "h")) if isinstance(step, np.timedelta64) else int(step.total_seconds() // 3600),
     )
 
 
@@ -127,3 +130,9 @@ def test_two_requests_are_refused(store):
     config, _ = store
     with pytest.raises(ValueError, match="exactly one request"):
         ekd.from_source("fieldstore", [REQUEST, REQUEST], config=config)
+
+
+def test_a_request_matching_nothing_gives_an_empty_list(store):
+    config, _ = store
+    fl = ekd.from_source("fieldstore", dict(REQUEST, date="19990101"), config=config).to_fieldlist()
+    assert len(fl) == 0

@@ -26,6 +26,29 @@ def _open_fdb(config, fdb):
     return fieldstore.FDB(config)
 
 
+def _clean(key):
+    """A listed key without the empty values of absent optional keys (``hdate=``)."""
+    return {str(k): str(v) for k, v in dict(key).items() if v is not None and str(v) != ""}
+
+
+def _listed_request(fdb, request):
+    """The request as one retrieve can take it: every key named, with the values the store lists.
+
+    A retrieve needs a value for every key of the schema; users of earthkit often leave some
+    out. Listing first fills them in; the result is the hypercube of listed values, which holds
+    exactly the listed fields (each value of each key matched the request). None: no field.
+    """
+    merged = {}
+    for element in fdb.list(request, keys=True, level=3):
+        for name, value in _clean(element.key).items():
+            values = merged.setdefault(name, [])
+            if value not in values:
+                values.append(value)
+    if not merged:
+        return None
+    return {name: values[0] if len(values) == 1 else values for name, values in merged.items()}
+
+
 class _BufferedReader(io.RawIOBase):
     """A fieldstore Reader as a true ``io.RawIOBase``, so ``io.BufferedReader`` (which gives
     earthkit the ``peek`` it uses to recognise GRIB) can wrap it."""
@@ -81,7 +104,10 @@ class FieldstoreSource(Source):
             from earthkit.data.field.grib.virtual import VirtualGribFieldList
 
             return VirtualGribFieldList(_Mapper(self.request, self.fdb()), _Retriever(self.fdb()))
-        reader = self.fdb().retrieve(self.request)
+        request = _listed_request(self.fdb(), self.request)
+        if request is None:
+            return _from_source_internal("empty")
+        reader = self.fdb().retrieve(request)
         if self.stream:
             from earthkit.data.sources.stream import StreamSource
 
@@ -114,7 +140,7 @@ class _Mapper(RequestMapper):
     def _build(self):
         out = []
         for element in self._fdb.list(self.request, keys=True, level=3):
-            key = dict(element.key)
+            key = _clean(element.key)
             for name, convert in self._CONVERT.items():
                 if name in key:
                     try:
