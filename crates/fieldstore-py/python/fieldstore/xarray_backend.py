@@ -485,19 +485,27 @@ class FieldstoreArray(BackendArray):
             dropped.append(np.ndim(selected) == 0)
             selections.append([int(i) for i in np.atleast_1d(selected)])
         horiz_shape = _indexed_shape(self.geometry.shape, horiz_key)
-        out = np.full([len(s) for s in selections] + list(horiz_shape), np.nan, dtype=self.dtype)
+        # np.empty, not np.full: filling a large selection twice costs as much as decoding it.
+        out = np.empty([len(s) for s in selections] + list(horiz_shape), dtype=self.dtype)
         wanted = {}
+        every = []
         for combo in itertools.product(*[list(enumerate(s)) for s in selections]):
             where = tuple(i for i, _ in combo)
+            every.append(where)
             index = tuple(j for _, j in combo)
             if index in self.variable.present:
                 wanted[index] = where
-        if wanted:
-            self._fill(out, selections, wanted, horiz_key)
+        written = self._fill(out, selections, wanted, horiz_key) if wanted else set()
+        if len(written) != len(every):
+            for where in every:
+                if where not in written:
+                    out[where] = np.nan
         squeeze = tuple(0 if d else slice(None) for d in dropped)
         return out[squeeze]
 
     def _fill(self, out, selections, wanted, horiz_key):
+        """Retrieve the wanted fields into ``out``; returns the positions written."""
+        written = set()
         var = self.variable
         request = _request_for(var.fixed, var.dims, selections)
         fdb = self.source.fdb()
@@ -521,10 +529,12 @@ class FieldstoreArray(BackendArray):
                         f"of the variable's grid; open a request on one grid"
                     )
                 out[where] = _apply_outer(self.geometry.arrange(values), horiz_key)
+                written.add(where)
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
+        return written
 
 
 def _indexed_shape(shape, key):
