@@ -199,3 +199,21 @@ def test_dask_chunks_and_pickling(ensemble_store):
     np.testing.assert_array_equal(
         _select(again, key).values.ravel(), gribmaker.decode(message)["values"]
     )
+
+
+def test_surface_and_pressure_levels_in_one_dataset(config):
+    upper = gribmaker.ensemble(members=2, steps=(0, 6, 12), levels=(500, 850), params=(130,))
+    surface = []
+    for number in (1, 2):
+        for step in (0, 6):
+            key = dict(REQUEST, levtype="sfc", param="167", step=str(step), number=str(number))
+            surface.append((key, gribmaker.make_field(key, seed=100 + number * 10 + step)))
+    archive(config, upper + surface)
+    ds = xr.open_dataset(REQUEST, engine="fieldstore", config=config)
+    assert ds["2t"].dims == ("number", "step", "latitude", "longitude")
+    assert ds["t"].dims == ("number", "step", "isobaricInhPa", "latitude", "longitude")
+    # 2t has no step 12: NaN there, values elsewhere.
+    assert np.isnan(ds["2t"].sel(step=hours(12)).values).all()
+    for key, message in surface:
+        got = ds["2t"].sel(number=int(key["number"]), step=hours(int(key["step"]))).values
+        np.testing.assert_array_equal(got.ravel(), gribmaker.decode(message)["values"])
