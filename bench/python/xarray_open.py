@@ -19,7 +19,9 @@ import time
 import numpy as np
 import xarray as xr
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "python", "tests", "xarray"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "python", "tests", "xarray")
+)
 import gribmaker  # noqa: E402
 
 import fieldstore  # noqa: E402
@@ -46,7 +48,9 @@ def main():
     work = tempfile.mkdtemp(prefix="xarray-open-")
     try:
         steps = tuple(range(0, 6 * args.steps, 6))
-        fields = gribmaker.ensemble(members=args.members, steps=steps, levels=(500, 850), params=(130, 131), grid=args.grid)
+        fields = gribmaker.ensemble(
+            members=args.members, steps=steps, levels=(500, 850), params=(130, 131), grid=args.grid
+        )
         data = b"".join(m for _, m in fields)
         path = os.path.join(work, "ens.grib")
         with open(path, "wb") as f:
@@ -56,25 +60,43 @@ def main():
         config = {"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": root}]}]}
         with fieldstore.FDB(config) as fdb:
             fdb.archive(data)
-        request = {"class": "od", "expver": "0001", "stream": "enfo", "date": "20261122", "time": "1200", "type": "pf"}
-        print(f"{len(fields)} fields ({args.members} members x {len(steps)} steps x 2 levels x 2 params), "
-              f"grid {args.grid}, {len(data) / 1e6:.1f} MB; median of {args.repeat}")
+        request = {
+            "class": "od",
+            "expver": "0001",
+            "stream": "enfo",
+            "date": "20261122",
+            "time": "1200",
+            "type": "pf",
+        }
+        print(
+            f"{len(fields)} fields ({args.members} members x {len(steps)} steps x 2 levels x 2 params), "
+            f"grid {args.grid}, {len(data) / 1e6:.1f} MB; median of {args.repeat}"
+        )
 
         fdb = fieldstore.FDB(config)
-        t_fs, ds_fs = timed(lambda: xr.open_dataset(request, engine="fieldstore", fdb=fdb), args.repeat)
+        t_fs, ds_fs = timed(
+            lambda: xr.open_dataset(request, engine="fieldstore", fdb=fdb), args.repeat
+        )
         t_cf, ds_cf = timed(
-            lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": ""}), args.repeat
+            lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": ""}),
+            args.repeat,
         )
         idx = os.path.join(work, "ens.grib.{short_hash}.idx")
         xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": idx}).close()
-        t_cfi, _ = timed(lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": idx}), args.repeat)
+        t_cfi, _ = timed(
+            lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": idx}),
+            args.repeat,
+        )
         print(f"open  fieldstore            {t_fs * 1e3:9.1f} ms")
         print(f"open  cfgrib (no index)     {t_cf * 1e3:9.1f} ms   ratio {t_cf / t_fs:5.1f}x")
         print(f"open  cfgrib (index cached) {t_cfi * 1e3:9.1f} ms   ratio {t_cfi / t_fs:5.1f}x")
 
-        l_fs, loaded_fs = timed(lambda: xr.open_dataset(request, engine="fieldstore", fdb=fdb).load(), args.repeat)
+        l_fs, loaded_fs = timed(
+            lambda: xr.open_dataset(request, engine="fieldstore", fdb=fdb).load(), args.repeat
+        )
         l_cf, loaded_cf = timed(
-            lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": ""}).load(), args.repeat
+            lambda: xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": ""}).load(),
+            args.repeat,
         )
         print(f"open+load fieldstore        {l_fs * 1e3:9.1f} ms")
         print(f"open+load cfgrib (no index) {l_cf * 1e3:9.1f} ms   ratio {l_cf / l_fs:5.1f}x")

@@ -13,14 +13,30 @@ fieldstore = pytest.importorskip("fieldstore")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "xarray"))
 import gribmaker  # noqa: E402
 
-REQUEST = {"class": "od", "expver": "0001", "stream": "enfo", "date": "20261122", "time": "1200", "type": "pf"}
-FDB_VARIABLES = ("FDB_HOME", "FDB5_HOME", "FDB_CONFIG", "FDB5_CONFIG", "FDB_CONFIG_FILE", "FDB5_CONFIG_FILE")
+REQUEST = {
+    "class": "od",
+    "expver": "0001",
+    "stream": "enfo",
+    "date": "20261122",
+    "time": "1200",
+    "type": "pf",
+}
+FDB_VARIABLES = (
+    "FDB_HOME",
+    "FDB5_HOME",
+    "FDB_CONFIG",
+    "FDB5_CONFIG",
+    "FDB_CONFIG_FILE",
+    "FDB5_CONFIG_FILE",
+)
 
 
 @pytest.fixture(autouse=True)
 def no_pyfdb_no_environment(monkeypatch):
     """Prove independence: the real pyfdb is absent, any pyfdb unimportable, no FDB variable set."""
-    assert importlib.util.find_spec("fdb5lib") is None, "the real pyfdb's library must not be installed here"
+    assert importlib.util.find_spec("fdb5lib") is None, (
+        "the real pyfdb's library must not be installed here"
+    )
     monkeypatch.setitem(sys.modules, "pyfdb", None)  # `import pyfdb` now raises ImportError
     for name in FDB_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -40,7 +56,9 @@ def _expected(fields):
     out = {}
     for key, message in fields:
         d = gribmaker.decode(message)
-        out[(d["shortName"], int(key["levelist"]), int(key["number"]), int(key["step"]))] = d["values"]
+        out[(d["shortName"], int(key["levelist"]), int(key["number"]), int(key["step"]))] = d[
+            "values"
+        ]
     return out
 
 
@@ -52,7 +70,9 @@ def _ident(field):
         field.get("parameter.variable"),
         int(field.get("vertical.level")),
         int(field.get("ensemble.member")),
-        int(step / np.timedelta64(1, "h")) if isinstance(step, np.timedelta64) else int(step.total_seconds() // 3600),
+        int(step / np.timedelta64(1, "h"))
+        if isinstance(step, np.timedelta64)
+        else int(step.total_seconds() // 3600),
     )
 
 
@@ -81,7 +101,9 @@ def test_field_list_equals_the_archived_fields(store):
 
 def test_sel_and_metadata(store):
     config, fields = store
-    fl = ekd.from_source("fieldstore", request=dict(REQUEST, param="130"), config=config).to_fieldlist()
+    fl = ekd.from_source(
+        "fieldstore", request=dict(REQUEST, param="130"), config=config
+    ).to_fieldlist()
     assert len(fl) == 12
     assert set(fl.metadata("shortName")) == {"t"}
     picked = fl.sel({"vertical.level": 850, "ensemble.member": 2})
@@ -112,10 +134,16 @@ def test_to_xarray(store):
         if short != "t":
             continue
         sel = {}
-        for dim, value in (("level", level), ("member", number), ("step", np.timedelta64(step, "h"))):
+        for dim, value in (
+            ("level", level),
+            ("member", number),
+            ("step", np.timedelta64(step, "h")),
+        ):
             if dim in t.dims:
                 coord = t[dim].values
-                sel[dim] = type(coord[0])(value) if dim == "member" and coord.dtype.kind == "U" else value
+                sel[dim] = (
+                    type(coord[0])(value) if dim == "member" and coord.dtype.kind == "U" else value
+                )
         np.testing.assert_array_equal(t.sel(sel).values.ravel(), values)
 
 

@@ -63,10 +63,20 @@ def make_field(keys, grid="regular_ll", seed=0):
         eccodes.codes_release(h)
 
 
-def ensemble(members=6, steps=(0, 6, 12), levels=(500, 850), params=(130, 131), grid="regular_ll", date="20261122", time="1200"):
+def ensemble(
+    members=6,
+    steps=(0, 6, 12),
+    levels=(500, 850),
+    params=(130, 131),
+    grid="regular_ll",
+    date="20261122",
+    time="1200",
+):
     """An ensemble forecast: a list of (key dict, GRIB bytes)."""
     out = []
-    for i, (number, step, level, param) in enumerate(itertools.product(range(1, members + 1), steps, levels, params)):
+    for i, (number, step, level, param) in enumerate(
+        itertools.product(range(1, members + 1), steps, levels, params)
+    ):
         key = {
             "class": "od",
             "expver": "0001",

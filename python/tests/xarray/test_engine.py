@@ -9,7 +9,14 @@ fieldstore = pytest.importorskip("fieldstore")
 import gribmaker  # noqa: E402
 from conftest import CountingFDB, archive  # noqa: E402
 
-REQUEST = {"class": "od", "expver": "0001", "stream": "enfo", "date": "20261122", "time": "1200", "type": "pf"}
+REQUEST = {
+    "class": "od",
+    "expver": "0001",
+    "stream": "enfo",
+    "date": "20261122",
+    "time": "1200",
+    "type": "pf",
+}
 NAMES = {"130": "t", "131": "u"}
 
 
@@ -19,7 +26,9 @@ def hours(n):
 
 def _select(ds, key):
     return ds[NAMES[key["param"]]].sel(
-        number=int(key["number"]), step=hours(int(key["step"])), isobaricInhPa=float(key["levelist"])
+        number=int(key["number"]),
+        step=hours(int(key["step"])),
+        isobaricInhPa=float(key["levelist"]),
     )
 
 
@@ -31,14 +40,22 @@ def test_ensemble_values_equal_eccodes(ensemble_store):
     config, fields = ensemble_store
     ds = xr.open_dataset(REQUEST, engine="fieldstore", backend_kwargs={"config": config})
     assert set(ds.data_vars) == {"t", "u"}
-    assert dict(ds["t"].sizes) == {"number": 6, "step": 3, "isobaricInhPa": 2, "latitude": 13, "longitude": 24}
+    assert dict(ds["t"].sizes) == {
+        "number": 6,
+        "step": 3,
+        "isobaricInhPa": 2,
+        "latitude": 13,
+        "longitude": 24,
+    }
     assert ds["t"].dims == ("number", "step", "isobaricInhPa", "latitude", "longitude")
     assert ds["t"].dtype == np.float64
     ds = ds.load()
     for key, message in fields:
         expected = gribmaker.decode(message)
         got = _select(ds, key).values
-        np.testing.assert_array_equal(got, expected["values"].reshape(expected["Nj"], expected["Ni"]))
+        np.testing.assert_array_equal(
+            got, expected["values"].reshape(expected["Nj"], expected["Ni"])
+        )
 
 
 def test_coordinates_are_what_eccodes_and_the_store_say(ensemble_store):
@@ -56,7 +73,9 @@ def test_coordinates_are_what_eccodes_and_the_store_say(ensemble_store):
     assert ds["isobaricInhPa"].attrs["units"] == "hPa"
     assert ds["isobaricInhPa"].attrs["fieldstore_key"] == "levelist"
     assert ds["time"].values == np.datetime64("2026-11-22T12:00")
-    np.testing.assert_array_equal(ds["valid_time"].values, np.datetime64("2026-11-22T12:00") + ds["step"].values)
+    np.testing.assert_array_equal(
+        ds["valid_time"].values, np.datetime64("2026-11-22T12:00") + ds["step"].values
+    )
     t = ds["t"]
     assert t.attrs["units"] == "K"
     assert t.attrs["GRIB_paramId"] == 130
@@ -97,7 +116,12 @@ def test_a_point_selection_still_reads_whole_fields_but_only_those(ensemble_stor
 
 
 def test_reduced_gaussian_grid_has_a_values_dimension(config):
-    fields = archive(config, gribmaker.ensemble(members=3, steps=(0, 6), levels=(500,), params=(130,), grid="reduced_gg"))
+    fields = archive(
+        config,
+        gribmaker.ensemble(
+            members=3, steps=(0, 6), levels=(500,), params=(130,), grid="reduced_gg"
+        ),
+    )
     ds = xr.open_dataset(REQUEST, engine="fieldstore", config=config)
     first = gribmaker.decode(fields[0][1])
     assert ds["t"].dims == ("number", "step", "values")
@@ -123,7 +147,11 @@ def test_missing_fields_are_nan_and_do_not_fail_open(config):
     assert ds["t"].shape == (3, 2, 13, 24)
     values = ds["t"].values
     assert np.isnan(values[1, 1]).all()
-    assert not np.isnan(values[0]).any() and not np.isnan(values[2]).any() and not np.isnan(values[1, 0]).any()
+    assert (
+        not np.isnan(values[0]).any()
+        and not np.isnan(values[2]).any()
+        and not np.isnan(values[1, 0]).any()
+    )
 
 
 def test_mars_string_request_and_float32(ensemble_store):
@@ -135,16 +163,33 @@ def test_mars_string_request_and_float32(ensemble_store):
         dtype="float32",
     )
     assert list(ds.data_vars) == ["t"]
-    assert dict(ds["t"].sizes) == {"number": 2, "step": 2, "isobaricInhPa": 2, "latitude": 13, "longitude": 24}
+    assert dict(ds["t"].sizes) == {
+        "number": 2,
+        "step": 2,
+        "isobaricInhPa": 2,
+        "latitude": 13,
+        "longitude": 24,
+    }
     assert ds["t"].dtype == np.float32
-    key, message = next((k, m) for k, m in fields if k["param"] == "130" and k["number"] == "2" and k["step"] == "6" and k["levelist"] == "850")
+    key, message = next(
+        (k, m)
+        for k, m in fields
+        if k["param"] == "130"
+        and k["number"] == "2"
+        and k["step"] == "6"
+        and k["levelist"] == "850"
+    )
     expected = gribmaker.decode(message)["values"].astype(np.float32).reshape(13, 24)
     np.testing.assert_array_equal(_select(ds, key).values, expected)
 
 
 def test_two_dates_make_a_time_dimension_and_valid_time(config):
-    fields = gribmaker.ensemble(members=2, steps=(0, 6), levels=(500,), params=(130,), date="20261122")
-    fields += gribmaker.ensemble(members=2, steps=(0, 6), levels=(500,), params=(130,), date="20261123", time="0000")
+    fields = gribmaker.ensemble(
+        members=2, steps=(0, 6), levels=(500,), params=(130,), date="20261122"
+    )
+    fields += gribmaker.ensemble(
+        members=2, steps=(0, 6), levels=(500,), params=(130,), date="20261123", time="0000"
+    )
     archive(config, fields)
     request = {k: v for k, v in REQUEST.items() if k not in ("date", "time")}
     request["date"] = ["20261122", "20261123"]
@@ -152,13 +197,20 @@ def test_two_dates_make_a_time_dimension_and_valid_time(config):
     ds = xr.open_dataset(request, engine="fieldstore", config=config)
     assert ds["t"].dims[:3] == ("number", "time", "step")
     np.testing.assert_array_equal(
-        ds["time"].values, np.array(["2026-11-22T12:00", "2026-11-23T00:00"], dtype="datetime64[ns]")
+        ds["time"].values,
+        np.array(["2026-11-22T12:00", "2026-11-23T00:00"], dtype="datetime64[ns]"),
     )
     assert ds["valid_time"].dims == ("time", "step")
     assert ds["valid_time"].values[1, 1] == np.datetime64("2026-11-23T06:00")
     for key, message in fields:
-        stamp = np.datetime64("2026-11-22T12:00") if key["date"] == "20261122" else np.datetime64("2026-11-23T00:00")
-        got = ds["t"].sel(number=int(key["number"]), time=stamp, step=hours(int(key["step"]))).values
+        stamp = (
+            np.datetime64("2026-11-22T12:00")
+            if key["date"] == "20261122"
+            else np.datetime64("2026-11-23T00:00")
+        )
+        got = (
+            ds["t"].sel(number=int(key["number"]), time=stamp, step=hours(int(key["step"]))).values
+        )
         np.testing.assert_array_equal(got.ravel(), gribmaker.decode(message)["values"])
 
 

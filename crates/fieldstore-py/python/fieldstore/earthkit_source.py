@@ -79,11 +79,15 @@ class FieldstoreSource(Source):
     ``config``: as ``fieldstore.FDB(config)`` (None: discovery); ``fdb``: an open handle instead.
     """
 
-    def __init__(self, *args, request=None, config=None, fdb=None, stream=False, lazy=False, **kwargs):
+    def __init__(
+        self, *args, request=None, config=None, fdb=None, stream=False, lazy=False, **kwargs
+    ):
         super().__init__()
         requests = RequestBuilder(self, *args, request=request, **kwargs).requests
         if len(requests) != 1:
-            raise ValueError(f"the fieldstore source takes exactly one request, not {len(requests)}")
+            raise ValueError(
+                f"the fieldstore source takes exactly one request, not {len(requests)}"
+            )
         self.request = dict(requests[0])
         self.config = config
         self._fdb = fdb

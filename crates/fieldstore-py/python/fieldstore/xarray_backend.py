@@ -49,16 +49,38 @@ _LEVEL_DIMS = {
             "standard_name": "atmosphere_hybrid_sigma_pressure_coordinate",
         },
     ),
-    "pt": ("theta", {"units": "K", "standard_name": "air_potential_temperature", "long_name": "potential temperature"}),
-    "pv": ("potentialVorticity", {"units": "10**-6 K m**2 kg**-1 s**-1", "long_name": "potential vorticity"}),
+    "pt": (
+        "theta",
+        {
+            "units": "K",
+            "standard_name": "air_potential_temperature",
+            "long_name": "potential temperature",
+        },
+    ),
+    "pv": (
+        "potentialVorticity",
+        {"units": "10**-6 K m**2 kg**-1 s**-1", "long_name": "potential vorticity"},
+    ),
     "sol": ("soilLayer", {"units": "1", "positive": "down", "long_name": "soil layer"}),
-    "hl": ("heightAboveGround", {"units": "m", "positive": "up", "standard_name": "height", "long_name": "height above the surface"}),
+    "hl": (
+        "heightAboveGround",
+        {
+            "units": "m",
+            "positive": "up",
+            "standard_name": "height",
+            "long_name": "height above the surface",
+        },
+    ),
 }
 
 _COORD_ATTRS = {
     "latitude": {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude"},
     "longitude": {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude"},
-    "number": {"units": "1", "standard_name": "realization", "long_name": "ensemble member numerical id"},
+    "number": {
+        "units": "1",
+        "standard_name": "realization",
+        "long_name": "ensemble member numerical id",
+    },
     "step": {"standard_name": "forecast_period", "long_name": "time since forecast_reference_time"},
     "time": {"standard_name": "forecast_reference_time", "long_name": "initial time of forecast"},
     "valid_time": {"standard_name": "time", "long_name": "time"},
@@ -136,7 +158,7 @@ def _parse_step(value):
         amount = float(text)
     except ValueError as e:
         raise LayoutError(f"step {value!r} is not a step the xarray engine understands") from e
-    return np.timedelta64(int(round(amount * unit * 1_000_000_000)), "ns")
+    return np.timedelta64(round(amount * unit * 1_000_000_000), "ns")
 
 
 def _parse_datetime(date, time):
@@ -234,28 +256,54 @@ def _build_dims(keys, level_dim_name):
                     f"some fields have key {name!r} and others do not; narrow the request"
                 )
             raws = sorted(values, key=_sort_key_for(values))
-            dims.append(_Dim(name, (name,), [(v,) for v in raws], _number_or_text(raws), {"fieldstore_key": name}))
+            dims.append(
+                _Dim(
+                    name,
+                    (name,),
+                    [(v,) for v in raws],
+                    _number_or_text(raws),
+                    {"fieldstore_key": name},
+                )
+            )
     for name in ("number",):
         if name in varying and len(varying[name]) > 1:
             values = varying[name]
             if None in values:
-                raise LayoutError("some fields have an ensemble number and others do not; narrow the request (e.g. type=pf)")
+                raise LayoutError(
+                    "some fields have an ensemble number and others do not; narrow the request (e.g. type=pf)"
+                )
             raws = sorted(values, key=float)
-            dims.append(_Dim("number", ("number",), [(v,) for v in raws], _number_or_text(raws), dict(_COORD_ATTRS["number"])))
+            dims.append(
+                _Dim(
+                    "number",
+                    ("number",),
+                    [(v,) for v in raws],
+                    _number_or_text(raws),
+                    dict(_COORD_ATTRS["number"]),
+                )
+            )
     pairs = {(key.get("date"), key.get("time")) for key in keys}
     if ("date" in varying or "time" in varying) and len(pairs) > 1:
-        stamped = sorted(((_parse_datetime(d, t), (d or "", t or "")) for d, t in pairs), key=lambda p: p[0])
+        stamped = sorted(
+            ((_parse_datetime(d, t), (d or "", t or "")) for d, t in pairs), key=lambda p: p[0]
+        )
         coord = np.array([s for s, _ in stamped], dtype="datetime64[ns]")
         if len(set(coord.tolist())) != len(coord):
             raise LayoutError("two spellings of the same date and time; narrow the request")
-        dims.append(_Dim("time", ("date", "time"), [r for _, r in stamped], coord, dict(_COORD_ATTRS["time"])))
+        dims.append(
+            _Dim(
+                "time", ("date", "time"), [r for _, r in stamped], coord, dict(_COORD_ATTRS["time"])
+            )
+        )
     if "step" in varying and len(varying["step"]) > 1:
         values = varying["step"]
         if None in values:
             raise LayoutError("some fields have a step and others do not; narrow the request")
         stamped = sorted(((_parse_step(v), v) for v in values), key=lambda p: p[0])
         coord = np.array([s for s, _ in stamped], dtype="timedelta64[ns]")
-        dims.append(_Dim("step", ("step",), [(r,) for _, r in stamped], coord, dict(_COORD_ATTRS["step"])))
+        dims.append(
+            _Dim("step", ("step",), [(r,) for _, r in stamped], coord, dict(_COORD_ATTRS["step"]))
+        )
     if "levelist" in varying and len(varying["levelist"]) > 1 and level_dim_name is not None:
         values = varying["levelist"]
         if None in values:
@@ -293,7 +341,9 @@ class _Layout:
         for (_, levtype), ks in groups.items():
             if levtype not in levels:
                 same = [k for k in keys if k.get("levtype", "") == levtype]
-                levels[levtype] = [d for d in _build_dims(same, _level_dim(levtype)) if d.keys == ("levelist",)]
+                levels[levtype] = [
+                    d for d in _build_dims(same, _level_dim(levtype)) if d.keys == ("levelist",)
+                ]
         self.variables = []
         for (param, levtype), ks in groups.items():
             var = _Variable(param, levtype)
@@ -364,7 +414,13 @@ class _Geometry:
             return
         nx = _int_or_none(field.metadata("Nx", default=None))
         ny = _int_or_none(field.metadata("Ny", default=None))
-        if grid_type in _PROJECTED_GRIDS and nx and ny and nx * ny == self.npoints and not consecutive:
+        if (
+            grid_type in _PROJECTED_GRIDS
+            and nx
+            and ny
+            and nx * ny == self.npoints
+            and not consecutive
+        ):
             self.dims = ("y", "x")
             self.shape = (ny, nx)
             self.coords = {
@@ -513,7 +569,10 @@ class FieldstoreArray(BackendArray):
         try:
             for field in reader:
                 key = _clean(field.key)
-                if key.get("param", var.param) != var.param or key.get("levtype", var.levtype) != var.levtype:
+                if (
+                    key.get("param", var.param) != var.param
+                    or key.get("levtype", var.levtype) != var.levtype
+                ):
                     continue
                 try:
                     index = tuple(d.position[_dim_raw(d, key)] for d in var.dims)
@@ -610,7 +669,9 @@ def open_request(request=None, *, config=None, fdb=None, dtype="float64", drop_v
     instead of opening one from ``config``.
     """
     if xr is None:  # pragma: no cover
-        raise ImportError("the fieldstore xarray engine needs xarray: pip install 'fieldstore[xarray]'")
+        raise ImportError(
+            "the fieldstore xarray engine needs xarray: pip install 'fieldstore[xarray]'"
+        )
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"dtype must be a floating point type (float64 or float32), not {dtype}")
@@ -677,11 +738,13 @@ def open_request(request=None, *, config=None, fdb=None, dtype="float64", drop_v
     attrs = dict(dataset_attrs)
     if "GRIB_centreDescription" in attrs:
         attrs["institution"] = attrs["GRIB_centreDescription"]
-    attrs.update({
-        "Conventions": "CF-1.7",
-        "history": "opened by the fieldstore xarray engine",
-        "fieldstore_request": request if isinstance(request, str) else repr(request),
-    })
+    attrs.update(
+        {
+            "Conventions": "CF-1.7",
+            "history": "opened by the fieldstore xarray engine",
+            "fieldstore_request": request if isinstance(request, str) else repr(request),
+        }
+    )
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     ds.encoding["source"] = request if isinstance(request, str) else repr(request)
     return ds
@@ -692,9 +755,13 @@ def _scalar_coords(var):
     coords = {}
     fixed = var.fixed
     if "number" in fixed:
-        coords["number"] = xr.Variable((), np.int64(int(fixed["number"])), dict(_COORD_ATTRS["number"]))
+        coords["number"] = xr.Variable(
+            (), np.int64(int(fixed["number"])), dict(_COORD_ATTRS["number"])
+        )
     if "date" in fixed:
-        coords["time"] = xr.Variable((), _parse_datetime(fixed["date"], fixed.get("time")), dict(_COORD_ATTRS["time"]))
+        coords["time"] = xr.Variable(
+            (), _parse_datetime(fixed["date"], fixed.get("time")), dict(_COORD_ATTRS["time"])
+        )
     if "step" in fixed:
         coords["step"] = xr.Variable((), _parse_step(fixed["step"]), dict(_COORD_ATTRS["step"]))
     if "levelist" in fixed:
@@ -719,7 +786,9 @@ def _valid_time(coords):
         values = t[:, None] + s[None, :]
     else:
         values = t + s
-    return xr.Variable(dims, np.asarray(values, dtype="datetime64[ns]"), dict(_COORD_ATTRS["valid_time"]))
+    return xr.Variable(
+        dims, np.asarray(values, dtype="datetime64[ns]"), dict(_COORD_ATTRS["valid_time"])
+    )
 
 
 class FieldstoreBackendEntrypoint(BackendEntrypoint):
@@ -729,11 +798,15 @@ class FieldstoreBackendEntrypoint(BackendEntrypoint):
     url = "https://github.com/fieldstore/fieldstore/blob/main/docs/python-xarray.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "config", "fdb", "dtype")
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, config=None, fdb=None, dtype="float64"):
+    def open_dataset(
+        self, filename_or_obj, *, drop_variables=None, config=None, fdb=None, dtype="float64"
+    ):
         request = filename_or_obj
         if isinstance(request, os.PathLike):
             raise TypeError("engine='fieldstore' opens a MARS request (dict or string), not a path")
-        return open_request(request, config=config, fdb=fdb, dtype=dtype, drop_variables=drop_variables)
+        return open_request(
+            request, config=config, fdb=fdb, dtype=dtype, drop_variables=drop_variables
+        )
 
     def guess_can_open(self, filename_or_obj):
         # Only when asked by name: a dict or a string may mean many things to other engines.
