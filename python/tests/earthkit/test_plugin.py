@@ -164,3 +164,13 @@ def test_a_request_matching_nothing_gives_an_empty_list(store):
     config, _ = store
     fl = ekd.from_source("fieldstore", dict(REQUEST, date="19990101"), config=config).to_fieldlist()
     assert len(fl) == 0
+
+
+def test_a_mars_string_request(store):
+    config, fields = store
+    text = "class=od,expver=1,stream=enfo,date=20261122,time=12,type=pf,param=t,levelist=500"
+    fl = ekd.from_source("fieldstore", text, config=config).to_fieldlist()
+    assert len(fl) == 6
+    _assert_same(fl, [(k, m) for k, m in fields if k["param"] == "130" and k["levelist"] == "500"])
+    lazy = ekd.from_source("fieldstore", text, config=config, lazy=True).to_fieldlist()
+    assert len(lazy) == 6

@@ -83,12 +83,21 @@ class FieldstoreSource(Source):
         self, *args, request=None, config=None, fdb=None, stream=False, lazy=False, **kwargs
     ):
         super().__init__()
-        requests = RequestBuilder(self, *args, request=request, **kwargs).requests
-        if len(requests) != 1:
-            raise ValueError(
-                f"the fieldstore source takes exactly one request, not {len(requests)}"
-            )
-        self.request = dict(requests[0])
+        text = request if isinstance(request, str) else None
+        if text is None and len(args) == 1 and isinstance(args[0], str):
+            text, args = args[0], ()
+        if text is not None:
+            # A MARS string ("class=od,param=t/u") goes to the store as it is.
+            if args or kwargs:
+                raise ValueError("a MARS string request cannot be combined with other request keys")
+            self.request = text
+        else:
+            requests = RequestBuilder(self, *args, request=request, **kwargs).requests
+            if len(requests) != 1:
+                raise ValueError(
+                    f"the fieldstore source takes exactly one request, not {len(requests)}"
+                )
+            self.request = dict(requests[0])
         self.config = config
         self._fdb = fdb
         self.stream = stream
