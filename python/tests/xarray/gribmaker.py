@@ -10,7 +10,12 @@ import numpy as np
 
 eccodes = __import__("eccodes")
 
-SAMPLES = {"regular_ll": "GRIB2", "reduced_gg": "reduced_gg_pl_32_grib2"}
+SAMPLES = {
+    "regular_ll": "GRIB2",
+    "reduced_gg": "reduced_gg_pl_32_grib2",
+    "regular_gg": "regular_gg_pl_grib2",
+    "polar_stereographic": "polar_stereographic_pl_grib2",
+}
 
 
 def make_field(keys, grid="regular_ll", seed=0):

@@ -269,3 +269,30 @@ def test_surface_and_pressure_levels_in_one_dataset(config):
     for key, message in surface:
         got = ds["2t"].sel(number=int(key["number"]), step=hours(int(key["step"]))).values
         np.testing.assert_array_equal(got.ravel(), gribmaker.decode(message)["values"])
+
+
+@pytest.mark.parametrize(
+    "grid, dims",
+    [("regular_gg", ("latitude", "longitude")), ("polar_stereographic", ("y", "x"))],
+)
+def test_other_grids(config, grid, dims):
+    fields = archive(
+        config,
+        gribmaker.ensemble(members=2, steps=(0, 6), levels=(500,), params=(130,), grid=grid),
+    )
+    ds = xr.open_dataset(REQUEST, engine="fieldstore", config=config)
+    first = gribmaker.decode(fields[0][1])
+    assert ds["t"].dims == ("number", "step") + dims
+    shape = ds["t"].shape[2:]
+    lats = first["latitudes"].reshape(shape)
+    lons = first["longitudes"].reshape(shape)
+    if dims == ("latitude", "longitude"):
+        np.testing.assert_array_equal(ds["latitude"].values, lats[:, 0])
+        np.testing.assert_array_equal(ds["longitude"].values, lons[0, :])
+    else:
+        np.testing.assert_array_equal(ds["latitude"].values, lats)
+        np.testing.assert_array_equal(ds["longitude"].values, lons)
+    ds = ds.load()
+    for key, message in fields:
+        got = ds["t"].sel(number=int(key["number"]), step=hours(int(key["step"]))).values
+        np.testing.assert_array_equal(got.ravel(), gribmaker.decode(message)["values"])
