@@ -9,6 +9,7 @@ import pytest
 
 ekd = pytest.importorskip("earthkit.data")
 fieldstore = pytest.importorskip("fieldstore")
+pytest.importorskip("eccodes")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "xarray"))
 import gribmaker  # noqa: E402

@@ -7,7 +7,7 @@ xr = pytest.importorskip("xarray")
 fieldstore = pytest.importorskip("fieldstore")
 
 import gribmaker  # noqa: E402
-from conftest import CountingFDB, archive  # noqa: E402
+from storetools import CountingFDB, archive  # noqa: E402
 
 REQUEST = {
     "class": "od",
