@@ -11,6 +11,7 @@ mod listing;
 mod message;
 mod reader;
 mod results;
+mod strings;
 mod sync;
 
 use pyo3::prelude::*;
