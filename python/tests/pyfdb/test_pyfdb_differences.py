@@ -1,0 +1,116 @@
+"""Where this module deliberately differs from pyfdb 5.25 (each one listed in docs/python.md).
+
+Every test here fails with ECMWF's pyfdb 5.25 (checked by running this directory with it); the rest
+of the suite passes with both.
+"""
+
+import io
+
+import pytest
+
+try:  # absent only when this suite is run against the real pyfdb
+    import fieldstore
+except ImportError:
+    fieldstore = None
+
+from pyfdb import FDB, ControlAction, ControlIdentifier
+
+FULL = {
+    "type": "an", "class": "ea", "domain": "g", "expver": "0001", "stream": "oper", "date": "20200101",
+    "levtype": "sfc", "step": "0", "time": "1800",
+}
+DB = {"class": "ea", "expver": "0001", "stream": "oper", "date": "20200101", "time": "1800", "domain": "g"}
+
+
+def one(param="167"):
+    return dict(FULL, param=param)
+
+
+def test_archive_is_all_or_nothing(empty_fdb_setup, grib_messages):
+    # pyfdb archives the messages before the bad one, then raises.
+    fdb = FDB(empty_fdb_setup)
+    good = grib_messages[(20200101, 1800, 167)]
+    with pytest.raises(RuntimeError) as info:
+        fdb.archive(good + b"garbage that is not GRIB")
+    if fieldstore is not None:
+        assert isinstance(info.value, fieldstore.Error)
+    fdb.flush()
+    assert list(fdb.list({})) == []
+
+
+def test_list_none_means_everything(read_only_fdb_setup):
+    # pyfdb: AttributeError on None.
+    fdb = FDB(read_only_fdb_setup)
+    assert len(list(fdb.list({}))) == 96
+    assert len(list(fdb.list(None))) == 96
+
+
+@pytest.mark.parametrize("param", ["131/132/167", [131, 132, 167], ["131", "132", "167"]])
+def test_every_value_of_a_list_matches(read_only_fdb_setup, param):
+    # pyfdb 5.25 matches only the first value of a field-level list (its newer tests expect all).
+    assert len(list(FDB(read_only_fdb_setup).list(dict(FULL, param=param)))) == 3
+
+
+@pytest.mark.parametrize("date", [["20200101", "to", "20200103"], "20200101/to/20200103"])
+def test_date_ranges(read_only_fdb_setup, date):
+    sel = dict(FULL, date=date, param=["131", "132", "167"])
+    assert len(list(FDB(read_only_fdb_setup).list(sel))) == 9
+
+
+def test_several_fields_retrieved(read_only_fdb_setup, grib_messages):
+    data = FDB(read_only_fdb_setup).retrieve(dict(FULL, param="167/131/132")).readall()
+    wanted = [grib_messages[(20200101, 1800, p)] for p in (167, 131, 132)]
+    assert len(data) == sum(len(m) for m in wanted)
+    for m in wanted:
+        assert m in data
+
+
+def test_inspect_finds_the_field(read_only_fdb_setup, grib_messages):
+    # pyfdb 5.25's inspect finds nothing for a request without the optional levelist.
+    elements = list(FDB(read_only_fdb_setup).inspect(one("131")))
+    assert len(elements) == 1
+    assert elements[0].length() == len(grib_messages[(20200101, 1800, 131)])
+
+
+def test_partial_read_then_large_read_is_not_padded(read_only_fdb_setup, grib_messages):
+    # pyfdb returns min(n, size) bytes after a partial read, the tail zero-padded.
+    expected = grib_messages[(20200101, 1800, 167)]
+    with FDB(read_only_fdb_setup).retrieve(one()) as dh:
+        head = dh.read(100)
+        rest = dh.read(10 * len(expected))
+    assert head + rest == expected
+
+
+def test_seek_tell(read_only_fdb_setup, grib_messages):
+    expected = grib_messages[(20200101, 1800, 167)]
+    with FDB(read_only_fdb_setup).retrieve(one()) as dh:
+        assert dh.seekable()
+        dh.seek(10)
+        assert dh.tell() == 10
+        assert dh.read(5) == expected[10:15]
+        dh.seek(-4, io.SEEK_END)
+        assert dh.read() == b"7777"
+
+
+def test_locked_retrieve_raises(read_only_fdb_setup):
+    # pyfdb prints "is LOCKED for retrieval" and hands out an empty handle.
+    fdb = FDB(read_only_fdb_setup)
+    list(fdb.control(DB, ControlAction.DISABLE, [ControlIdentifier.RETRIEVE]))
+    with pytest.raises(RuntimeError):
+        FDB(read_only_fdb_setup).retrieve(dict(DB, type="an", levtype="sfc", step="0", param="167")).readall()
+    assert len(list(FDB(read_only_fdb_setup).list(DB))) == 3
+    list(fdb.control(DB, ControlAction.ENABLE, [ControlIdentifier.RETRIEVE]))
+    assert FDB(read_only_fdb_setup).retrieve(dict(DB, type="an", levtype="sfc", step="0", param="167")).readall()
+
+
+def test_control_acts_when_called(read_only_fdb_setup):
+    # pyfdb's control/wipe/purge do nothing until their generator is consumed.
+    fdb = FDB(read_only_fdb_setup)
+    fdb.control(DB, ControlAction.DISABLE, [ControlIdentifier.LIST])
+    assert list(fdb.status(DB))[0].controlIdentifiers() == [ControlIdentifier.LIST]
+    fdb.control(DB, ControlAction.ENABLE, [ControlIdentifier.LIST])
+
+
+def test_config_as_path_string(read_only_fdb_setup):
+    # pyfdb reads a str as YAML text only; a path string then fails.
+    assert FDB(str(read_only_fdb_setup)).config() == FDB(read_only_fdb_setup).config()
