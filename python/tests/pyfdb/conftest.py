@@ -29,7 +29,7 @@ time:       Time;
 
 DATES = [20200101, 20200102, 20200103, 20200104]
 TIMES = [0, 300, 600, 900, 1200, 1500, 1800, 2100]
-PARAMS = [167, 131, 132]
+PARAMS = [167, 165, 166]  # 2t, 10u, 10v: surface parameters (pyfdb's 131/132 are rewritten by its metkit)
 
 
 def make_message(date, time, param, seed=0, cls="ea"):
@@ -81,6 +81,11 @@ def write_config(base: pathlib.Path) -> pathlib.Path:
     path = base / "fdb_config.yaml"
     path.write_text(yaml.dump(config))
     return path
+
+
+@pytest.fixture
+def message_maker():
+    return make_message
 
 
 @pytest.fixture

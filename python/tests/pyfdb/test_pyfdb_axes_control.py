@@ -12,7 +12,7 @@ def test_axes(read_only_fdb_setup):
     axes = FDB(read_only_fdb_setup).axes({"class": "ea", "time": "1800"})
     assert isinstance(axes, IndexAxis)
     assert axes["date"] == ["20200101", "20200102", "20200103", "20200104"]
-    assert sorted(axes["param"]) == ["131", "132", "167"]
+    assert sorted(axes["param"]) == ["165", "166", "167"]
     assert axes["time"] == ["1800"]
     assert "param" in axes and axes.has_key("step")
     level1 = FDB(read_only_fdb_setup).axes({"class": "ea"}, level=1)

@@ -86,7 +86,7 @@ def test_element_location_and_bytes(read_only_fdb_setup, grib_messages):
 
 def test_list_item_holding_a_list_is_an_error(read_only_fdb_setup):
     with pytest.raises(RuntimeError, match="UserError"):
-        list(FDB(read_only_fdb_setup).list(dict(FULL, param=["131/132/167"])))
+        list(FDB(read_only_fdb_setup).list(dict(FULL, param=["165/166/167"])))
 
 
 def test_unknown_keyword_is_runtime_error(read_only_fdb_setup):
