@@ -1,7 +1,7 @@
 """The same pyfdb script run with ECMWF's pyfdb 5.25 and with this module gives the same answers.
 
 The real pyfdb lives in its own virtualenv (``target/py-venv-ref``, made by ``scripts/python-test``;
-or ``$FIELDSTORE_PYFDB_REF_PYTHON``); the test is skipped when none is found.
+or ``$FIELDSTORE_REF_PYTHON``); the test is skipped when none is found.
 """
 
 import json
@@ -77,7 +77,7 @@ print(json.dumps(out, sort_keys=True))
 
 
 def reference_python():
-    candidates = [os.environ.get("FIELDSTORE_PYFDB_REF_PYTHON"), ROOT / "target/py-venv-ref/bin/python",
+    candidates = [os.environ.get("FIELDSTORE_REF_PYTHON"), ROOT / "target/py-venv-ref/bin/python",
                   "/work/venv-ref/bin/python"]
     for c in candidates:
         if c and os.path.exists(c):
@@ -107,7 +107,7 @@ def run(python, tmp, grib_file, write_config):
 def test_same_answers_as_real_pyfdb(tmp_path, grib_file, make_config):
     ref = reference_python()
     if ref is None:
-        pytest.skip("no virtualenv with the real pyfdb and fdb5lib (target/py-venv-ref or $FIELDSTORE_PYFDB_REF_PYTHON)")
+        pytest.skip("no virtualenv with the real pyfdb and fdb5lib (target/py-venv-ref or $FIELDSTORE_REF_PYTHON)")
     (tmp_path / "real").mkdir()
     (tmp_path / "compat").mkdir()
     real = run(ref, tmp_path / "real", grib_file, make_config)
