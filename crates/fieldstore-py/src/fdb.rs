@@ -213,6 +213,11 @@ impl Fdb {
     /// The fields a request names, newest copy of each, as a seekable Reader (empty if nothing
     /// matches).
     fn retrieve(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Reader> {
+        if request.is_none() {
+            return Err(PyTypeError::new_err(
+                "retrieve needs a request (a dict or a MARS string), not None",
+            ));
+        }
         let request = convert::request(Some(request))?;
         let fdb = &*self.inner;
         let r = py.detach(|| fdb.retrieve(&request)).map_err(to_py)?;
