@@ -81,8 +81,16 @@ def store(tmp_path_factory):
 
 
 REQUEST = {
-    "class": "od", "expver": "0001", "stream": "oper", "date": [20240101, 20240102], "time": 1200,
-    "domain": "g", "type": "fc", "levtype": "sfc", "step": [0, 6], "param": [167, 165],
+    "class": "od",
+    "expver": "0001",
+    "stream": "oper",
+    "date": [20240101, 20240102],
+    "time": 1200,
+    "domain": "g",
+    "type": "fc",
+    "levtype": "sfc",
+    "step": [0, 6],
+    "param": [167, 165],
 }
 
 
@@ -95,14 +103,15 @@ def check(fieldlist, fields, grib_keys=True):
     Lazy fields answer ecCodes keys such as ``date`` from earthkit's reference field (earthkit's
     own behaviour, whatever the source), so they are identified by the component keys only.
     """
-    by_components = {
-        (d, SHORT_NAMES[p], s): (d, p, s) for d, p, s in fields
-    }
+    by_components = {(d, SHORT_NAMES[p], s): (d, p, s) for d, p, s in fields}
     seen = set()
     for f in fieldlist:
         base = f.get("time.base_datetime")
-        component_key = (int(base.strftime("%Y%m%d")), f.get("parameter.variable"),
-                         int(f.get("time.step").total_seconds() // 3600))
+        component_key = (
+            int(base.strftime("%Y%m%d")),
+            f.get("parameter.variable"),
+            int(f.get("time.step").total_seconds() // 3600),
+        )
         assert base.hour == 12
         key = by_components[component_key]
         values, meta = decode(fields[key])

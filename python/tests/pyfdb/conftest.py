@@ -54,9 +54,7 @@ def make_message(date, time, param, seed=0, cls="ea"):
 @pytest.fixture(scope="session")
 def grib_messages():
     """``{(date, time, param): bytes}`` for the whole data set."""
-    return {
-        (d, t, p): make_message(d, t, p) for d, t, p in itertools.product(DATES, TIMES, PARAMS)
-    }
+    return {(d, t, p): make_message(d, t, p) for d, t, p in itertools.product(DATES, TIMES, PARAMS)}
 
 
 @pytest.fixture(scope="session")

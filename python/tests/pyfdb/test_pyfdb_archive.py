@@ -9,8 +9,16 @@ except ImportError:
 from pyfdb import FDB
 
 FIELD_KEY = {
-    "class": "ea", "expver": "0001", "stream": "oper", "date": "20200101", "time": "1800", "domain": "g",
-    "type": "an", "levtype": "sfc", "step": "0", "param": "167",
+    "class": "ea",
+    "expver": "0001",
+    "stream": "oper",
+    "date": "20200101",
+    "time": "1800",
+    "domain": "g",
+    "type": "an",
+    "levtype": "sfc",
+    "step": "0",
+    "param": "167",
 }
 
 

@@ -1,8 +1,7 @@
 """axes / IndexAxis, control / status, stats, purge, wipe."""
 
 import pytest
-
-from pyfdb import FDB, ControlAction, ControlIdentifier, IndexAxis, StatusElement
+from pyfdb import FDB, IndexAxis
 from pyfdb.pyfdb_iterator import WipeElementType
 
 DB = {"class": "ea", "expver": "0001", "stream": "oper", "date": "20200101", "time": "1800", "domain": "g"}

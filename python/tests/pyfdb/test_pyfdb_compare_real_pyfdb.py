@@ -14,7 +14,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
-SCRIPT = r'''
+SCRIPT = r"""
 import hashlib, json, sys
 import pyfdb
 
@@ -73,16 +73,22 @@ except TypeError:
     errors["wildcard"] = "TypeError"
 out["errors"] = errors
 print(json.dumps(out, sort_keys=True))
-'''
+"""
 
 
 def reference_python():
-    candidates = [os.environ.get("FIELDSTORE_REF_PYTHON"), ROOT / "target/py-venv-ref/bin/python",
-                  "/work/venv-ref/bin/python"]
+    candidates = [
+        os.environ.get("FIELDSTORE_REF_PYTHON"),
+        ROOT / "target/py-venv-ref/bin/python",
+        "/work/venv-ref/bin/python",
+    ]
     for c in candidates:
         if c and os.path.exists(c):
-            probe = subprocess.run([str(c), "-c", "import pyfdb, fdb5lib"], capture_output=True,
-                                   env=dict(os.environ, FDB_HOME="/nonexistent"))
+            probe = subprocess.run(
+                [str(c), "-c", "import pyfdb, fdb5lib"],
+                capture_output=True,
+                env=dict(os.environ, FDB_HOME="/nonexistent"),
+            )
             if probe.returncode == 0:
                 return str(c)
     return None
@@ -98,8 +104,7 @@ def run(python, tmp, grib_file, write_config):
     env = dict(os.environ, FDB_HOME=str(home))
     env.pop("FDB_CONFIG_FILE", None)
     env.pop("FDB5_CONFIG_FILE", None)
-    proc = subprocess.run([python, str(script), str(config), str(grib_file)], capture_output=True, env=env,
-                          timeout=300)
+    proc = subprocess.run([python, str(script), str(config), str(grib_file)], capture_output=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
@@ -114,6 +119,11 @@ def test_same_answers_as_real_pyfdb(tmp_path, grib_file, make_config):
     compat = run(sys.executable, tmp_path / "compat", grib_file, make_config)
     assert len(real["list3"]) == 96
     assert len(real["fields"]) == 24 and all(size > 0 for size, _ in real["fields"].values())
-    assert real["multi"][1] == 3 and real["list_lists"] == 4 and real["list_range"] == 6 and real["errors"]["keyword"] == "RuntimeError"
+    assert (
+        real["multi"][1] == 3
+        and real["list_lists"] == 4
+        and real["list_range"] == 6
+        and real["errors"]["keyword"] == "RuntimeError"
+    )
     for key in real:
         assert compat[key] == real[key], key

@@ -16,8 +16,15 @@ except ImportError:
 from pyfdb import FDB, ControlAction, ControlIdentifier
 
 FULL = {
-    "type": "an", "class": "ea", "domain": "g", "expver": "0001", "stream": "oper", "date": "20200101",
-    "levtype": "sfc", "step": "0", "time": "1800",
+    "type": "an",
+    "class": "ea",
+    "domain": "g",
+    "expver": "0001",
+    "stream": "oper",
+    "date": "20200101",
+    "levtype": "sfc",
+    "step": "0",
+    "time": "1800",
 }
 DB = {"class": "ea", "expver": "0001", "stream": "oper", "date": "20200101", "time": "1800", "domain": "g"}
 

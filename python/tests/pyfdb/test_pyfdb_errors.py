@@ -1,15 +1,14 @@
 """Exceptions: RuntimeError for scripts written for pyfdb, the fieldstore class for new code."""
 
-import pytest
-
 import pyfdb
+import pytest
 from pyfdb import FDB
 
 fieldstore = pytest.importorskip("fieldstore")
 if not hasattr(pyfdb, "__fieldstore_version__"):
     pytest.skip("fieldstore's compatibility module only", allow_module_level=True)
 
-from pyfdb import _errors  # noqa: E402
+from pyfdb import _errors
 
 KINDS = {
     "not-found": (fieldstore.NotFoundError, KeyError),
@@ -53,8 +52,14 @@ def test_bad_request_reads_like_pyfdb(read_only_fdb_setup):
 def test_bad_config(tmp_path):
     (tmp_path / "schema").write_text("[ class [ type [ param ]]]\n")
     with pytest.raises(RuntimeError) as info:
-        FDB({"type": "local", "engine": "nosuchengine", "schema": str(tmp_path / "schema"),
-             "spaces": [{"roots": [{"path": str(tmp_path)}]}]})
+        FDB(
+            {
+                "type": "local",
+                "engine": "nosuchengine",
+                "schema": str(tmp_path / "schema"),
+                "spaces": [{"roots": [{"path": str(tmp_path)}]}],
+            }
+        )
     assert isinstance(info.value, fieldstore.Error)
 
 
@@ -80,8 +85,9 @@ def test_locked_is_locked_error(read_only_fdb_setup):
 
 def test_uniqueroot_cannot_be_locked(read_only_fdb_setup):
     with pytest.raises(NotImplementedError):
-        FDB(read_only_fdb_setup).control({"class": "ea"}, pyfdb.ControlAction.DISABLE,
-                                         [pyfdb.ControlIdentifier.UNIQUEROOT])
+        FDB(read_only_fdb_setup).control(
+            {"class": "ea"}, pyfdb.ControlAction.DISABLE, [pyfdb.ControlIdentifier.UNIQUEROOT]
+        )
 
 
 def test_wrong_types():

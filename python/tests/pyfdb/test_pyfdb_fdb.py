@@ -1,9 +1,8 @@
 """FDB construction, config, context manager, dirty, enabled: pyfdb 5.2x usage."""
 
+import pyfdb
 import pytest
 import yaml
-
-import pyfdb
 from pyfdb import FDB, ControlIdentifier
 
 USER_CONFIG = """
@@ -18,8 +17,21 @@ spaces:
 
 def test_version_and_names():
     assert pyfdb.__version__.startswith("5.")
-    for name in ["FDB", "URI", "DataHandle", "ListElement", "WipeElement", "StatusElement", "ControlAction",
-                 "ControlIdentifier", "PurgeElement", "StatsElement", "ControlElement", "IndexAxis", "MarsSelection"]:
+    for name in [
+        "FDB",
+        "URI",
+        "DataHandle",
+        "ListElement",
+        "WipeElement",
+        "StatusElement",
+        "ControlAction",
+        "ControlIdentifier",
+        "PurgeElement",
+        "StatsElement",
+        "ControlElement",
+        "IndexAxis",
+        "MarsSelection",
+    ]:
         assert hasattr(pyfdb, name), name
 
 

@@ -3,12 +3,18 @@
 import os
 
 import pytest
-
 from pyfdb import FDB, ListElement
 
 FULL = {
-    "type": "an", "class": "ea", "domain": "g", "expver": "0001", "stream": "oper", "date": "20200101",
-    "levtype": "sfc", "step": "0", "time": "1800",
+    "type": "an",
+    "class": "ea",
+    "domain": "g",
+    "expver": "0001",
+    "stream": "oper",
+    "date": "20200101",
+    "levtype": "sfc",
+    "step": "0",
+    "time": "1800",
 }
 
 

@@ -12,8 +12,16 @@ except ImportError:
 from pyfdb import FDB
 
 SEL = {
-    "type": "an", "class": "ea", "domain": "g", "expver": "0001", "stream": "oper", "date": "20200101",
-    "levtype": "sfc", "step": "0", "param": ["167", "165", "166"], "time": "1800",
+    "type": "an",
+    "class": "ea",
+    "domain": "g",
+    "expver": "0001",
+    "stream": "oper",
+    "date": "20200101",
+    "levtype": "sfc",
+    "step": "0",
+    "param": ["167", "165", "166"],
+    "time": "1800",
 }
 
 

@@ -1,12 +1,18 @@
 """Selections: value lists, \"a/b\" strings, to-ranges, several fields in one retrieve, inspect."""
 
 import pytest
-
 from pyfdb import FDB
 
 FULL = {
-    "type": "an", "class": "ea", "domain": "g", "expver": "0001", "stream": "oper", "date": "20200101",
-    "levtype": "sfc", "step": "0", "time": "1800",
+    "type": "an",
+    "class": "ea",
+    "domain": "g",
+    "expver": "0001",
+    "stream": "oper",
+    "date": "20200101",
+    "levtype": "sfc",
+    "step": "0",
+    "time": "1800",
 }
 
 

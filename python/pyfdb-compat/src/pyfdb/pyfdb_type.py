@@ -143,7 +143,7 @@ class DataHandle:
             return 0
         return _size(self.dataHandle)
 
-    def read(self, len=-1):  # noqa: A002 - pyfdb's parameter name
+    def read(self, len=-1):
         """Up to ``len`` bytes (all that is left for -1 or None); ``b""`` at the end."""
         if not self.opened:
             raise RuntimeError(_NOT_OPENED)
@@ -268,8 +268,17 @@ class ControlIdentifier(IntFlag):
     UNIQUEROOT = auto()
 
     def _members(self):
-        return [m for m in (ControlIdentifier.LIST, ControlIdentifier.RETRIEVE, ControlIdentifier.ARCHIVE,
-                            ControlIdentifier.WIPE, ControlIdentifier.UNIQUEROOT) if self & m]
+        return [
+            m
+            for m in (
+                ControlIdentifier.LIST,
+                ControlIdentifier.RETRIEVE,
+                ControlIdentifier.ARCHIVE,
+                ControlIdentifier.WIPE,
+                ControlIdentifier.UNIQUEROOT,
+            )
+            if self & m
+        ]
 
     def __repr__(self):
         names = "|".join(m.name for m in self._members())
