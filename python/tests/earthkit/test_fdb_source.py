@@ -169,3 +169,14 @@ def test_nothing_matches(store):
     config, _ = store
     fl = ekd.from_source("fdb", dict(REQUEST, date=20230101), config=config).to_fieldlist(read_all=True)
     assert len(fl) == 0
+
+
+def test_user_config_is_passed_through(store):
+    # earthkit-data hands user_config to pyfdb.FDB by that name (it inspects FDB.__init__)
+    config, fields = store
+    ds = ekd.from_source(
+        "fdb", dict(REQUEST, date=20240101, param=167, step=0), config=config, user_config={"useSubToc": True}
+    )
+    fl = ds.to_fieldlist(read_all=True)
+    assert len(fl) == 1
+    np.testing.assert_array_equal(fl[0].to_numpy(flatten=True), decode(fields[(20240101, 167, 0)])[0])

@@ -114,3 +114,19 @@ def test_datahandle_not_user_constructible():
 
     with pytest.raises(TypeError):
         DataHandle(None)
+
+
+def test_one_handle_shared_by_threads(read_only_fdb_setup, grib_messages):
+    from concurrent.futures import ThreadPoolExecutor
+
+    fdb = FDB(read_only_fdb_setup)
+    keys = [(d, t, p) for (d, t, p) in grib_messages if t in (0, 1200)]
+
+    def fetch(key):
+        d, t, p = key
+        sel = dict(SEL, date=str(d), time=f"{t:04d}", param=str(p))
+        return key, fdb.retrieve(sel).readall()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for key, data in pool.map(fetch, keys):
+            assert data == grib_messages[key], key
