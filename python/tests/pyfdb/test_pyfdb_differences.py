@@ -103,3 +103,15 @@ def test_param_matches_as_archived_at_surface(empty_fdb_setup, message_maker):
     fdb.archive(message_maker(20200101, 1800, 131))
     fdb.flush()
     assert len(list(fdb.list(dict(FULL, param="131")))) == 1
+
+
+def test_buffered_reader_over_a_handle(read_only_fdb_setup, grib_messages):
+    # pyfdb's handle has no readable()/closed, which io.BufferedReader needs.
+    import io as _io
+
+    expected = grib_messages[(20200101, 1800, 167)]
+    dh = FDB(read_only_fdb_setup).retrieve(one())
+    dh.open()
+    buffered = _io.BufferedReader(dh)
+    assert buffered.read(4) == b"GRIB"
+    assert buffered.read() == expected[4:]
