@@ -105,3 +105,18 @@ def test_enabled(empty_fdb_setup):
 
 def test_repr(empty_fdb_setup):
     assert repr(FDB(empty_fdb_setup))
+
+
+def test_no_config_uses_fdb_home(read_only_fdb_setup, tmp_path, monkeypatch):
+    # pyfdb's FDB() reads $FDB_HOME/etc/fdb/config.yaml, as earthkit-data expects
+    home = tmp_path / "home"
+    (home / "etc" / "fdb").mkdir(parents=True)
+    (home / "etc" / "fdb" / "config.yaml").write_text(read_only_fdb_setup.read_text())
+    for var in ("FDB_CONFIG_FILE", "FDB5_CONFIG_FILE", "FDB_CONFIG", "FDB5_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FDB_HOME", str(home))
+    fdb = FDB()
+    assert fdb
+    assert len(list(fdb.list({"class": "ea", "date": "20200104"}))) == 24
+    with FDB() as again:
+        assert again.config()[0]["engine"] == "toc"
