@@ -130,13 +130,11 @@ impl Fdb {
         } else if data.is_instance_of::<PyByteArray>()
             || data.is_instance_of::<pyo3::types::PyMemoryView>()
         {
-            owned = PyBytes::new(
-                py,
-                &data
-                    .call_method0("__bytes__")
-                    .or_else(|_| py.import("builtins")?.getattr("bytes")?.call1((data,)))?
-                    .extract::<Vec<u8>>()?,
-            );
+            owned = py
+                .import("builtins")?
+                .getattr("bytes")?
+                .call1((data,))?
+                .cast_into::<PyBytes>()?;
             &owned
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -377,14 +375,15 @@ impl Fdb {
     }
 
     /// Flushes, unless an exception is propagating (then what was archived is dropped).
-    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
+    #[pyo3(signature = (exc_type = None, exc_value = None, traceback = None))]
     fn __exit__(
         &self,
         py: Python<'_>,
         exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _ = (exc_value, traceback);
         if exc_type.is_none_or(|t| t.is_none()) {
             self.flush(py)?;
         }

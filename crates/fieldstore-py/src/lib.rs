@@ -10,6 +10,7 @@ mod fdb;
 mod listing;
 mod reader;
 mod results;
+mod strings;
 mod sync;
 
 use pyo3::prelude::*;

@@ -2,20 +2,26 @@
 //! GIL released; elements build their dicts only when asked.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fieldstore::api::{self, ListIter};
+use fieldstore::model::Key;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::to_py;
 use crate::results::key_dict;
+use crate::strings::{dict_of, string};
 use crate::sync::lock;
 
 /// Elements fetched per release of the GIL: enough to make the release cost nothing per
 /// element, few enough that the first element comes quickly.
 const BATCH: usize = 512;
+
+/// The database + index part of the last key dict built, shared by an iterator's elements:
+/// consecutive fields share it, and copying a dict is cheaper than filling one.
+type Prefix = Mutex<Option<(Key, Key, Py<PyDict>)>>;
 
 struct State {
     iter: Option<ListIter>,
@@ -28,6 +34,7 @@ struct State {
 pub struct ListIterator {
     state: Mutex<State>,
     depth: u8,
+    prefix: Arc<Prefix>,
 }
 
 impl ListIterator {
@@ -38,6 +45,7 @@ impl ListIterator {
                 buffer: VecDeque::with_capacity(BATCH),
             }),
             depth,
+            prefix: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -84,7 +92,7 @@ impl ListIterator {
         Ok(st
             .buffer
             .pop_front()
-            .map(|e| ListElement::new(e, self.depth)))
+            .map(|e| ListElement::new(e, self.depth, self.prefix.clone())))
     }
 }
 
@@ -94,15 +102,41 @@ pub struct ListElement {
     inner: api::ListElement,
     depth: u8,
     key: OnceLock<Py<PyDict>>,
+    prefix: Arc<Prefix>,
 }
 
 impl ListElement {
-    fn new(inner: api::ListElement, depth: u8) -> Self {
+    fn new(inner: api::ListElement, depth: u8, prefix: Arc<Prefix>) -> Self {
         ListElement {
             inner,
             depth,
             key: OnceLock::new(),
+            prefix,
         }
+    }
+
+    /// The combined key as a new dict, starting from a copy of the shared prefix when the
+    /// database and index keys are the last ones seen.
+    fn build_key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let k = &self.inner.key;
+        // Never wait for the lock with the GIL held: without it, build the whole dict.
+        let Ok(mut prefix) = self.prefix.try_lock() else {
+            return dict_of(py, &[&k.db, &k.index, &k.datum]);
+        };
+        let base = match &*prefix {
+            Some((db, index, d)) if *db == k.db && *index == k.index => d.bind(py).copy()?,
+            _ => {
+                let d = dict_of(py, &[&k.db, &k.index])?;
+                let copy = d.copy()?;
+                *prefix = Some((k.db.clone(), k.index.clone(), d.unbind()));
+                copy
+            }
+        };
+        drop(prefix);
+        for (kw, v) in k.datum.iter() {
+            base.set_item(string(py, kw), string(py, v))?;
+        }
+        Ok(base)
     }
 }
 
@@ -114,7 +148,7 @@ impl ListElement {
         if let Some(k) = self.key.get() {
             return Ok(k.clone_ref(py));
         }
-        let d = key_dict(py, &self.inner.key.combined())?.unbind();
+        let d = self.build_key(py)?.unbind();
         Ok(self.key.get_or_init(|| d).clone_ref(py))
     }
 
