@@ -115,3 +115,23 @@ def test_buffered_reader_over_a_handle(read_only_fdb_setup, grib_messages):
     buffered = _io.BufferedReader(dh)
     assert buffered.read(4) == b"GRIB"
     assert buffered.read() == expected[4:]
+
+
+def test_list_with_no_fdb_home(read_only_fdb_setup):
+    # pyfdb 5.25's list() segfaults when FDB_HOME is unset and a system /etc/fdb/dbnames is
+    # visible: run in a child process so a crash fails this test only.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import pathlib, sys, pyfdb\n"
+        "fdb = pyfdb.FDB(pathlib.Path(sys.argv[1]))\n"
+        "print(len(list(fdb.list({'class': 'ea', 'date': '20200101'}))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FDB_", "FDB5_"))}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(read_only_fdb_setup)], capture_output=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    assert proc.stdout.decode().split() == ["24"]
