@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::to_py;
 use crate::results::key_dict;
-use crate::strings::{dict_of, string};
+use crate::strings::{add_pairs, dict_of};
 use crate::sync::lock;
 
 /// Elements fetched per release of the GIL: enough to make the release cost nothing per
@@ -140,9 +140,7 @@ impl ListElement {
             }
         };
         drop(prefix);
-        for (kw, v) in k.datum.iter() {
-            base.set_item(string(py, kw), string(py, v))?;
-        }
+        add_pairs(py, &base, &k.datum)?;
         Ok(base)
     }
 }

@@ -32,13 +32,21 @@ pub fn string<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
     made
 }
 
-/// The keys' pairs, in order, as one dict.
+/// The keys' pairs, in order, as one dict. Optional keywords a field does not have are stored
+/// with an empty value; they are left out, as FDB5's listing and pyfdb leave them out, and
+/// because an empty value given back in a request is refused.
 pub fn dict_of<'py>(py: Python<'py>, keys: &[&Key]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for key in keys {
-        for (k, v) in key.iter() {
-            d.set_item(string(py, k), string(py, v))?;
-        }
+        add_pairs(py, &d, key)?;
     }
     Ok(d)
+}
+
+/// Adds a key's non-empty pairs to `d`.
+pub fn add_pairs(py: Python<'_>, d: &Bound<'_, PyDict>, key: &Key) -> PyResult<()> {
+    for (k, v) in key.iter().filter(|(_, v)| !v.is_empty()) {
+        d.set_item(string(py, k), string(py, v))?;
+    }
+    Ok(())
 }

@@ -1,11 +1,14 @@
 """FDB.list: requests as dicts or MARS strings, levels, elements, iterators outliving the FDB."""
 
 import gc
+import os
 
 import pytest
 
 import fieldstore
 from conftest import BASE_KEY, DB_REQUEST
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_list_everything_and_element_fields(store, sample_fields, root):
@@ -104,3 +107,25 @@ def test_a_damaged_index_fails_the_listing_after_the_fields_before_it(config, fd
         for el in fieldstore.FDB(config).list():
             got.append(el.key["date"])
     assert got == ["20261121"] * 5
+
+
+def test_optional_keywords_a_field_lacks_are_left_out(config, make_fields):
+    # ECMWF's schema names optional keywords (`quantile?` for enfo...) that these fields do
+    # not have: the store keeps them with empty values, which must not reach Python (FDB5's
+    # listing and pyfdb leave them out, and an empty value in a request is refused).
+    schema = os.path.join(REPO, "crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema")
+    fdb = fieldstore.FDB(dict(config, schema=schema))
+    sample_fields = make_fields(numbers=(1, 2), stream="enfo", steps=(0, 6))
+    fdb.archive(b"".join(data for _, data in sample_fields))
+    fdb.flush()
+    els = list(fdb.list())
+    assert len(els) == len(sample_fields)
+    for el in els:
+        assert "" not in el.key.values(), el.key
+        for part in el.split_keys:
+            assert "" not in part.values(), part
+        # The key as listed is a request that finds the field again.
+        assert len(list(fdb.list(el.key))) == 1
+    reader = fdb.retrieve(els[0].key)
+    assert len(reader.fields) == 1 and "" not in reader.fields[0].key.values()
+    assert all("" not in values for values in fdb.axes().values())
