@@ -105,6 +105,7 @@ pub struct MessageProgress<'m> {
 }
 
 type Callback<'a> = Box<dyn FnMut(&MessageProgress<'_>) + Send + 'a>;
+type KeyCheck<'a> = Box<dyn Fn(&Key) -> Result<(), ApiError> + Send + Sync + 'a>;
 
 /// Archives every GRIB message of an input through one handle. Reusable for several inputs.
 pub struct Archiver<'a> {
@@ -112,6 +113,8 @@ pub struct Archiver<'a> {
     key: Option<Key>,
     threads: usize,
     on_message: Option<Callback<'a>>,
+    validate_first: bool,
+    check: Option<KeyCheck<'a>>,
 }
 
 /// A batch of framed messages and, unless a key was given, their decoded keys.
@@ -125,7 +128,24 @@ impl<'a> Archiver<'a> {
             key: None,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             on_message: None,
+            validate_first: false,
+            check: None,
         }
+    }
+
+    /// All or nothing for `archive_slice`: every message is framed and its keys decoded (and
+    /// checked) before the first is archived, so bad input archives nothing. A binding wants
+    /// this: its caller cannot tell which messages of a failed call went in.
+    pub fn validate_first(mut self, on: bool) -> Self {
+        self.validate_first = on;
+        self
+    }
+
+    /// Run on every decoded key during the `validate_first` pass (e.g. the schema's split), so
+    /// a message the store would refuse fails the whole call before anything is archived.
+    pub fn check(mut self, f: impl Fn(&Key) -> Result<(), ApiError> + Send + Sync + 'a) -> Self {
+        self.check = Some(Box::new(f));
+        self
     }
 
     /// Archives every message under this key (`Fdb::archive` with a key), which must agree with
@@ -156,6 +176,9 @@ impl<'a> Archiver<'a> {
     ) -> Result<ArchiveSummary, ArchiveError> {
         let threads = self.threads;
         let decode = self.key.is_none();
+        if self.validate_first {
+            return self.archive_slice_validated(data, source);
+        }
         let mut messages = SliceMessages::new(data, source);
         let first = next_slice_batch(&mut messages, threads, decode);
         let mut summary = ArchiveSummary::default();
@@ -187,6 +210,47 @@ impl<'a> Archiver<'a> {
             summary.skipped = joined.map_err(|_| ArchiveError::Thread("framing"))?;
             Ok(summary)
         })
+    }
+
+    /// `archive_slice` in two passes: frame and decode everything, then archive.
+    fn archive_slice_validated(
+        &mut self,
+        data: &[u8],
+        source: &str,
+    ) -> Result<ArchiveSummary, ArchiveError> {
+        let mut messages = SliceMessages::new(data, source);
+        let framed = messages.by_ref().collect::<Result<Vec<_>, _>>()?;
+        let mut keys = Vec::with_capacity(framed.len());
+        if self.key.is_none() {
+            for batch in framed.chunks(BATCH) {
+                keys.extend(decode_keys(batch, self.threads));
+            }
+        }
+        let failed = |m: &FramedSlice<'_>, cause: ApiError| ArchiveError::Message {
+            source_name: source.to_string(),
+            message: m.0,
+            offset: m.1,
+            cause: Box::new(cause),
+        };
+        for (m, key) in framed.iter().zip(&keys) {
+            let key = key.as_ref().map_err(|e| failed(m, e.clone().into()))?;
+            if let Some(check) = &self.check {
+                check(key).map_err(|e| failed(m, e))?;
+            }
+        }
+        if let (Some(k), Some(check)) = (&self.key, &self.check) {
+            if let Some(m) = framed.first() {
+                check(k).map_err(|e| failed(m, e))?;
+            }
+        }
+        let mut summary = ArchiveSummary::default();
+        let mut keys = keys.into_iter();
+        for batch in framed.chunks(BATCH) {
+            let batch_keys = keys.by_ref().take(batch.len()).collect();
+            self.archive_batch(batch, batch_keys, source, &mut summary)?;
+        }
+        summary.skipped = messages.skipped();
+        Ok(summary)
     }
 
     /// A regular file is mapped, not read: its messages are archived (or sent to a server) from
@@ -714,6 +778,46 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(seen.len(), n - 1);
+    }
+
+    #[test]
+    fn validate_first_archives_nothing_when_any_message_is_bad() {
+        let dir = tempfile::tempdir().unwrap();
+        let fdb = local(dir.path());
+        let good: Vec<u8> = (0..BATCH + 3).flat_map(field).collect();
+        // Truncated last message: the earlier ones are framed fine but none goes in.
+        let mut cut = good.clone();
+        cut.truncate(cut.len() - 5);
+        let e = Archiver::new(&*fdb)
+            .validate_first(true)
+            .archive_slice(&cut, "buf")
+            .unwrap_err();
+        assert!(
+            matches!(e, ArchiveError::Framing(GribError::Truncated { .. })),
+            "{e:?}"
+        );
+        // A check refusing the 5th message.
+        let e = Archiver::new(&*fdb)
+            .validate_first(true)
+            .check(|k| match k.get("step") {
+                Some("4") => Err(ApiError::Invalid("no step 4".into())),
+                _ => Ok(()),
+            })
+            .archive_slice(&good, "buf")
+            .unwrap_err();
+        assert!(
+            matches!(e, ArchiveError::Message { message: 5, .. }),
+            "{e:?}"
+        );
+        fdb.flush().unwrap();
+        assert_eq!(listed(&*fdb), 0);
+        let summary = Archiver::new(&*fdb)
+            .validate_first(true)
+            .archive_slice(&good, "buf")
+            .unwrap();
+        assert_eq!(summary.messages, (BATCH + 3) as u64);
+        fdb.flush().unwrap();
+        assert_eq!(listed(&*fdb), BATCH + 3);
     }
 
     #[test]

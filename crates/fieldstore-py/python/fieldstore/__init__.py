@@ -1,0 +1,85 @@
+"""fieldstore: a store for GRIB weather fields (FDB5-compatible), from Python.
+
+    import fieldstore
+    fdb = fieldstore.FDB({"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": "/data/fdb"}]}]})
+    fdb.archive(open("fields.grib", "rb").read()); fdb.flush()
+    for el in fdb.list({"class": "od", "param": "t"}): print(el.key)
+    values = fdb.retrieve({"class": "od", "param": "t", "step": [0, 6]}).to_numpy()
+"""
+
+from __future__ import annotations
+
+from . import _native
+from ._field import Field
+from ._native import (
+    FDB,
+    ArchiveSummary,
+    CompactElement,
+    ControlElement,
+    DumpElement,
+    FieldInfo,
+    ListElement,
+    ListIterator,
+    PurgeElement,
+    Reader,
+    StatsElement,
+    WhereElement,
+    WipeElement,
+    eccodes_version,
+    make_field,
+)
+from .errors import (
+    BadRequestError,
+    ConfigError,
+    CorruptError,
+    Error,
+    FullError,
+    InternalError,
+    LockedError,
+    NotFoundError,
+    PermissionDeniedError,
+    RemoteError,
+    SchemaError,
+    StorageIOError,
+    UnsupportedError,
+)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "FDB",
+    "ArchiveSummary",
+    "ListElement",
+    "ListIterator",
+    "Reader",
+    "FieldInfo",
+    "Field",
+    "WhereElement",
+    "WipeElement",
+    "PurgeElement",
+    "StatsElement",
+    "DumpElement",
+    "ControlElement",
+    "CompactElement",
+    "eccodes_version",
+    "make_field",
+    "Error",
+    "NotFoundError",
+    "BadRequestError",
+    "SchemaError",
+    "ConfigError",
+    "PermissionDeniedError",
+    "LockedError",
+    "CorruptError",
+    "StorageIOError",
+    "RemoteError",
+    "FullError",
+    "UnsupportedError",
+    "InternalError",
+    "__version__",
+]
+
+# The GRIB decoder (`_native.Message`) is built from its own source file; exported when present.
+if hasattr(_native, "Message"):
+    Message = _native.Message
+    __all__.append("Message")

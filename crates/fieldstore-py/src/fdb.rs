@@ -1,0 +1,418 @@
+//! `fieldstore.FDB`: one handle on the store a config describes, shareable between threads.
+//! Every call doing I/O or ecCodes work releases the GIL.
+
+use std::sync::Arc;
+
+use fieldstore::api::{self, Archiver, ControlAction, ListOptions, Operation};
+use fieldstore::model::schema::Schema;
+use fieldstore::model::types::Context;
+use fieldstore::model::ModelError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
+use serde_json::Value;
+
+use crate::convert::{self, from_json};
+use crate::errors::{bad_request, to_py};
+use crate::listing::ListIterator;
+use crate::reader::Reader;
+use crate::results;
+
+static RESOLVER: fn(&str) -> Option<String> = fieldstore::grib::params::resolver;
+
+/// A field store. `FDB()` finds the config as the `fieldstore` command does (FDB_CONFIG_FILE,
+/// FDB_HOME..., else the embedded default); `FDB(dict)`, `FDB(yaml_text)` or `FDB(path)` name
+/// one. Safe to share between threads; archived fields become visible on `flush()` (or when a
+/// `with FDB(...) as fdb:` block ends without an exception).
+#[pyclass(frozen, subclass, module = "fieldstore._native", name = "FDB")]
+pub struct Fdb {
+    inner: Arc<dyn api::Fdb>,
+    /// The local schema to check archived keys against before anything is archived, when the
+    /// config names a local store (a server checks its own).
+    schema: Option<Arc<Schema>>,
+    shown: Value,
+}
+
+/// `db` keys of typed results as a list of result objects.
+fn list_of<'py, T, P: pyo3::PyClass + Into<pyo3::PyClassInitializer<P>>>(
+    py: Python<'py>,
+    items: &[T],
+    f: fn(Python<'py>, &T) -> PyResult<P>,
+) -> PyResult<Bound<'py, PyList>> {
+    let objs = items
+        .iter()
+        .map(|i| Bound::new(py, f(py, i)?))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, objs)
+}
+
+fn depth(level: i64) -> PyResult<u8> {
+    match level {
+        1..=3 => Ok(level as u8),
+        _ => Err(PyValueError::new_err(format!(
+            "level must be 1 (databases), 2 (indexes) or 3 (fields), not {level}"
+        ))),
+    }
+}
+
+/// The schema a config's local store uses, for checking keys before archiving.
+fn local_schema(config: &fieldstore::model::config::FdbConfig) -> Option<Schema> {
+    use fieldstore::model::config::FdbConfig;
+    fn has_remote(c: &FdbConfig) -> bool {
+        match c {
+            FdbConfig::Local(_) => false,
+            FdbConfig::Remote { .. } => true,
+            FdbConfig::Select { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
+            FdbConfig::Dist { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
+            FdbConfig::Mirror { children, .. }
+            | FdbConfig::Filter { children, .. }
+            | FdbConfig::Diagnostics { children, .. } => children.iter().any(has_remote),
+        }
+    }
+    if has_remote(config) {
+        return None;
+    }
+    match fieldstore::open::schema_of(config) {
+        Some(p) => Schema::from_file(&p).ok(),
+        None => Some(Schema::default_schema()),
+    }
+}
+
+#[pymethods]
+impl Fdb {
+    #[new]
+    #[pyo3(signature = (config = None))]
+    fn new(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let opened = convert::load_config(config)?;
+        let cfg = opened.config;
+        let (inner, schema) = py
+            .detach(|| {
+                let fdb = fieldstore::open(&cfg)?;
+                Ok::<_, api::ApiError>((fdb, local_schema(&cfg)))
+            })
+            .map_err(to_py)?;
+        Ok(Fdb {
+            inner: Arc::from(inner),
+            schema: schema.map(Arc::new),
+            shown: opened.shown,
+        })
+    }
+
+    /// The config in use, as a dict (best effort: what was given, or the file found).
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, &self.shown)
+    }
+
+    /// The store's short name (its frontend type).
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    /// Archives GRIB bytes (one or many messages) with the keys each message carries, or, with
+    /// `key` (dict or "k=v,..."), the bytes as one object under that key. All or nothing: every
+    /// message is framed, decoded and checked against the schema before the first is stored;
+    /// on error nothing is archived and the exception names the message and its offset.
+    /// Visible after `flush()`.
+    #[pyo3(signature = (data, key = None))]
+    fn archive(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<ArchiveSummary> {
+        // bytes are immutable, so they are read in place with the GIL released; a bytearray
+        // or memoryview could change meanwhile, so it is copied first.
+        let owned;
+        let bytes: &Bound<'_, PyBytes> = if let Ok(b) = data.cast::<PyBytes>() {
+            b
+        } else if data.is_instance_of::<PyByteArray>()
+            || data.is_instance_of::<pyo3::types::PyMemoryView>()
+        {
+            owned = PyBytes::new(
+                py,
+                &data
+                    .call_method0("__bytes__")
+                    .or_else(|_| py.import("builtins")?.getattr("bytes")?.call1((data,)))?
+                    .extract::<Vec<u8>>()?,
+            );
+            &owned
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "archive data must be bytes, bytearray or memoryview, not {}",
+                data.get_type().name()?
+            )));
+        };
+        let slice = bytes.as_bytes();
+        let fdb = &*self.inner;
+        if let Some(k) = key.filter(|k| !k.is_none()) {
+            let k = convert::key(k)?;
+            py.detach(|| fdb.archive(Some(&k), slice)).map_err(to_py)?;
+            return Ok(ArchiveSummary {
+                messages: 1,
+                bytes: slice.len() as u64,
+            });
+        }
+        let schema = self.schema.clone();
+        let summary = py
+            .detach(|| {
+                let mut archiver = Archiver::new(fdb).validate_first(true);
+                if let Some(schema) = schema {
+                    archiver = archiver.check(move |k| {
+                        let cx = Context {
+                            params: Some(&RESOLVER),
+                            ..Context::default()
+                        };
+                        schema
+                            .split(k, &cx, false)
+                            .map(|_| ())
+                            .map_err(|e| api::ApiError::from(ModelError::from(e)))
+                    });
+                }
+                archiver.archive_slice(slice, "archive data")
+            })
+            .map_err(to_py)?;
+        Ok(ArchiveSummary {
+            messages: summary.messages,
+            bytes: summary.bytes,
+        })
+    }
+
+    /// Makes everything archived through this handle (by any thread) durable and visible.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let fdb = &*self.inner;
+        py.detach(|| fdb.flush()).map_err(to_py)
+    }
+
+    /// Fields matching a partial request (dict or MARS string; None lists everything), as an
+    /// iterator of ListElement. level 1 lists databases, 2 indexes, 3 fields. Masked (replaced)
+    /// fields only with include_masked=True. `keys` is accepted for pyfdb's sake: elements
+    /// always carry their keys, built only when asked.
+    #[pyo3(signature = (request = None, keys = true, level = 3, include_masked = false))]
+    fn list(
+        &self,
+        py: Python<'_>,
+        request: Option<&Bound<'_, PyAny>>,
+        keys: bool,
+        level: i64,
+        include_masked: bool,
+    ) -> PyResult<ListIterator> {
+        let _ = keys;
+        let request = convert::request(request)?;
+        let depth = depth(level)?;
+        let fdb = &*self.inner;
+        let opts = ListOptions {
+            include_masked,
+            depth,
+        };
+        let iter = py.detach(|| fdb.list(&request, opts)).map_err(to_py)?;
+        Ok(ListIterator::new(iter, depth))
+    }
+
+    /// The fields a request names, newest copy of each, as a seekable Reader (empty if nothing
+    /// matches).
+    fn retrieve(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Reader> {
+        if request.is_none() {
+            return Err(PyTypeError::new_err(
+                "retrieve needs a request (a dict or a MARS string), not None",
+            ));
+        }
+        let request = convert::request(Some(request))?;
+        let fdb = &*self.inner;
+        let r = py.detach(|| fdb.retrieve(&request)).map_err(to_py)?;
+        Ok(Reader::new(r))
+    }
+
+    /// The values present for each keyword under a partial request, each list in sorted order
+    /// (numbers by magnitude).
+    #[pyo3(signature = (request = None, level = 3))]
+    fn axes<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+        level: i64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let request = convert::request(request)?;
+        let depth = depth(level)?;
+        let fdb = &*self.inner;
+        let axes = py.detach(|| fdb.axes(&request, depth)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        for (k, vals) in api::sorted_axes(&axes) {
+            d.set_item(k, PyList::new(py, vals)?)?;
+        }
+        Ok(d)
+    }
+
+    /// The databases matching a partial request and where they are.
+    #[pyo3(signature = (request = None))]
+    fn r#where<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.where_(&request)).map_err(to_py)?;
+        list_of(py, &found, results::where_)
+    }
+
+    /// Statistics of each matching database.
+    #[pyo3(signature = (request = None))]
+    fn stats<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.stats(&request)).map_err(to_py)?;
+        list_of(py, &found, results::stats)
+    }
+
+    /// The journal of each matching database.
+    #[pyo3(signature = (request = None))]
+    fn dump<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.dump(&request)).map_err(to_py)?;
+        list_of(py, &found, results::dump)
+    }
+
+    /// Deletes whole databases matching the request; with doit=False (the default) only says
+    /// what would go. A request matching nothing raises NotFoundError.
+    #[pyo3(signature = (request, doit = false))]
+    fn wipe<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'_, PyAny>,
+        doit: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(Some(request))?;
+        if request.is_empty() {
+            return Err(bad_request(
+                "wipe needs a request naming the databases to delete (an empty one would match all)",
+            ));
+        }
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.wipe(&request, doit)).map_err(to_py)?;
+        list_of(py, &found, results::wipe)
+    }
+
+    /// Deletes masked (replaced) copies of fields; with doit=False only says what would go.
+    #[pyo3(signature = (request = None, doit = false))]
+    fn purge<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+        doit: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.purge(&request, doit)).map_err(to_py)?;
+        list_of(py, &found, results::purge)
+    }
+
+    /// Locks, unlocks or reports ("lock", "unlock", "status") operations ("archive",
+    /// "retrieve", "list", "wipe") on matching databases.
+    fn control<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'_, PyAny>,
+        action: &str,
+        identifiers: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(Some(request))?;
+        let action = match action.to_ascii_lowercase().as_str() {
+            "lock" | "disable" => ControlAction::Lock,
+            "unlock" | "enable" => ControlAction::Unlock,
+            "status" | "none" => ControlAction::Status,
+            other => {
+                return Err(bad_request(format!(
+                    "control action must be 'lock', 'unlock' or 'status', not '{other}'"
+                )))
+            }
+        };
+        let names: Vec<String> = if let Ok(s) = identifiers.cast::<PyString>() {
+            vec![s.to_cow()?.to_string()]
+        } else {
+            identifiers
+                .try_iter()?
+                .map(|i| i?.extract::<String>())
+                .collect::<PyResult<_>>()?
+        };
+        let ops = names
+            .iter()
+            .map(|n| {
+                n.parse::<Operation>()
+                    .map_err(|e| bad_request(format!("control identifier: {e}")))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let fdb = &*self.inner;
+        let found = py
+            .detach(|| fdb.control(&request, action, &ops))
+            .map_err(to_py)?;
+        list_of(py, &found, results::control)
+    }
+
+    /// Merges the indexes of matching databases so lookups stay fast.
+    #[pyo3(signature = (request = None))]
+    fn compact<'py>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py.detach(|| fdb.compact(&request)).map_err(to_py)?;
+        list_of(py, &found, results::compact)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Flushes, unless an exception is propagating (then what was archived is dropped).
+    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none_or(|t| t.is_none()) {
+            self.flush(py)?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("FDB({})", self.inner.name())
+    }
+}
+
+/// What one `FDB.archive` call stored.
+#[pyclass(frozen, module = "fieldstore._native")]
+pub struct ArchiveSummary {
+    /// Messages (fields) archived.
+    #[pyo3(get)]
+    messages: u64,
+    /// Bytes of those messages.
+    #[pyo3(get)]
+    bytes: u64,
+}
+
+#[pymethods]
+impl ArchiveSummary {
+    fn __repr__(&self) -> String {
+        format!(
+            "ArchiveSummary(messages={}, bytes={})",
+            self.messages, self.bytes
+        )
+    }
+}

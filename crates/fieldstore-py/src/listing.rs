@@ -1,0 +1,204 @@
+//! `FDB.list`: a Python iterator over the library's lazy listing, fetched in batches with the
+//! GIL released; elements build their dicts only when asked.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, OnceLock};
+
+use fieldstore::api::{self, ListIter};
+use pyo3::exceptions::PyKeyError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::errors::to_py;
+use crate::results::key_dict;
+use crate::sync::lock;
+
+/// Elements fetched per release of the GIL: enough to make the release cost nothing per
+/// element, few enough that the first element comes quickly.
+const BATCH: usize = 512;
+
+struct State {
+    iter: Option<ListIter>,
+    buffer: VecDeque<api::ListElement>,
+}
+
+/// The fields (or databases, indexes at level 1, 2) a `FDB.list` call matched, streamed. It
+/// owns what it walks, so it may outlive its FDB.
+#[pyclass(frozen, module = "fieldstore._native")]
+pub struct ListIterator {
+    state: Mutex<State>,
+    depth: u8,
+}
+
+impl ListIterator {
+    pub fn new(iter: ListIter, depth: u8) -> Self {
+        ListIterator {
+            state: Mutex::new(State {
+                iter: Some(iter),
+                buffer: VecDeque::with_capacity(BATCH),
+            }),
+            depth,
+        }
+    }
+}
+
+#[pymethods]
+impl ListIterator {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<ListElement>> {
+        let mut st = lock(py, &self.state);
+        if st.buffer.is_empty() {
+            let State { iter, buffer } = &mut *st;
+            let Some(it) = iter.as_mut() else {
+                return Ok(None);
+            };
+            let failed = py.detach(|| {
+                for item in it.by_ref() {
+                    match item {
+                        Ok(e) => buffer.push_back(e),
+                        Err(e) => return Some(e),
+                    }
+                    if buffer.len() >= BATCH {
+                        return None;
+                    }
+                }
+                None
+            });
+            // Exhausted (or failed): the walk's files are let go now, not when Python collects.
+            if buffer.len() < BATCH || failed.is_some() {
+                *iter = None;
+            }
+            if let Some(e) = failed {
+                if buffer.is_empty() {
+                    return Err(to_py(e));
+                }
+                // Elements before the failure are handed out first; the failure is lost with
+                // the iterator, so say it now rather than end silently.
+                buffer.clear();
+                return Err(to_py(e));
+            }
+        }
+        Ok(st
+            .buffer
+            .pop_front()
+            .map(|e| ListElement::new(e, self.depth)))
+    }
+}
+
+/// One listed field: its key (combined and split), where its bytes are, when it was flushed.
+#[pyclass(frozen, module = "fieldstore._native")]
+pub struct ListElement {
+    inner: api::ListElement,
+    depth: u8,
+    key: OnceLock<Py<PyDict>>,
+}
+
+impl ListElement {
+    fn new(inner: api::ListElement, depth: u8) -> Self {
+        ListElement {
+            inner,
+            depth,
+            key: OnceLock::new(),
+        }
+    }
+}
+
+#[pymethods]
+impl ListElement {
+    /// The whole key, keywords in schema order (database, index, then field keywords).
+    #[getter]
+    fn key(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        if let Some(k) = self.key.get() {
+            return Ok(k.clone_ref(py));
+        }
+        let d = key_dict(py, &self.inner.key.combined())?.unbind();
+        Ok(self.key.get_or_init(|| d).clone_ref(py))
+    }
+
+    /// (database, index, field) keys; only the first one or two at level 1 or 2.
+    #[getter]
+    fn split_keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let k = &self.inner.key;
+        let parts = [&k.db, &k.index, &k.datum];
+        let n = usize::from(self.depth.clamp(1, 3));
+        let dicts = parts[..n]
+            .iter()
+            .map(|p| key_dict(py, p))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, dicts)
+    }
+
+    /// The URI of the field's bytes (`file:///...`); None at level 1 and 2.
+    #[getter]
+    fn uri(&self) -> Option<String> {
+        self.inner.location.as_ref().map(|l| l.uri.clone())
+    }
+
+    /// The file holding the field when it is a local file, else the URI; None at level 1, 2.
+    #[getter]
+    fn path(&self) -> Option<String> {
+        self.inner
+            .location
+            .as_ref()
+            .map(|l| l.uri.strip_prefix("file://").unwrap_or(&l.uri).to_string())
+    }
+
+    #[getter]
+    fn offset(&self) -> Option<u64> {
+        self.inner.location.as_ref().map(|l| l.offset)
+    }
+
+    #[getter]
+    fn length(&self) -> Option<u64> {
+        self.inner.location.as_ref().map(|l| l.length)
+    }
+
+    /// Seconds since the epoch when the index holding the entry was flushed.
+    #[getter]
+    fn timestamp(&self) -> u64 {
+        self.inner.timestamp
+    }
+
+    /// True for an older copy replaced by a newer archive (listed with include_masked=True).
+    #[getter]
+    fn masked(&self) -> bool {
+        self.inner.masked
+    }
+
+    fn __getitem__(&self, keyword: &str) -> PyResult<String> {
+        let k = &self.inner.key;
+        [&k.db, &k.index, &k.datum]
+            .iter()
+            .find_map(|p| p.get(keyword))
+            .map(str::to_string)
+            .ok_or_else(|| PyKeyError::new_err(keyword.to_string()))
+    }
+
+    fn __contains__(&self, keyword: &str) -> bool {
+        let k = &self.inner.key;
+        [&k.db, &k.index, &k.datum]
+            .iter()
+            .any(|p| p.contains(keyword))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<ListElement>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        let mut s = format!("ListElement({}", self.inner.key.porcelain());
+        if let Some(l) = &self.inner.location {
+            s.push_str(&format!(", {l}"));
+        }
+        if self.inner.masked {
+            s.push_str(", masked");
+        }
+        s.push(')');
+        s
+    }
+}
