@@ -31,7 +31,8 @@ if [ -z "${FS_PYTHON:-}" ]; then
   [ -x target/py-venv/bin/python ] || python3 -m venv target/py-venv
   [ -x scripts/python-install ] || { echo "scripts/python-install is missing: cannot build the fieldstore module" >&2; exit 1; }
   # shellcheck disable=SC1091
-  (. target/py-venv/bin/activate && scripts/python-install >&2)
+  (. target/py-venv/bin/activate && scripts/python-install > "$work/python-install.log" 2>&1) \
+    || { cat "$work/python-install.log" >&2; echo "scripts/python-install failed" >&2; exit 1; }
   FS_PYTHON=$PWD/target/py-venv/bin/python
 fi
 fs_py=$FS_PYTHON
