@@ -7,6 +7,8 @@ use fieldstore::api::{ApiError, ArchiveError};
 use fieldstore::grib::GribError;
 use fieldstore::model::config::ConfigError;
 use fieldstore::model::ModelError;
+use fieldstore::remote::RemoteError;
+use fieldstore::storage::StorageError;
 use fieldstore::ErrorKind;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -81,17 +83,28 @@ pub fn to_py<E: Kinded>(e: E) -> PyErr {
 /// An I/O error from a reader: a library error inside keeps its kind (a corrupt field stays
 /// `CorruptError`), the rest are mapped as Python maps `OSError`s.
 pub fn io_to_py(e: std::io::Error) -> PyErr {
-    let kind = match e.get_ref() {
-        Some(inner) => {
-            if let Some(a) = inner.downcast_ref::<ApiError>() {
-                a.kind()
-            } else {
-                io_kind(&e)
-            }
-        }
-        None => io_kind(&e),
-    };
+    let kind = e
+        .get_ref()
+        .and_then(library_kind)
+        .unwrap_or_else(|| io_kind(&e));
     raise(kind, full_message(&e))
+}
+
+/// The kind of a library error carried inside an `io::Error` (readers report through `Read`).
+fn library_kind(inner: &(dyn StdError + Send + Sync + 'static)) -> Option<ErrorKind> {
+    if let Some(e) = inner.downcast_ref::<ApiError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = inner.downcast_ref::<StorageError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = inner.downcast_ref::<RemoteError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = inner.downcast_ref::<GribError>() {
+        return Some(e.kind());
+    }
+    inner.downcast_ref::<ModelError>().map(ModelError::kind)
 }
 
 fn io_kind(e: &std::io::Error) -> ErrorKind {

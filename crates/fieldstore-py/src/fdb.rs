@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use fieldstore::api::{self, Archiver, ControlAction, ListOptions, Operation};
+use fieldstore::model::request::Request;
 use fieldstore::model::schema::Schema;
 use fieldstore::model::types::Context;
 use fieldstore::model::ModelError;
@@ -44,6 +45,28 @@ fn list_of<'py, T, P: pyo3::PyClass + Into<pyo3::PyClassInitializer<P>>>(
         .map(|i| Bound::new(py, f(py, i)?))
         .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, objs)
+}
+
+/// `f` over every database when the request is empty (the library wants database keywords for
+/// stats, dump, purge and compact; a Python caller expects `fdb.stats()` to mean "all"), else
+/// `f(request)`.
+fn per_database<T>(
+    fdb: &dyn api::Fdb,
+    request: &Request,
+    f: impl Fn(&Request) -> Result<Vec<T>, api::ApiError>,
+) -> Result<Vec<T>, api::ApiError> {
+    if !request.is_empty() {
+        return f(request);
+    }
+    let mut out = Vec::new();
+    for db in fdb.where_(request)? {
+        let mut one = Request::default();
+        for (k, v) in db.db.iter().filter(|(_, v)| !v.is_empty()) {
+            one.set(k, vec![v.to_string()]);
+        }
+        out.extend(f(&one)?);
+    }
+    Ok(out)
 }
 
 fn depth(level: i64) -> PyResult<u8> {
@@ -130,13 +153,11 @@ impl Fdb {
         } else if data.is_instance_of::<PyByteArray>()
             || data.is_instance_of::<pyo3::types::PyMemoryView>()
         {
-            owned = PyBytes::new(
-                py,
-                &data
-                    .call_method0("__bytes__")
-                    .or_else(|_| py.import("builtins")?.getattr("bytes")?.call1((data,)))?
-                    .extract::<Vec<u8>>()?,
-            );
+            owned = py
+                .import("builtins")?
+                .getattr("bytes")?
+                .call1((data,))?
+                .cast_into::<PyBytes>()?;
             &owned
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -257,7 +278,7 @@ impl Fdb {
         list_of(py, &found, results::where_)
     }
 
-    /// Statistics of each matching database.
+    /// Statistics of each matching database (all of them without a request).
     #[pyo3(signature = (request = None))]
     fn stats<'py>(
         &self,
@@ -266,11 +287,13 @@ impl Fdb {
     ) -> PyResult<Bound<'py, PyList>> {
         let request = convert::request(request)?;
         let fdb = &*self.inner;
-        let found = py.detach(|| fdb.stats(&request)).map_err(to_py)?;
+        let found = py
+            .detach(|| per_database(fdb, &request, |r| fdb.stats(r)))
+            .map_err(to_py)?;
         list_of(py, &found, results::stats)
     }
 
-    /// The journal of each matching database.
+    /// The journal of each matching database (all of them without a request).
     #[pyo3(signature = (request = None))]
     fn dump<'py>(
         &self,
@@ -279,7 +302,9 @@ impl Fdb {
     ) -> PyResult<Bound<'py, PyList>> {
         let request = convert::request(request)?;
         let fdb = &*self.inner;
-        let found = py.detach(|| fdb.dump(&request)).map_err(to_py)?;
+        let found = py
+            .detach(|| per_database(fdb, &request, |r| fdb.dump(r)))
+            .map_err(to_py)?;
         list_of(py, &found, results::dump)
     }
 
@@ -303,7 +328,8 @@ impl Fdb {
         list_of(py, &found, results::wipe)
     }
 
-    /// Deletes masked (replaced) copies of fields; with doit=False only says what would go.
+    /// Deletes masked (replaced) copies of fields in matching databases (all without a
+    /// request); with doit=False only says what would go.
     #[pyo3(signature = (request = None, doit = false))]
     fn purge<'py>(
         &self,
@@ -313,7 +339,9 @@ impl Fdb {
     ) -> PyResult<Bound<'py, PyList>> {
         let request = convert::request(request)?;
         let fdb = &*self.inner;
-        let found = py.detach(|| fdb.purge(&request, doit)).map_err(to_py)?;
+        let found = py
+            .detach(|| per_database(fdb, &request, |r| fdb.purge(r, doit)))
+            .map_err(to_py)?;
         list_of(py, &found, results::purge)
     }
 
@@ -359,7 +387,7 @@ impl Fdb {
         list_of(py, &found, results::control)
     }
 
-    /// Merges the indexes of matching databases so lookups stay fast.
+    /// Merges the indexes of matching databases (all without a request) so lookups stay fast.
     #[pyo3(signature = (request = None))]
     fn compact<'py>(
         &self,
@@ -368,7 +396,9 @@ impl Fdb {
     ) -> PyResult<Bound<'py, PyList>> {
         let request = convert::request(request)?;
         let fdb = &*self.inner;
-        let found = py.detach(|| fdb.compact(&request)).map_err(to_py)?;
+        let found = py
+            .detach(|| per_database(fdb, &request, |r| fdb.compact(r)))
+            .map_err(to_py)?;
         list_of(py, &found, results::compact)
     }
 
@@ -377,14 +407,15 @@ impl Fdb {
     }
 
     /// Flushes, unless an exception is propagating (then what was archived is dropped).
-    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
+    #[pyo3(signature = (exc_type = None, exc_value = None, traceback = None))]
     fn __exit__(
         &self,
         py: Python<'_>,
         exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _ = (exc_value, traceback);
         if exc_type.is_none_or(|t| t.is_none()) {
             self.flush(py)?;
         }

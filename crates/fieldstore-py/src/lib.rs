@@ -8,8 +8,10 @@ mod convert;
 mod errors;
 mod fdb;
 mod listing;
+mod message;
 mod reader;
 mod results;
+mod strings;
 mod sync;
 
 use pyo3::prelude::*;
@@ -50,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::FieldInfo>()?;
     m.add_class::<reader::FieldIterator>()?;
     results::register(m)?;
+    message::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
     Ok(())

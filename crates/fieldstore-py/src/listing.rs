@@ -2,24 +2,32 @@
 //! GIL released; elements build their dicts only when asked.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fieldstore::api::{self, ListIter};
+use fieldstore::model::Key;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::to_py;
 use crate::results::key_dict;
+use crate::strings::{dict_of, string};
 use crate::sync::lock;
 
 /// Elements fetched per release of the GIL: enough to make the release cost nothing per
 /// element, few enough that the first element comes quickly.
 const BATCH: usize = 512;
 
+/// The database + index part of the last key dict built, shared by an iterator's elements:
+/// consecutive fields share it, and copying a dict is cheaper than filling one.
+type Prefix = Mutex<Option<(Key, Key, Py<PyDict>)>>;
+
 struct State {
     iter: Option<ListIter>,
     buffer: VecDeque<api::ListElement>,
+    /// Where the walk stopped, raised once the elements before it are handed out.
+    failed: Option<api::ApiError>,
 }
 
 /// The fields (or databases, indexes at level 1, 2) a `FDB.list` call matched, streamed. It
@@ -28,6 +36,7 @@ struct State {
 pub struct ListIterator {
     state: Mutex<State>,
     depth: u8,
+    prefix: Arc<Prefix>,
 }
 
 impl ListIterator {
@@ -36,8 +45,10 @@ impl ListIterator {
             state: Mutex::new(State {
                 iter: Some(iter),
                 buffer: VecDeque::with_capacity(BATCH),
+                failed: None,
             }),
             depth,
+            prefix: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -51,11 +62,18 @@ impl ListIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<ListElement>> {
         let mut st = lock(py, &self.state);
         if st.buffer.is_empty() {
-            let State { iter, buffer } = &mut *st;
+            if let Some(e) = st.failed.take() {
+                return Err(to_py(e));
+            }
+            let State {
+                iter,
+                buffer,
+                failed,
+            } = &mut *st;
             let Some(it) = iter.as_mut() else {
                 return Ok(None);
             };
-            let failed = py.detach(|| {
+            *failed = py.detach(|| {
                 for item in it.by_ref() {
                     match item {
                         Ok(e) => buffer.push_back(e),
@@ -71,20 +89,17 @@ impl ListIterator {
             if buffer.len() < BATCH || failed.is_some() {
                 *iter = None;
             }
-            if let Some(e) = failed {
-                if buffer.is_empty() {
+            // The elements before a failure are handed out first, then the failure.
+            if buffer.is_empty() {
+                if let Some(e) = failed.take() {
                     return Err(to_py(e));
                 }
-                // Elements before the failure are handed out first; the failure is lost with
-                // the iterator, so say it now rather than end silently.
-                buffer.clear();
-                return Err(to_py(e));
             }
         }
         Ok(st
             .buffer
             .pop_front()
-            .map(|e| ListElement::new(e, self.depth)))
+            .map(|e| ListElement::new(e, self.depth, self.prefix.clone())))
     }
 }
 
@@ -94,15 +109,41 @@ pub struct ListElement {
     inner: api::ListElement,
     depth: u8,
     key: OnceLock<Py<PyDict>>,
+    prefix: Arc<Prefix>,
 }
 
 impl ListElement {
-    fn new(inner: api::ListElement, depth: u8) -> Self {
+    fn new(inner: api::ListElement, depth: u8, prefix: Arc<Prefix>) -> Self {
         ListElement {
             inner,
             depth,
             key: OnceLock::new(),
+            prefix,
         }
+    }
+
+    /// The combined key as a new dict, starting from a copy of the shared prefix when the
+    /// database and index keys are the last ones seen.
+    fn build_key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let k = &self.inner.key;
+        // Never wait for the lock with the GIL held: without it, build the whole dict.
+        let Ok(mut prefix) = self.prefix.try_lock() else {
+            return dict_of(py, &[&k.db, &k.index, &k.datum]);
+        };
+        let base = match &*prefix {
+            Some((db, index, d)) if *db == k.db && *index == k.index => d.bind(py).copy()?,
+            _ => {
+                let d = dict_of(py, &[&k.db, &k.index])?;
+                let copy = d.copy()?;
+                *prefix = Some((k.db.clone(), k.index.clone(), d.unbind()));
+                copy
+            }
+        };
+        drop(prefix);
+        for (kw, v) in k.datum.iter() {
+            base.set_item(string(py, kw), string(py, v))?;
+        }
+        Ok(base)
     }
 }
 
@@ -114,7 +155,7 @@ impl ListElement {
         if let Some(k) = self.key.get() {
             return Ok(k.clone_ref(py));
         }
-        let d = key_dict(py, &self.inner.key.combined())?.unbind();
+        let d = self.build_key(py)?.unbind();
         Ok(self.key.get_or_init(|| d).clone_ref(py))
     }
 

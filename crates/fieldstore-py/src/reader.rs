@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::buffer::WritableBuffer;
 use crate::errors::io_to_py;
-use crate::results::key_dict;
+use crate::strings::dict_of;
 use crate::sync::lock;
 
 /// The fields a retrieve matched, as one stream: `read`, `readinto`, `seek`, `tell`, `len`,
@@ -128,7 +128,7 @@ impl Reader {
             .iter()
             .map(|f| {
                 Ok(FieldInfo {
-                    key: key_dict(py, &f.key.combined())?.unbind(),
+                    key: dict_of(py, &[&f.key.db, &f.key.index, &f.key.datum])?.unbind(),
                     offset: f.offset,
                     length: f.length,
                 })
@@ -233,7 +233,7 @@ impl FieldIterator {
             return Ok(None);
         };
         let data = reader.field_bytes(py, i)?;
-        let key = key_dict(py, &f.key.combined())?;
+        let key = dict_of(py, &[&f.key.db, &f.key.index, &f.key.datum])?;
         let field = py
             .import("fieldstore._field")?
             .getattr("Field")?

@@ -11,11 +11,7 @@ use crate::convert::from_json;
 
 /// A key as a dict, keywords in schema order.
 pub fn key_dict<'py>(py: Python<'py>, key: &Key) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in key.iter() {
-        d.set_item(k, v)?;
-    }
-    Ok(d)
+    crate::strings::dict_of(py, &[key])
 }
 
 fn key_text(key: &Key) -> String {

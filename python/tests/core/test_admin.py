@@ -77,3 +77,14 @@ def test_wipe_matching_nothing_is_not_found(store):
     assert str(e.value).startswith("no database matches")  # not KeyError's quoted repr
     with pytest.raises(fieldstore.BadRequestError):
         store.wipe({})
+
+
+def test_without_a_request_maintenance_covers_every_database(store, make_fields):
+    store.archive(b"".join(d for _, d in make_fields(steps=(0,), params=("130",), levels=(500,),
+                                                     date="20261121")))
+    store.flush()
+    assert len(store.where()) == 2
+    stats = store.stats()
+    assert sorted(s.db["date"] for s in stats) == ["20261121", "20261122"]
+    assert sum(s.fields for s in stats) == 13
+    assert len(store.dump()) == 2 and len(store.purge()) == 2 and len(store.compact()) == 2

@@ -88,3 +88,19 @@ def test_many_fields_come_in_batches(fdb, make_fields):
     fdb.flush()
     keys = [e.key["step"] for e in fdb.list(dict(BASE_KEY))]
     assert sorted(keys, key=int) == [str(s) for s in range(600)]
+
+
+def test_a_damaged_index_fails_the_listing_after_the_fields_before_it(config, fdb, make_fields,
+                                                                      root):
+    for date in ("20261121", "20261122"):
+        fdb.archive(b"".join(d for _, d in make_fields(steps=range(5), params=("130",),
+                                                        levels=(500,), date=date)))
+    fdb.flush()
+    (idx,) = root.glob("*20261122*/*.idx")
+    data = idx.read_bytes()
+    idx.write_bytes(data[: len(data) // 2] + bytes(len(data) - len(data) // 2))
+    got = []
+    with pytest.raises(fieldstore.CorruptError, match="corrupt"):
+        for el in fieldstore.FDB(config).list():
+            got.append(el.key["date"])
+    assert got == ["20261121"] * 5

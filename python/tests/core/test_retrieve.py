@@ -107,13 +107,35 @@ def test_reader_outlives_its_fdb(store):
     assert len(r.read()) == size
 
 
-@pytest.mark.skipif(not hasattr(fieldstore, "Message"), reason="no GRIB decoder in this build")
 def test_values_as_numpy(store):
     r = store.retrieve(request(step=[0, 6]))
     values = r.to_numpy()
     assert values.shape == (2, 100) and values.dtype == np.float64
     first = next(iter(r))
     assert np.array_equal(first.to_numpy(), values[0])
+    assert np.array_equal(fieldstore.Message(first.data).to_numpy(), values[0])
+
+
+def test_field_metadata_and_geometry(store):
+    (f,) = list(store.retrieve(request(step=6)))
+    assert f.metadata("step") == 6 and f.metadata("levelist") == 500
+    assert f.metadata("no-such-key", default=None) is None
+    assert f.latitudes.shape == f.longitudes.shape == (100,)
+    assert isinstance(f.grid, dict) and f.grid.get("gridType")
+    assert f["param"] == "130" and len(f) == f.length
+
+
+def test_to_numpy_refuses_fields_of_different_sizes(fdb, make_fields):
+    fields = make_fields(steps=(0,), params=("130",), levels=(500,), npoints=10)
+    fields += make_fields(steps=(6,), params=("130",), levels=(500,), npoints=20)
+    fdb.archive(b"".join(d for _, d in fields))
+    fdb.flush()
+    r = fdb.retrieve(request(step=[0, 6]))
+    with pytest.raises(ValueError, match="different numbers of points"):
+        r.to_numpy()
+    a, b = (f.to_numpy().shape for f in r)
+    assert a != b
+    assert fdb.retrieve(request(step=99)).to_numpy().shape == (0, 0)
 
 
 def _rss():

@@ -19,6 +19,7 @@ from ._native import (
     DumpElement,
     FieldInfo,
     ListElement,
+    Message,
     ListIterator,
     PurgeElement,
     Reader,
@@ -54,6 +55,7 @@ __all__ = [
     "Reader",
     "FieldInfo",
     "Field",
+    "Message",
     "WhereElement",
     "WipeElement",
     "PurgeElement",
@@ -78,8 +80,3 @@ __all__ = [
     "InternalError",
     "__version__",
 ]
-
-# The GRIB decoder (`_native.Message`) is built from its own source file; exported when present.
-if hasattr(_native, "Message"):
-    Message = _native.Message
-    __all__.append("Message")

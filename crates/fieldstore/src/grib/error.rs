@@ -45,6 +45,17 @@ pub enum GribError {
         offset: u64,
         reason: String,
     },
+    #[error("expected one GRIB message, found {count}")]
+    NotOneMessage { count: usize },
+    /// Spherical harmonics and grids ecCodes has no geometry for have values but no points.
+    #[error("no latitudes/longitudes for gridType '{grid_type}': {reason}")]
+    NoGeometry { grid_type: String, reason: String },
+    #[error("{what}: the buffer holds {got} values, the message has {expected}")]
+    BufferSize {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
     #[error("ecCodes cannot decode the message: {0}")]
     Decode(String),
     #[error("ecCodes: {0}")]
@@ -56,6 +67,7 @@ impl GribError {
         match self {
             GribError::Io { .. } => ErrorKind::Io,
             GribError::EcCodes(_) => ErrorKind::Internal,
+            GribError::NoGeometry { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::BadRequest,
         }
     }

@@ -21,6 +21,14 @@ pub struct CodesContext {
 /// `CODES_KEYS_ITERATOR_SKIP_DUPLICATES` etc. are not needed: the mars namespace has no duplicates.
 pub const KEYS_ITERATOR_ALL_KEYS: c_ulong = 0;
 
+/// `GRIB_NOT_FOUND`: the key does not exist in this message.
+pub const NOT_FOUND: c_int = -10;
+
+/// `CODES_TYPE_*`, the native types of keys.
+pub const TYPE_LONG: c_int = 1;
+pub const TYPE_DOUBLE: c_int = 2;
+pub const TYPE_BYTES: c_int = 4;
+
 extern "C" {
     pub fn codes_handle_new_from_message(
         c: *mut CodesContext,
@@ -65,6 +73,39 @@ extern "C" {
         msg: *mut *const c_void,
         len: *mut usize,
     ) -> c_int;
+    #[cfg(test)]
+    pub fn codes_set_long_array(
+        h: *mut CodesHandle,
+        key: *const c_char,
+        vals: *const c_long,
+        len: usize,
+    ) -> c_int;
+    pub fn codes_get_size(h: *const CodesHandle, key: *const c_char, size: *mut usize) -> c_int;
+    pub fn codes_get_length(h: *const CodesHandle, key: *const c_char, len: *mut usize) -> c_int;
+    pub fn codes_get_double(h: *const CodesHandle, key: *const c_char, out: *mut f64) -> c_int;
+    pub fn codes_set_double(h: *mut CodesHandle, key: *const c_char, val: f64) -> c_int;
+    pub fn codes_get_double_array(
+        h: *const CodesHandle,
+        key: *const c_char,
+        vals: *mut f64,
+        len: *mut usize,
+    ) -> c_int;
+    pub fn codes_get_long_array(
+        h: *const CodesHandle,
+        key: *const c_char,
+        vals: *mut c_long,
+        len: *mut usize,
+    ) -> c_int;
+    pub fn codes_get_bytes(
+        h: *const CodesHandle,
+        key: *const c_char,
+        bytes: *mut u8,
+        len: *mut usize,
+    ) -> c_int;
+    pub fn codes_get_native_type(h: *const CodesHandle, key: *const c_char, t: *mut c_int)
+        -> c_int;
+    pub fn codes_is_defined(h: *const CodesHandle, key: *const c_char) -> c_int;
+    pub fn codes_is_missing(h: *const CodesHandle, key: *const c_char, err: *mut c_int) -> c_int;
     pub fn codes_get_api_version() -> c_long;
     pub fn codes_get_error_message(code: c_int) -> *const c_char;
 }

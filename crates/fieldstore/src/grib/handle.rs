@@ -133,6 +133,19 @@ impl<'a> Handle<'a> {
         Ok(())
     }
 
+    /// For tests building grids (`pl` of an octahedral grid).
+    #[cfg(test)]
+    pub(crate) fn set_longs(&mut self, key: &str, values: &[i64]) -> Result<(), GribError> {
+        let k = cstr(key)?;
+        let v: Vec<std::os::raw::c_long> = values.iter().map(|x| *x as _).collect();
+        // SAFETY: v valid for len; valid handle.
+        let rc = unsafe { ffi::codes_set_long_array(self.raw, k.as_ptr(), v.as_ptr(), v.len()) };
+        if rc != 0 {
+            return Err(GribError::EcCodes(format!("set {key}: {}", error_text(rc))));
+        }
+        Ok(())
+    }
+
     /// The encoded message (copied out of the handle).
     pub(crate) fn message(&self) -> Result<Vec<u8>, GribError> {
         let mut p: *const std::os::raw::c_void = ptr::null();

@@ -10,7 +10,11 @@ use crate::model::Key;
 /// The MARS keys of one framed message, in ecCodes' order, values as strings. Never copies the
 /// message; safe to call from many threads at once (ecCodes is thread-safe per handle).
 pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
-    let h = Handle::from_message(message)?;
+    mars_keys_of(&Handle::from_message(message)?)
+}
+
+/// The MARS keys of an open handle.
+pub(crate) fn mars_keys_of(h: &Handle<'_>) -> Result<Key, GribError> {
     let ns = CString::new("mars").map_err(|_| GribError::EcCodes("namespace".into()))?;
     // SAFETY: valid handle and namespace string.
     let it =

@@ -1,6 +1,7 @@
 //! GRIB: framing of byte streams into messages (ours, because ecCodes accepts garbage) and MARS key
-//! extraction, parameter names and sample fields through ecCodes.
+//! extraction, decoding of values and geometry, parameter names and sample fields through ecCodes.
 
+mod decode;
 mod error;
 mod ffi;
 pub(crate) mod framing;
@@ -9,6 +10,7 @@ pub(crate) mod keys;
 pub mod params;
 pub mod sample;
 
+pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;
 pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
 pub use keys::mars_keys;

@@ -1,0 +1,856 @@
+//! Decoding one GRIB message with ecCodes for numerical use: values (missing points as NaN), the
+//! latitude and longitude of every point, any key by name, a grid summary. Values can go straight
+//! into a caller's buffer so that Python fills a numpy array without a copy.
+//!
+//! ecCodes (Debian's build has `ECCODES_OMP_THREADS`) is thread-safe across handles; a [`Decoded`]
+//! owns one handle and is `Send`, not `Sync`.
+
+use std::ffi::CString;
+use std::os::raw::{c_int, c_long};
+use std::sync::Arc;
+
+use super::error::GribError;
+use super::ffi;
+use super::framing::split_slice;
+use super::handle::{cstr, error_text, Handle};
+use crate::model::Key;
+
+/// Written by ecCodes where the bitmap (or complex packing) says a point is missing, then turned
+/// into NaN. Far outside what any GRIB packing other than IEEE could encode.
+const MISSING_SENTINEL: f64 = -1.0e300;
+
+/// A key's value in its native ecCodes type; arrays when ecCodes holds more than one element.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyValue {
+    Long(i64),
+    Double(f64),
+    String(String),
+    Longs(Vec<i64>),
+    Doubles(Vec<f64>),
+    Bytes(Vec<u8>),
+}
+
+/// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
+pub const GRID_KEYS: &[&str] = &[
+    "gridType",
+    "gridName",
+    "isOctahedral",
+    "numberOfDataPoints",
+    "numberOfValues",
+    "numberOfMissing",
+    "Ni",
+    "Nj",
+    "N",
+    "Nx",
+    "Ny",
+    "pl",
+    "latitudeOfFirstGridPointInDegrees",
+    "longitudeOfFirstGridPointInDegrees",
+    "latitudeOfLastGridPointInDegrees",
+    "longitudeOfLastGridPointInDegrees",
+    "iDirectionIncrementInDegrees",
+    "jDirectionIncrementInDegrees",
+    "iScansNegatively",
+    "jScansPositively",
+    "jPointsAreConsecutive",
+    "latitudeOfSouthernPoleInDegrees",
+    "longitudeOfSouthernPoleInDegrees",
+    "angleOfRotationInDegrees",
+    "LaDInDegrees",
+    "LoVInDegrees",
+    "Latin1InDegrees",
+    "Latin2InDegrees",
+    "DxInMetres",
+    "DyInMetres",
+    "J",
+    "K",
+    "M",
+    "shapeOfTheEarth",
+    "radius",
+];
+
+/// One GRIB message opened by ecCodes, borrowing its bytes (no copy).
+pub struct Decoded<'a> {
+    handle: Handle<'a>,
+    bytes: &'a [u8],
+    /// False when ecCodes refused the sentinel: missing points are then found by `missingValue`.
+    sentinel: bool,
+}
+
+impl<'a> Decoded<'a> {
+    /// Opens exactly one GRIB message (zero padding after it is allowed). The framing is checked
+    /// first, because ecCodes hands back a handle for garbage.
+    pub fn new(data: &'a [u8]) -> Result<Decoded<'a>, GribError> {
+        let framed = split_slice(data, "data")?;
+        let bytes = match framed.as_slice() {
+            [(_, _, m)] => *m,
+            other => return Err(GribError::NotOneMessage { count: other.len() }),
+        };
+        let handle = Handle::from_message(bytes)?;
+        // `missingValue` is transient: setting it never writes into the borrowed bytes.
+        let key = cstr("missingValue")?;
+        // SAFETY: valid handle and C string.
+        let rc = unsafe { ffi::codes_set_double(handle.raw(), key.as_ptr(), MISSING_SENTINEL) };
+        let mut d = Decoded {
+            handle,
+            bytes,
+            sentinel: false,
+        };
+        d.sentinel = rc == 0 && d.double("missingValue").ok() == Some(MISSING_SENTINEL);
+        // Touch a key every message has, so a header ecCodes cannot parse fails here.
+        d.string("gridType")?;
+        Ok(d)
+    }
+
+    /// The message's bytes, `GRIB` to `7777`.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The MARS keys, as the store files the message.
+    pub fn mars_keys(&self) -> Result<Key, GribError> {
+        super::keys::mars_keys_of(&self.handle)
+    }
+
+    /// How many values `values` gives: every point of the grid, missing ones included (for
+    /// spherical harmonics, the coefficients).
+    pub fn number_of_values(&self) -> Result<usize, GribError> {
+        self.size("values")
+    }
+
+    /// The values, missing points as NaN.
+    pub fn values(&self) -> Result<Vec<f64>, GribError> {
+        let mut v = vec![0.0; self.number_of_values()?];
+        self.values_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Decodes into `out`, which must hold exactly [`Self::number_of_values`] values.
+    pub fn values_into(&self, out: &mut [f64]) -> Result<(), GribError> {
+        let n = self.number_of_values()?;
+        self.doubles_into("values", n, out)?;
+        let marker = if self.sentinel {
+            Some(MISSING_SENTINEL)
+        } else if self.long("bitmapPresent").unwrap_or(0) != 0 {
+            self.double("missingValue").ok()
+        } else {
+            None
+        };
+        if let Some(m) = marker {
+            for v in out.iter_mut().filter(|v| **v == m) {
+                *v = f64::NAN;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many points `latitudes`/`longitudes` give, or why the grid has none.
+    pub fn number_of_points(&self) -> Result<usize, GribError> {
+        self.check_geometry()?;
+        self.size("latitudes").map_err(|e| self.no_geometry(e))
+    }
+
+    /// The latitude of every point, in the order of the values.
+    pub fn latitudes(&self) -> Result<Vec<f64>, GribError> {
+        let mut v = vec![0.0; self.number_of_points()?];
+        self.latitudes_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// The longitude of every point, in the order of the values.
+    pub fn longitudes(&self) -> Result<Vec<f64>, GribError> {
+        let mut v = vec![0.0; self.number_of_points()?];
+        self.longitudes_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Fills `out` (exactly [`Self::number_of_points`] long) with latitudes.
+    pub fn latitudes_into(&self, out: &mut [f64]) -> Result<(), GribError> {
+        self.coordinates_into(out, true)
+    }
+
+    /// Fills `out` (exactly [`Self::number_of_points`] long) with longitudes.
+    pub fn longitudes_into(&self, out: &mut [f64]) -> Result<(), GribError> {
+        self.coordinates_into(out, false)
+    }
+
+    fn coordinates_into(&self, out: &mut [f64], latitudes: bool) -> Result<(), GribError> {
+        let n = self.number_of_points()?;
+        let key = if latitudes { "latitudes" } else { "longitudes" };
+        self.doubles_into(key, n, out)
+            .map_err(|e| self.no_geometry(e))?;
+        if let Some(pole) = self.rotation_left_to_us()? {
+            let other = if latitudes { "longitudes" } else { "latitudes" };
+            let mut o = vec![0.0; n];
+            self.doubles_into(other, n, &mut o)
+                .map_err(|e| self.no_geometry(e))?;
+            for (x, y) in out.iter_mut().zip(&o) {
+                let (lat, lon) = if latitudes { (*x, *y) } else { (*y, *x) };
+                let (lat, lon) = unrotate(lat, lon, pole);
+                *x = if latitudes { lat } else { lon };
+            }
+        }
+        Ok(())
+    }
+
+    /// The rotation (south pole latitude, longitude, angle) when ecCodes gives rotated
+    /// coordinates: its reduced Gaussian iterator unrotates only from 2.35 (ECC-1781).
+    fn rotation_left_to_us(&self) -> Result<Option<(f64, f64, f64)>, GribError> {
+        // SAFETY: a pure function of the library.
+        if unsafe { ffi::codes_get_api_version() } >= 23500
+            || self.string("gridType")? != "reduced_rotated_gg"
+        {
+            return Ok(None);
+        }
+        Ok(Some((
+            self.double("latitudeOfSouthernPoleInDegrees")?,
+            self.double("longitudeOfSouthernPoleInDegrees")?,
+            self.double("angleOfRotationInDegrees").unwrap_or(0.0),
+        )))
+    }
+
+    /// Any key by name, in its native type; `None` when the message does not define it. A key
+    /// coded as missing gives what ecCodes gives for it (e.g. `Ni` of a reduced grid is
+    /// 2147483647), as the `eccodes` Python package does.
+    pub fn get(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
+        let k = cstr(key)?;
+        // SAFETY: valid handle and C string.
+        if unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } == 0 {
+            return Ok(None);
+        }
+        let mut t: c_int = 0;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_native_type(self.handle.raw(), k.as_ptr(), &mut t) };
+        if rc == ffi::NOT_FOUND {
+            return Ok(None);
+        }
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        let size = self.size(key).unwrap_or(1);
+        let value = match t {
+            ffi::TYPE_LONG if size > 1 => KeyValue::Longs(self.longs(&k, key, size)?),
+            ffi::TYPE_LONG => KeyValue::Long(self.long(key)?),
+            ffi::TYPE_DOUBLE if size > 1 => {
+                let mut v = vec![0.0; size];
+                self.doubles_into(key, size, &mut v)?;
+                KeyValue::Doubles(v)
+            }
+            ffi::TYPE_DOUBLE => KeyValue::Double(self.double(key)?),
+            ffi::TYPE_BYTES => KeyValue::Bytes(self.bytes_of(&k, key)?),
+            _ => KeyValue::String(self.string(key)?),
+        };
+        Ok(Some(value))
+    }
+
+    /// The geometry in a few keys ([`GRID_KEYS`] that the message defines and does not code as
+    /// missing), in that order.
+    pub fn grid(&self) -> Result<Vec<(&'static str, KeyValue)>, GribError> {
+        let mut out = Vec::new();
+        for key in GRID_KEYS {
+            let k = cstr(key)?;
+            let mut err: c_int = 0;
+            // SAFETY: valid handle, C string and out-parameter.
+            let missing = unsafe { ffi::codes_is_missing(self.handle.raw(), k.as_ptr(), &mut err) };
+            if err == 0 && missing == 1 {
+                continue;
+            }
+            if let Some(v) = self.get(key)? {
+                out.push((*key, v));
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_geometry(&self) -> Result<(), GribError> {
+        let grid_type = self.string("gridType")?;
+        if grid_type == "sh" {
+            return Err(GribError::NoGeometry {
+                grid_type,
+                reason: "spherical harmonics are coefficients, not grid points".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn no_geometry(&self, e: GribError) -> GribError {
+        match e {
+            GribError::Decode(reason) => GribError::NoGeometry {
+                grid_type: self.string("gridType").unwrap_or_default(),
+                reason,
+            },
+            e => e,
+        }
+    }
+
+    fn size(&self, key: &str) -> Result<usize, GribError> {
+        let k = cstr(key)?;
+        let mut n = 0usize;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_size(self.handle.raw(), k.as_ptr(), &mut n) };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        Ok(n)
+    }
+
+    fn doubles_into(&self, key: &str, n: usize, out: &mut [f64]) -> Result<(), GribError> {
+        if out.len() != n {
+            return Err(GribError::BufferSize {
+                what: if key == "values" {
+                    "values"
+                } else {
+                    "coordinates"
+                },
+                expected: n,
+                got: out.len(),
+            });
+        }
+        let k = cstr(key)?;
+        let mut len = out.len();
+        // SAFETY: out is writable for len doubles; ecCodes writes at most len.
+        let rc = unsafe {
+            ffi::codes_get_double_array(self.handle.raw(), k.as_ptr(), out.as_mut_ptr(), &mut len)
+        };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        if len != n {
+            return Err(GribError::Decode(format!(
+                "{key}: ecCodes gave {len} values of the {n} announced"
+            )));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::useless_conversion)] // c_long is i32 on Windows
+    fn longs(&self, k: &CString, key: &str, n: usize) -> Result<Vec<i64>, GribError> {
+        let mut v: Vec<c_long> = vec![0; n];
+        let mut len = n;
+        // SAFETY: v is writable for len longs.
+        let rc = unsafe {
+            ffi::codes_get_long_array(self.handle.raw(), k.as_ptr(), v.as_mut_ptr(), &mut len)
+        };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        v.truncate(len);
+        Ok(v.into_iter().map(i64::from).collect())
+    }
+
+    fn bytes_of(&self, k: &CString, key: &str) -> Result<Vec<u8>, GribError> {
+        let mut n = 0usize;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_length(self.handle.raw(), k.as_ptr(), &mut n) };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        let mut v = vec![0u8; n.max(1)];
+        let mut len = v.len();
+        // SAFETY: v is writable for len bytes.
+        let rc = unsafe {
+            ffi::codes_get_bytes(self.handle.raw(), k.as_ptr(), v.as_mut_ptr(), &mut len)
+        };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        v.truncate(len);
+        Ok(v)
+    }
+
+    #[allow(clippy::useless_conversion)] // c_long is i32 on Windows
+    fn long(&self, key: &str) -> Result<i64, GribError> {
+        let k = cstr(key)?;
+        let mut v: c_long = 0;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_long(self.handle.raw(), k.as_ptr(), &mut v) };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        Ok(i64::from(v))
+    }
+
+    fn double(&self, key: &str) -> Result<f64, GribError> {
+        let k = cstr(key)?;
+        let mut v = 0.0;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_double(self.handle.raw(), k.as_ptr(), &mut v) };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        Ok(v)
+    }
+
+    /// A string of any length (`Handle::get_string` stops at 1 KiB).
+    fn string(&self, key: &str) -> Result<String, GribError> {
+        let k = cstr(key)?;
+        let mut n = 0usize;
+        // SAFETY: valid handle, C string and out-parameter.
+        let rc = unsafe { ffi::codes_get_length(self.handle.raw(), k.as_ptr(), &mut n) };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        let mut buf = vec![0u8; n.max(64) + 1];
+        let mut len = buf.len();
+        // SAFETY: buf is writable for len bytes.
+        let rc = unsafe {
+            ffi::codes_get_string(
+                self.handle.raw(),
+                k.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(key_error(key, rc));
+        }
+        buf.truncate(len.min(buf.len()));
+        if let Some(nul) = buf.iter().position(|b| *b == 0) {
+            buf.truncate(nul);
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+}
+
+/// A [`Decoded`] that owns its bytes, for bindings that keep a message open across calls: opening
+/// a handle costs about as much as decoding a small field, so it is done once.
+pub struct OwnedDecoded {
+    // Declared first, so dropped before the bytes its handle reads.
+    decoded: Decoded<'static>,
+    _bytes: Arc<[u8]>,
+}
+
+impl OwnedDecoded {
+    /// Opens exactly one message, as [`Decoded::new`].
+    pub fn new(bytes: Arc<[u8]>) -> Result<OwnedDecoded, GribError> {
+        // SAFETY: the slice points into the Arc's allocation, which never moves and is freed only
+        // after `decoded` (field order above; no method hands out the 'static lifetime).
+        let view: &'static [u8] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) };
+        Ok(OwnedDecoded {
+            decoded: Decoded::new(view)?,
+            _bytes: bytes,
+        })
+    }
+
+    /// The open message, borrowed no longer than `self`.
+    pub fn get(&self) -> &Decoded<'_> {
+        &self.decoded
+    }
+}
+
+/// Rotated to geographic coordinates, as ecCodes' `unrotate` computes them (down to its rounding
+/// to 6 decimals in single precision), so results match newer ecCodes.
+fn unrotate(lat: f64, lon: f64, (pole_lat, pole_lon, angle): (f64, f64, f64)) -> (f64, f64) {
+    let (latr, lonr) = (lat.to_radians(), lon.to_radians());
+    let (xd, yd, zd) = (lonr.cos() * latr.cos(), lonr.sin() * latr.cos(), latr.sin());
+    let t = (-(90.0 + pole_lat)).to_radians();
+    let o = (-pole_lon).to_radians();
+    let (sin_t, cos_t, sin_o, cos_o) = (t.sin(), t.cos(), o.sin(), o.cos());
+    let x = cos_t * cos_o * xd + sin_o * yd + sin_t * cos_o * zd;
+    let y = -cos_t * sin_o * xd + cos_o * yd - sin_t * sin_o * zd;
+    let z = (-sin_t * xd + cos_t * zd).clamp(-1.0, 1.0);
+    let round6 = |v: f64| f64::from(((v * 1_000_000.0) as f32).round()) / 1_000_000.0;
+    (
+        round6(z.asin().to_degrees()),
+        round6(y.atan2(x).to_degrees()) - angle,
+    )
+}
+
+fn key_error(key: &str, rc: c_int) -> GribError {
+    GribError::Decode(format!("key '{key}': {}", error_text(rc)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::Command;
+
+    fn sample(name: &str) -> Handle<'static> {
+        Handle::from_sample(name).unwrap()
+    }
+
+    /// `(lat, lon, value-or-None)` per point, as `grib_get_data` (libeccodes-tools) prints them.
+    fn grib_get_data(msg: &[u8]) -> Vec<(f64, f64, Option<f64>)> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(msg).unwrap();
+        let out = Command::new("grib_get_data")
+            .args(["-m", "missing", "-L", "%.9f %.9f", "-F", "%.12g"])
+            .arg(f.path())
+            .output()
+            .expect("grib_get_data (libeccodes-tools) runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (
+                    w[0].parse().unwrap(),
+                    w[1].parse().unwrap(),
+                    w[2].parse().ok(),
+                )
+            })
+            .collect()
+    }
+
+    fn ramp(n: usize) -> Vec<f64> {
+        (0..n).map(|i| 250.0 + (i % 97) as f64 * 0.5).collect()
+    }
+
+    /// A sample with known values set (16-bit packing keeps them within 0.01).
+    fn with_values(name: &str) -> (Vec<u8>, Vec<f64>) {
+        with_values_and(name, &[])
+    }
+
+    fn with_values_and(name: &str, keys: &[(&str, i64)]) -> (Vec<u8>, Vec<f64>) {
+        let mut h = sample(name);
+        for (k, v) in keys {
+            h.set_long(k, *v).unwrap();
+        }
+        h.set_long("bitsPerValue", 16).unwrap();
+        let n = h.get_long("numberOfDataPoints").unwrap() as usize;
+        let v = ramp(n);
+        h.set_doubles("values", &v).unwrap();
+        (h.message().unwrap(), v)
+    }
+
+    fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= tol, "{what}[{i}]: {x} vs {y}");
+        }
+    }
+
+    /// Values, latitudes and longitudes agree with `grib_get_data` point by point.
+    fn agrees_with_grib_get_data(msg: &[u8], expect_values: Option<&[f64]>) {
+        let d = Decoded::new(msg).unwrap();
+        let (lat, lon, val) = (
+            d.latitudes().unwrap(),
+            d.longitudes().unwrap(),
+            d.values().unwrap(),
+        );
+        let reference = grib_get_data(msg);
+        assert_eq!(lat.len(), reference.len());
+        assert_eq!(d.number_of_points().unwrap(), reference.len());
+        let rlat: Vec<f64> = reference.iter().map(|r| r.0).collect();
+        let rlon: Vec<f64> = reference.iter().map(|r| r.1).collect();
+        assert_close(&lat, &rlat, 1e-8, "latitudes");
+        assert_close(&lon, &rlon, 1e-8, "longitudes");
+        for (i, (v, r)) in val.iter().zip(&reference).enumerate() {
+            match r.2 {
+                Some(r) => assert!(
+                    (v - r).abs() <= 1e-6 * r.abs().max(1.0),
+                    "value {i}: {v} vs {r}"
+                ),
+                None => assert!(v.is_nan(), "value {i} should be missing"),
+            }
+        }
+        if let Some(e) = expect_values {
+            assert_close(&val, e, 0.01, "values");
+        }
+    }
+
+    #[test]
+    fn regular_ll_values_and_points() {
+        let (msg, v) = with_values("regular_ll_sfc_grib2");
+        agrees_with_grib_get_data(&msg, Some(&v));
+        let d = Decoded::new(&msg).unwrap();
+        let (lat, lon) = (d.latitudes().unwrap(), d.longitudes().unwrap());
+        // 16 x 31 from (60N, 0E), 2 degrees apart, rows north to south.
+        assert_eq!(lat.len(), 16 * 31);
+        assert_eq!((lat[0], lon[0]), (60.0, 0.0));
+        assert_eq!((lat[1], lon[1]), (60.0, 2.0));
+        assert_eq!((lat[16], lon[16]), (58.0, 0.0));
+        let grid = d.grid().unwrap();
+        let get = |k: &str| grid.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("gridType"), Some(KeyValue::String("regular_ll".into())));
+        assert_eq!(get("Ni"), Some(KeyValue::Long(16)));
+        assert_eq!(get("Nj"), Some(KeyValue::Long(31)));
+        assert_eq!(
+            get("iDirectionIncrementInDegrees"),
+            Some(KeyValue::Double(2.0))
+        );
+        assert_eq!(get("pl"), None);
+    }
+
+    #[test]
+    fn other_grids_agree_with_eccodes_tools() {
+        for name in [
+            "GRIB1",
+            "regular_gg_sfc_grib2",
+            "reduced_gg_pl_96_grib2",
+            "rotated_ll_pl_grib1",
+            "reduced_ll_sfc_grib2",
+            "rotated_ll_sfc_grib2",
+        ] {
+            let (msg, v) = with_values(name);
+            agrees_with_grib_get_data(&msg, Some(&v));
+        }
+        // As for lambert, rows south to north (see `lambert_conformal`).
+        let (msg, v) = with_values_and("polar_stereographic_sfc_grib2", &[("jScansPositively", 1)]);
+        agrees_with_grib_get_data(&msg, Some(&v));
+        // ecCodes loses the values set on its GRIB1 Gaussian samples: these as they come.
+        for name in ["regular_gg_pl_grib1", "reduced_gg_pl_32_grib1"] {
+            agrees_with_grib_get_data(&sample(name).message().unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn reduced_gaussian_has_pl_and_its_points() {
+        let (msg, _) = with_values("reduced_gg_pl_32_grib2");
+        let d = Decoded::new(&msg).unwrap();
+        let Some(KeyValue::Longs(pl)) = d.get("pl").unwrap() else {
+            panic!("pl is an array of longs")
+        };
+        assert_eq!(pl.len(), 64);
+        let total: i64 = pl.iter().sum();
+        assert_eq!(d.number_of_values().unwrap() as i64, total);
+        let lon = d.longitudes().unwrap();
+        // The first row has pl[0] points, 360/pl[0] degrees apart.
+        assert!((lon[1] - 360.0 / pl[0] as f64).abs() < 1e-9);
+        let grid = d.grid().unwrap();
+        assert!(
+            grid.iter().all(|(k, _)| *k != "Ni"),
+            "Ni is missing: {grid:?}"
+        );
+        assert!(grid
+            .iter()
+            .any(|(k, v)| *k == "N" && *v == KeyValue::Long(32)));
+    }
+
+    #[test]
+    fn octahedral_grid() {
+        let n = 32i64;
+        let half: Vec<i64> = (0..n).map(|i| 20 + 4 * i).collect();
+        let pl: Vec<i64> = half.iter().chain(half.iter().rev()).copied().collect();
+        let total: i64 = pl.iter().sum();
+        let mut h = sample("reduced_gg_pl_32_grib2");
+        h.set_longs("pl", &pl).unwrap();
+        h.set_long("numberOfDataPoints", total).unwrap();
+        h.set_long("bitsPerValue", 16).unwrap();
+        let v = ramp(total as usize);
+        h.set_doubles("values", &v).unwrap();
+        let msg = h.message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("isOctahedral").unwrap(), Some(KeyValue::Long(1)));
+        assert_eq!(d.number_of_points().unwrap(), total as usize);
+        agrees_with_grib_get_data(&msg, Some(&v));
+        let lon = d.longitudes().unwrap();
+        assert!(
+            (lon[1] - 18.0).abs() < 1e-9,
+            "O32's first row has 20 points"
+        );
+    }
+
+    #[test]
+    fn lambert_conformal() {
+        let mut h = sample("GRIB2");
+        h.set_long("gridDefinitionTemplateNumber", 30).unwrap();
+        // South to north, as limited-area models write it: ecCodes 2.28's lambert iterator
+        // pairs points and values wrongly when rows run north to south (fixed in later versions).
+        h.set_long("jScansPositively", 1).unwrap();
+        for (k, v) in [
+            ("Nx", 20),
+            ("Ny", 15),
+            ("DxInMetres", 20000),
+            ("DyInMetres", 20000),
+        ] {
+            h.set_long(k, v).unwrap();
+        }
+        h.set_long("latitudeOfFirstGridPoint", 40_000_000).unwrap();
+        h.set_long("longitudeOfFirstGridPoint", 350_000_000)
+            .unwrap();
+        h.set_long("LaD", 50_000_000).unwrap();
+        h.set_long("LoV", 10_000_000).unwrap();
+        h.set_long("Latin1", 50_000_000).unwrap();
+        h.set_long("Latin2", 50_000_000).unwrap();
+        h.set_long("bitsPerValue", 16).unwrap();
+        let v = ramp(300);
+        h.set_doubles("values", &v).unwrap();
+        let msg = h.message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(
+            d.get("gridType").unwrap(),
+            Some(KeyValue::String("lambert".into()))
+        );
+        agrees_with_grib_get_data(&msg, Some(&v));
+        let lat = d.latitudes().unwrap();
+        assert!((lat[0] - 40.0).abs() < 1e-6, "{}", lat[0]);
+    }
+
+    /// ecCodes 2.35 and later unrotate reduced rotated Gaussian grids; Debian's 2.28 does not,
+    /// so we do. Reference: ecCodes 2.50 (pip `eccodes`) on this sample.
+    #[test]
+    fn reduced_rotated_gaussian_is_unrotated() {
+        let msg = sample("reduced_rotated_gg_sfc_grib2").message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        let (lat, lon) = (d.latitudes().unwrap(), d.longitudes().unwrap());
+        assert_eq!(lat.len(), 6114);
+        for (i, la, lo) in [(0, 2.136201, 180.0), (1, 2.031603, 179.3396)] {
+            assert!((lat[i] - la).abs() < 1e-6, "{i}: {}", lat[i]);
+            assert!((lon[i] - lo).abs() < 1e-4, "{i}: {}", lon[i]);
+        }
+        // The identity rotation leaves points where they are.
+        assert_eq!(unrotate(12.5, 33.0, (-90.0, 0.0, 0.0)), (12.5, 33.0));
+    }
+
+    #[test]
+    fn missing_points_are_nan() {
+        let mut h = sample("regular_ll_sfc_grib2");
+        h.set_long("bitmapPresent", 1).unwrap();
+        h.set_long("bitsPerValue", 16).unwrap();
+        let mut v = ramp(496);
+        for i in [0, 7, 100, 495] {
+            v[i] = 9999.0;
+        }
+        h.set_doubles("values", &v).unwrap();
+        let msg = h.message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        let got = d.values().unwrap();
+        for (i, (g, e)) in got.iter().zip(&v).enumerate() {
+            if *e == 9999.0 {
+                assert!(g.is_nan(), "{i}");
+            } else {
+                assert!((g - e).abs() < 0.01, "{i}: {g} vs {e}");
+            }
+        }
+        assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(4)));
+        agrees_with_grib_get_data(&msg, None);
+    }
+
+    #[test]
+    fn values_into_a_callers_buffer() {
+        let (msg, v) = with_values("regular_gg_sfc_grib2");
+        let d = Decoded::new(&msg).unwrap();
+        let mut buf = vec![f64::NAN; d.number_of_values().unwrap()];
+        d.values_into(&mut buf).unwrap();
+        assert_close(&buf, &v, 0.01, "values");
+        let mut short = vec![0.0; 10];
+        let e = d.values_into(&mut short).unwrap_err();
+        assert!(matches!(e, GribError::BufferSize { got: 10, .. }), "{e}");
+        let e = d.latitudes_into(&mut short).unwrap_err();
+        assert!(matches!(e, GribError::BufferSize { got: 10, .. }), "{e}");
+    }
+
+    #[test]
+    fn spherical_harmonics_have_values_but_no_points() {
+        let msg = sample("sh_sfc_grib2").message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.number_of_values().unwrap(), 4160);
+        assert_eq!(d.values().unwrap().len(), 4160);
+        let e = d.latitudes().unwrap_err();
+        assert!(matches!(e, GribError::NoGeometry { ref grid_type, .. } if grid_type == "sh"));
+        assert_eq!(e.kind(), crate::error_kind::ErrorKind::Unsupported);
+        assert!(d.grid().unwrap().iter().any(|(k, _)| *k == "J"));
+        // Bi-Fourier limited-area fields: ecCodes has no iterator either.
+        let msg = sample("lambert_bf_grib2").message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert!(matches!(
+            d.longitudes().unwrap_err(),
+            GribError::NoGeometry { .. }
+        ));
+    }
+
+    #[test]
+    fn keys_in_their_native_types() {
+        let (msg, _) = with_values("regular_ll_sfc_grib2");
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("Ni").unwrap(), Some(KeyValue::Long(16)));
+        assert_eq!(
+            d.get("latitudeOfFirstGridPointInDegrees").unwrap(),
+            Some(KeyValue::Double(60.0))
+        );
+        assert_eq!(
+            d.get("shortName").unwrap(),
+            Some(KeyValue::String("t".into()))
+        );
+        assert_eq!(d.get("noSuchKey").unwrap(), None);
+        assert_eq!(d.get("pl").unwrap(), None);
+        assert!(
+            matches!(d.get("md5Section3").unwrap(), Some(KeyValue::String(s)) if s.len() == 32)
+        );
+        assert!(matches!(d.get("values").unwrap(), Some(KeyValue::Doubles(v)) if v.len() == 496));
+        assert_eq!(d.bytes(), &msg[..]);
+    }
+
+    #[test]
+    fn mars_keys_of_a_decoded_field() {
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20261122"),
+            ("time", "1200"),
+            ("step", "6"),
+            ("levtype", "pl"),
+            ("levelist", "500"),
+            ("param", "130"),
+        ];
+        let msg = super::super::sample::make_field(&keys, 100, 1).unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(
+            d.mars_keys().unwrap(),
+            super::super::mars_keys(&msg).unwrap()
+        );
+        assert_eq!(d.mars_keys().unwrap().get("param"), Some("130"));
+    }
+
+    #[test]
+    fn garbage_is_refused_without_crashing() {
+        let (msg, _) = with_values("regular_ll_sfc_grib2");
+        assert!(Decoded::new(b"").is_err());
+        assert!(Decoded::new(b"not grib at all").is_err());
+        assert!(Decoded::new(&msg[..msg.len() - 10]).is_err());
+        let two = [msg.clone(), msg.clone()].concat();
+        assert!(matches!(
+            Decoded::new(&two),
+            Err(GribError::NotOneMessage { count: 2 })
+        ));
+        let mut padded = msg.clone();
+        padded.extend_from_slice(&[0; 8]);
+        assert_eq!(Decoded::new(&padded).unwrap().bytes(), &msg[..]);
+        // Well framed, garbage inside: ecCodes opens it; every call must fail or answer, not crash.
+        for fill in [0x00u8, 0xff, 0x5a] {
+            let mut g = msg.clone();
+            for b in &mut g[16..msg.len() - 4] {
+                *b = fill;
+            }
+            if let Ok(d) = Decoded::new(&g) {
+                let _ = d.values();
+                let _ = d.latitudes();
+                let _ = d.grid();
+                let _ = d.mars_keys();
+            };
+        }
+    }
+
+    #[test]
+    fn owned_messages_stay_open() {
+        let (msg, v) = with_values("regular_ll_sfc_grib2");
+        let owned = OwnedDecoded::new(Arc::from(msg.as_slice())).unwrap();
+        drop(msg);
+        let moved = std::thread::spawn(move || owned).join().unwrap();
+        assert_close(&moved.get().values().unwrap(), &v, 0.01, "values");
+        assert!(OwnedDecoded::new(Arc::from(&b"GRIB"[..])).is_err());
+    }
+
+    #[test]
+    fn decodes_concurrently() {
+        let (msg, v) = with_values("reduced_gg_pl_32_grib2");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let d = Decoded::new(&msg).unwrap();
+                        assert_close(&d.values().unwrap(), &v, 0.01, "values");
+                        assert_eq!(d.latitudes().unwrap().len(), v.len());
+                    }
+                });
+            }
+        });
+    }
+}
