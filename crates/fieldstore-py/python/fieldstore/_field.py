@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+# numpy is imported only when values are decoded: importing it starts OpenBLAS's threads, which
+# cost CPU in programs that only archive, list or read bytes.
 
 _MISSING = object()
 
@@ -76,6 +79,8 @@ class Field:
 
 def _reader_to_numpy(reader: Any) -> np.ndarray:
     """Reader.to_numpy: every field's values stacked, shape (fields, points)."""
+    import numpy as np
+
     rows = [f.to_numpy() for f in reader]
     if not rows:
         return np.empty((0, 0), dtype=np.float64)

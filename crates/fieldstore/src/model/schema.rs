@@ -262,6 +262,19 @@ pub struct Schema {
     text: String,
     paths: Vec<RulePath>,
     keywords: BTreeSet<String>,
+    /// Each path's keywords (as named and as stored) as a bitset over `keyword_bits`, so
+    /// `expand` passes over the rules that cannot take a request's keywords without walking
+    /// their predicates: ECMWF's schema has hundreds of paths, and a retrieve of one field
+    /// spent most of its time there.
+    path_masks: Vec<Vec<u64>>,
+    keyword_bits: HashMap<String, usize>,
+}
+
+/// Sets bit `i` of a bitset of 64-bit words.
+fn set_bit(mask: &mut [u64], i: usize) {
+    if let Some(w) = mask.get_mut(i / 64) {
+        *w |= 1 << (i % 64);
+    }
 }
 
 impl Schema {
@@ -271,12 +284,34 @@ impl Schema {
             .iter()
             .flat_map(|p| p.levels.iter().flatten())
             .flat_map(|p| [p.keyword.to_string(), p.stored_keyword().to_string()])
+            .collect::<BTreeSet<String>>();
+        let keyword_bits: HashMap<String, usize> = keywords
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i))
+            .collect();
+        let words = keywords.len().div_ceil(64);
+        let path_masks = paths
+            .iter()
+            .map(|path| {
+                let mut mask = vec![0u64; words];
+                for p in path.levels.iter().flatten() {
+                    for k in [p.keyword.as_str(), p.stored_keyword()] {
+                        if let Some(&i) = keyword_bits.get(k) {
+                            set_bit(&mut mask, i);
+                        }
+                    }
+                }
+                mask
+            })
             .collect();
         Ok(Schema {
             origin: origin.to_string(),
             text: text.to_string(),
             paths,
             keywords,
+            path_masks,
+            keyword_bits,
         })
     }
 
@@ -451,15 +486,18 @@ impl Schema {
             });
         }
         let req: HashMap<&str, &[String]> = request.into_iter().collect();
+        let mut wanted = vec![0u64; self.keywords.len().div_ceil(64)];
+        for k in req.keys() {
+            if let Some(&i) = self.keyword_bits.get(*k) {
+                set_bit(&mut wanted, i);
+            }
+        }
+        // Many paths share keywords and types: each value is made canonical once per call.
+        let mut memo: HashMap<(KeyType, &str, &str), String> = HashMap::new();
         let mut out: Vec<Expansion> = Vec::new();
-        'paths: for path in &self.paths {
-            let named = |k: &str| {
-                path.levels
-                    .iter()
-                    .flatten()
-                    .any(|p| p.keyword == k || p.stored_keyword() == k)
-            };
-            if !req.keys().all(|k| named(k)) {
+        'paths: for (path, names) in self.paths.iter().zip(&self.path_masks) {
+            // Every keyword of the request must be one the path names.
+            if wanted.iter().zip(names).any(|(w, n)| w & !n != 0) {
                 continue;
             }
             let mut levels: [LevelSelection; 3] = Default::default();
@@ -477,8 +515,12 @@ impl Schema {
                             for v in vals.iter() {
                                 let c = if p.matcher == Matcher::Ignore {
                                     String::new()
+                                } else if let Some(c) = memo.get(&(p.ty, p.keyword.as_str(), v)) {
+                                    c.clone()
                                 } else {
-                                    p.ty.canonical(&p.keyword, v, cx)?
+                                    let c = p.ty.canonical(&p.keyword, v, cx)?;
+                                    memo.insert((p.ty, p.keyword.as_str(), v), c.clone());
+                                    c
                                 };
                                 if predicate_allows(p, &c) && have.insert(c.clone()) {
                                     canon.push(c);
