@@ -22,17 +22,7 @@ import pytest
 import fieldstore
 from fieldstore import _native
 
-BASE_KEY = {
-    "class": "od",
-    "expver": "0001",
-    "stream": "oper",
-    "date": "20261122",
-    "time": "1200",
-    "type": "fc",
-    "levtype": "pl",
-}
-
-DB_REQUEST = {k: BASE_KEY[k] for k in ("class", "expver", "stream", "date", "time")}
+from testkeys import BASE_KEY, DB_REQUEST  # noqa: E402  (re-exported for fixtures)
 
 _FDB_VARS = (
     "FDB_CONFIG",

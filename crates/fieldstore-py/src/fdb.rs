@@ -101,6 +101,25 @@ fn local_schema(config: &fieldstore::model::config::FdbConfig) -> Option<Schema>
     }
 }
 
+impl Fdb {
+    /// `op` with the GIL released over the databases a request matches (every database without
+    /// a request), each result turned into its Python class.
+    fn over_databases<'py, T: Send, P: pyo3::PyClass + Into<pyo3::PyClassInitializer<P>>>(
+        &self,
+        py: Python<'py>,
+        request: Option<&Bound<'_, PyAny>>,
+        op: impl Fn(&dyn api::Fdb, &Request) -> Result<Vec<T>, api::ApiError> + Send + Sync,
+        convert: fn(Python<'py>, &T) -> PyResult<P>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let request = convert::request(request)?;
+        let fdb = &*self.inner;
+        let found = py
+            .detach(|| per_database(fdb, &request, |r| op(fdb, r)))
+            .map_err(to_py)?;
+        list_of(py, &found, convert)
+    }
+}
+
 #[pymethods]
 impl Fdb {
     #[new]
@@ -285,12 +304,7 @@ impl Fdb {
         py: Python<'py>,
         request: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let request = convert::request(request)?;
-        let fdb = &*self.inner;
-        let found = py
-            .detach(|| per_database(fdb, &request, |r| fdb.stats(r)))
-            .map_err(to_py)?;
-        list_of(py, &found, results::stats)
+        self.over_databases(py, request, |f, r| f.stats(r), results::stats)
     }
 
     /// The journal of each matching database (all of them without a request).
@@ -300,12 +314,7 @@ impl Fdb {
         py: Python<'py>,
         request: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let request = convert::request(request)?;
-        let fdb = &*self.inner;
-        let found = py
-            .detach(|| per_database(fdb, &request, |r| fdb.dump(r)))
-            .map_err(to_py)?;
-        list_of(py, &found, results::dump)
+        self.over_databases(py, request, |f, r| f.dump(r), results::dump)
     }
 
     /// Deletes whole databases matching the request; with doit=False (the default) only says
@@ -337,12 +346,7 @@ impl Fdb {
         request: Option<&Bound<'_, PyAny>>,
         doit: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let request = convert::request(request)?;
-        let fdb = &*self.inner;
-        let found = py
-            .detach(|| per_database(fdb, &request, |r| fdb.purge(r, doit)))
-            .map_err(to_py)?;
-        list_of(py, &found, results::purge)
+        self.over_databases(py, request, |f, r| f.purge(r, doit), results::purge)
     }
 
     /// Locks, unlocks or reports ("lock", "unlock", "status") operations ("archive",
@@ -394,12 +398,7 @@ impl Fdb {
         py: Python<'py>,
         request: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let request = convert::request(request)?;
-        let fdb = &*self.inner;
-        let found = py
-            .detach(|| per_database(fdb, &request, |r| fdb.compact(r)))
-            .map_err(to_py)?;
-        list_of(py, &found, results::compact)
+        self.over_databases(py, request, |f, r| f.compact(r), results::compact)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -3,7 +3,7 @@
 import pytest
 
 import fieldstore
-from conftest import BASE_KEY, DB_REQUEST
+from testkeys import BASE_KEY, DB_REQUEST
 
 
 def test_axes_sorted_by_magnitude(store):

@@ -3,7 +3,7 @@
 import pytest
 
 import fieldstore
-from conftest import DB_REQUEST
+from testkeys import DB_REQUEST
 
 
 def count(fdb, request=None):

@@ -6,7 +6,7 @@ import os
 import pytest
 
 import fieldstore
-from conftest import BASE_KEY, DB_REQUEST
+from testkeys import BASE_KEY, DB_REQUEST
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

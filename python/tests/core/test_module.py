@@ -3,7 +3,7 @@
 import pytest
 
 import fieldstore
-from conftest import BASE_KEY
+from testkeys import BASE_KEY
 
 
 def test_versions():

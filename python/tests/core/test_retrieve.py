@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fieldstore
-from conftest import BASE_KEY
+from testkeys import BASE_KEY
 
 
 def request(**kw):

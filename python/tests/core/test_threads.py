@@ -3,7 +3,7 @@
 import threading
 
 import fieldstore
-from conftest import BASE_KEY
+from testkeys import BASE_KEY
 
 
 def test_eight_threads_share_one_handle(fdb, make_fields):
