@@ -4,7 +4,9 @@
     fdb = fieldstore.FDB({"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": "/data/fdb"}]}]})
     fdb.archive(open("fields.grib", "rb").read()); fdb.flush()
     for el in fdb.list({"class": "od", "param": "t"}): print(el.key)
-    values = fdb.retrieve({"class": "od", "param": "t", "step": [0, 6]}).to_numpy()
+    full = {"class": "od", "expver": "0001", "stream": "oper", "date": "20261122", "time": "1200",
+            "type": "fc", "levtype": "pl", "levelist": 500, "param": "t", "step": [0, 6]}
+    values = fdb.retrieve(full).to_numpy()   # retrieve names every keyword; list may be partial
 """
 
 from __future__ import annotations
