@@ -7,6 +7,7 @@ mod output;
 mod commands;
 mod context;
 mod exit;
+mod fdb_names;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,7 +78,33 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Called by an FDB5 tool name (`fdb-list`, ...): its command line becomes fieldstore's.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(tool) = argv.first().and_then(|a| fdb_names::tool_name(a)) else {
+        return run(Cli::parse());
+    };
+    let rest: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let lines = match fdb_names::translate(&tool, &rest) {
+        Ok(lines) => lines,
+        Err(e) => {
+            eprintln!("fieldstore: error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for line in lines {
+        let status = run(Cli::parse_from(line));
+        if status != ExitCode::SUCCESS {
+            return status;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(cli: Cli) -> ExitCode {
     // A server's log is its record of clients and failures: info unless told otherwise.
     let quiet = if matches!(cli.command, Command::Server(_)) {
         "info"
@@ -96,7 +123,8 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .try_init()
+        .ok();
     let session = context::Session::new(cli.config.clone());
     let result = match cli.command {
         Command::Info => commands::info::run(&session),
