@@ -316,9 +316,70 @@ fn visit_requests(p: &Parsed, spec: &Spec) -> Result<Vec<String>, FdbNameError> 
     Ok(p.args.clone())
 }
 
-/// The `fieldstore` command lines (program name first) an FDB5 tool call stands for, run in
-/// order; `--help` goes to the matching subcommand's help.
-pub fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameError> {
+/// What an FDB5 tool call stands for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// `fieldstore` command lines (program name first), run in order.
+    pub lines: Vec<Vec<String>>,
+    /// `--ignore-no-data`: a line failing because nothing matches is not a failure.
+    pub ignore_not_found: bool,
+    /// `--ignore-errors`: a failing line is reported and the others still run; the call succeeds.
+    pub ignore_errors: bool,
+    /// `fdb-info`: what to print, in FDB5's one-value-per-line form (see `fdb_info`).
+    pub info: Option<InfoQuery>,
+}
+
+/// `fdb-info`'s question: the config to use and the items asked for (none: all).
+#[derive(Debug, PartialEq)]
+pub struct InfoQuery {
+    pub config: Option<String>,
+    pub items: Vec<InfoItem>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum InfoItem {
+    Version,
+    Home,
+    Schema,
+    ConfigFile,
+}
+
+/// The plan for an FDB5 tool call; `--help` goes to the matching subcommand's help.
+pub fn plan(tool: &str, argv: &[String]) -> Result<Plan, FdbNameError> {
+    let lines = translate(tool, argv)?;
+    let flag = |f: &str| argv.iter().any(|a| a.strip_prefix("--") == Some(f));
+    let mut plan = Plan {
+        ignore_not_found: flag("ignore-no-data"),
+        ignore_errors: flag("ignore-errors"),
+        ..Plan::default()
+    };
+    if tool == "fdb-info" && !lines.iter().flatten().any(|a| a == "--help") {
+        let config = argv
+            .iter()
+            .find_map(|a| a.strip_prefix("--config="))
+            .map(str::to_string);
+        let mut items: Vec<InfoItem> = [
+            ("version", InfoItem::Version),
+            ("home", InfoItem::Home),
+            ("schema", InfoItem::Schema),
+            ("config-file", InfoItem::ConfigFile),
+        ]
+        .into_iter()
+        .filter(|(f, _)| flag(f))
+        .map(|(_, i)| i)
+        .collect();
+        if flag("all") {
+            items.clear();
+        }
+        plan.info = Some(InfoQuery { config, items });
+        return Ok(plan);
+    }
+    plan.lines = lines;
+    Ok(plan)
+}
+
+/// The `fieldstore` command lines (program name first) an FDB5 tool call stands for.
+fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameError> {
     let spec = spec(tool).ok_or_else(|| FdbNameError::UnknownTool { name: tool.into() })?;
     let sub = subcommand(tool);
     if argv.iter().any(|a| a == "--help" || a == "-h") {
@@ -439,10 +500,6 @@ pub fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNam
             p.unsupported(
                 "all",
                 "name the databases to delete; wiping everything at once is refused",
-            )?;
-            p.unsupported(
-                "ignore-no-data",
-                "not implemented yet; a request matching nothing is an error",
             )?;
             p.unsupported(
                 "unsafe-wipe-all",
@@ -647,5 +704,30 @@ mod tests {
         );
         assert_eq!(one("fdb-list", &["--help"]), "fieldstore list --help");
         assert_eq!(one("fdb-schema", &[]), "fieldstore schema show");
+    }
+
+    #[test]
+    fn plans_carry_the_tolerances_and_info_questions() {
+        let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let p = plan(
+            "fdb-wipe",
+            &args(&["--ignore-no-data", "--ignore-errors", db]),
+        )
+        .unwrap();
+        assert!(p.ignore_not_found && p.ignore_errors);
+        assert_eq!(p.lines.len(), 1);
+        let p = plan("fdb-info", &args(&["--schema", "--home", "--config=/c"])).unwrap();
+        assert!(p.lines.is_empty());
+        assert_eq!(
+            p.info,
+            Some(InfoQuery {
+                config: Some("/c".into()),
+                items: vec![InfoItem::Home, InfoItem::Schema]
+            })
+        );
+        let p = plan("fdb-info", &args(&["--all", "--version"])).unwrap();
+        assert_eq!(p.info.map(|i| i.items), Some(vec![]));
+        assert!(plan("fdb-info", &args(&["--lustre-api"])).is_err());
     }
 }

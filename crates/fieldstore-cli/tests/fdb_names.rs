@@ -138,6 +138,9 @@ fdb-axes --json class=od,expver=0001 > axes.json
 fdb-where --porcelain {BASE} > where
 fdb-wipe --doit {BASE} > wiped
 fdb-list --porcelain --all --minimum-keys= > after
+fdb-wipe --ignore-no-data --doit {BASE}
+if fdb-wipe --doit {BASE} 2> nothing; then exit 3; fi
+fdb-info --schema > schema
 "#,
         dir = d.path().display()
     );
@@ -163,6 +166,8 @@ fdb-list --porcelain --all --minimum-keys= > after
         .ends_with("od:0001:oper:20261122:1200:g"));
     assert!(read("wiped").starts_with("wiped database"));
     assert_eq!(read("after"), "");
+    assert!(read("nothing").contains("no database matches"));
+    assert!(read("schema").trim_end().ends_with("ecmwf-fdb5-schema"));
 }
 
 #[test]
@@ -227,4 +232,22 @@ fn porcelain_listing_is_fdb5s() {
     let ours = sorted_lines(&String::from_utf8_lossy(&o.stdout));
     assert_eq!(ours.len(), 8);
     assert_eq!(ours, theirs);
+}
+
+#[test]
+fn fdb_info_answers_as_fdb5s() {
+    if !have_fdb5() {
+        return skip::skip("fdb_info_answers_as_fdb5s", "FDB5's fdb-info", true);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    install(&bin);
+    let config = store(d.path(), &d.path().join("root"));
+    for flag in ["--schema", "--home", "--config-file"] {
+        let theirs =
+            run(configured(&mut Command::new("/usr/bin/fdb-info"), &config, d.path()).arg(flag));
+        let ours = bash(&format!("fdb-info {flag}"), &bin, &config, d.path());
+        assert!(ours.status.success(), "{flag}");
+        assert_eq!(String::from_utf8_lossy(&ours.stdout), theirs, "{flag}");
+    }
 }
