@@ -199,9 +199,13 @@ fn unknown_names_and_flags_fail_naming_what_is_accepted() {
 }
 
 #[test]
-fn porcelain_listing_is_fdb5s() {
+fn porcelain_listing_and_where_are_fdb5s() {
     if !have_fdb5() {
-        return skip::skip("porcelain_listing_is_fdb5s", "FDB5's fdb-write", true);
+        return skip::skip(
+            "porcelain_listing_and_where_are_fdb5s",
+            "FDB5's fdb-write",
+            true,
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n);
@@ -232,6 +236,21 @@ fn porcelain_listing_is_fdb5s() {
     let ours = sorted_lines(&String::from_utf8_lossy(&o.stdout));
     assert_eq!(ours.len(), 8);
     assert_eq!(ours, theirs);
+    // fdb-where: the same database directory under each root.
+    let where_ = format!("fdb-where {BASE}");
+    let theirs = run(configured(
+        &mut Command::new("/usr/bin/fdb-where"),
+        &theirs_config,
+        d.path(),
+    )
+    .arg(BASE));
+    let o = bash(&where_, &bin, &ours_config, d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ours = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        ours.replace(&p("ours").display().to_string(), "ROOT"),
+        theirs.replace(&p("fdb5").display().to_string(), "ROOT")
+    );
 }
 
 #[test]
