@@ -7,6 +7,8 @@ mod output;
 mod commands;
 mod context;
 mod exit;
+mod fdb_info;
+mod fdb_names;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,7 +79,45 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Called by an FDB5 tool name (`fdb-list`, ...): its command line becomes fieldstore's.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(tool) = argv.first().and_then(|a| fdb_names::tool_name(a)) else {
+        return report(execute(Cli::parse()));
+    };
+    let rest: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match fdb_names::plan(&tool, &rest) {
+        Ok(plan) => run_plan(plan),
+        Err(e) => {
+            eprintln!("fieldstore: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// An FDB5 tool call: its command lines in order, with the tolerances its flags ask for.
+fn run_plan(plan: fdb_names::Plan) -> ExitCode {
+    if let Some(q) = plan.info {
+        let session = context::Session::new(q.config.map(PathBuf::from));
+        return report(fdb_info::run(&q.items, &session));
+    }
+    for line in plan.lines {
+        match execute(Cli::parse_from(line)) {
+            Ok(()) => {}
+            Err(e)
+                if plan.ignore_not_found
+                    && exit::error_kind(&e) == Some(fieldstore::ErrorKind::NotFound) => {}
+            Err(e) if plan.ignore_errors => eprintln!("fieldstore: warning: {e:#}"),
+            Err(e) => return report(Err(e)),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn execute(cli: Cli) -> anyhow::Result<()> {
     // A server's log is its record of clients and failures: info unless told otherwise.
     let quiet = if matches!(cli.command, Command::Server(_)) {
         "info"
@@ -96,9 +136,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .try_init()
+        .ok();
     let session = context::Session::new(cli.config.clone());
-    let result = match cli.command {
+    match cli.command {
         Command::Info => commands::info::run(&session),
         Command::Schema(c) => commands::schema::run(c, &session),
         Command::Request(c) => commands::request::run(c, &session),
@@ -116,7 +157,10 @@ fn main() -> ExitCode {
         Command::Control(a) => commands::store::control(a, &session),
         Command::Server(a) => commands::server::run(a, &session),
         Command::Hammer(a) => commands::hammer::run(a, &session),
-    };
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // `fieldstore list | head` is not an error.

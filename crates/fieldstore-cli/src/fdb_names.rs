@@ -1,0 +1,733 @@
+//! FDB5's tool names (`fdb-list`, `fdb-write`, ...) on the `fieldstore` binary: operators' scripts
+//! call those names with FDB5's flags, so a call by such a name is rewritten into the equivalent
+//! `fieldstore` subcommand line(s) before clap sees it. Flags FDB5 has but fieldstore cannot honour
+//! are refused by name rather than ignored, so a script never silently gets a different answer.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::Path;
+
+/// The names `scripts/install-fdb-tools` installs, in its order.
+pub const TOOLS: [&str; 16] = [
+    "fdb-write",
+    "fdb-read",
+    "fdb-list",
+    "fdb-axes",
+    "fdb-where",
+    "fdb-dump",
+    "fdb-stats",
+    "fdb-wipe",
+    "fdb-purge",
+    "fdb-info",
+    "fdb-hammer",
+    "fdb-schema",
+    "fdb-server",
+    "fdb-lock",
+    "fdb-unlock",
+    "fdb-status",
+];
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FdbNameError {
+    #[error("fieldstore does not answer to the name {name}; FDB5 tool names it answers to: {}", TOOLS.join(", "))]
+    UnknownTool { name: String },
+    #[error("{tool}: unknown option --{flag}; accepted: {accepted}")]
+    UnknownFlag {
+        tool: String,
+        flag: String,
+        accepted: String,
+    },
+    #[error("{tool}: --{flag} is an FDB5 option fieldstore does not support: {why}")]
+    Unsupported {
+        tool: String,
+        flag: String,
+        why: &'static str,
+    },
+    #[error("{tool}: --{flag} needs a value (--{flag}=VALUE)")]
+    MissingValue { tool: String, flag: String },
+    #[error("{tool}: --{flag} takes no value, got --{flag}={value}")]
+    UnexpectedValue {
+        tool: String,
+        flag: String,
+        value: String,
+    },
+    #[error("{tool}: request {request} lacks {missing} (required keys: {required}; change them with --minimum-keys=)")]
+    MissingKeys {
+        tool: String,
+        request: String,
+        missing: String,
+        required: String,
+    },
+    #[error("{tool}: --all takes no request, got {0}", .count)]
+    AllWithRequests { tool: String, count: usize },
+    #[error("{tool}: {problem}\nusage: {usage}")]
+    Usage {
+        tool: String,
+        problem: String,
+        usage: &'static str,
+    },
+}
+
+/// The FDB5 tool name the binary was called by, if its file name is one of the `fdb-` kind.
+pub fn tool_name(argv0: &OsStr) -> Option<String> {
+    let name = Path::new(argv0).file_name()?.to_str()?;
+    name.starts_with("fdb-").then(|| name.to_string())
+}
+
+/// How an FDB5 flag is taken.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Takes {
+    Switch,
+    Value,
+}
+
+/// What a tool accepts: `(flag, takes)`, and for visit tools the default minimum keys.
+struct Spec {
+    flags: Vec<(&'static str, Takes)>,
+    minimum_keys: &'static str,
+}
+
+const VISIT: [(&str, Takes); 4] = [
+    ("raw", Takes::Switch),
+    ("ignore-errors", Takes::Switch),
+    ("all", Takes::Switch),
+    ("minimum-keys", Takes::Value),
+];
+
+fn spec(tool: &str) -> Option<Spec> {
+    use Takes::{Switch as S, Value as V};
+    let (own, visit, minimum_keys): (&[(&'static str, Takes)], bool, &'static str) = match tool {
+        "fdb-write" => (
+            &[
+                ("verbose", S),
+                ("statistics", S),
+                ("include-filter", V),
+                ("exclude-filter", V),
+                ("filter-include", V),
+                ("filter-exclude", V),
+                ("modifiers", V),
+            ],
+            false,
+            "",
+        ),
+        "fdb-read" => (&[("raw", S), ("extract", S), ("statistics", S)], false, ""),
+        "fdb-list" => (
+            &[
+                ("location", S),
+                ("full", S),
+                ("porcelain", S),
+                ("json", S),
+                ("depth", V),
+                ("timestamp", S),
+                ("length", S),
+                ("only-duplicates", S),
+                ("compact", S),
+            ],
+            true,
+            "class,expver",
+        ),
+        "fdb-axes" => (&[("json", S), ("level", V)], true, "class,expver"),
+        "fdb-where" => (&[("porcelain", S)], true, "class,expver"),
+        "fdb-dump" => (&[("simple", S)], true, ""),
+        "fdb-stats" => (&[("details", S)], true, "class,expver"),
+        "fdb-status" => (&[], true, "class,expver"),
+        "fdb-wipe" => (
+            &[
+                ("doit", S),
+                ("porcelain", S),
+                ("ignore-no-data", S),
+                ("unsafe-wipe-all", S),
+            ],
+            true,
+            "class,expver,stream,date,time",
+        ),
+        "fdb-purge" => (
+            &[("doit", S), ("porcelain", S), ("ignore-no-data", S)],
+            true,
+            "class,expver,stream,date,time",
+        ),
+        "fdb-lock" | "fdb-unlock" => (
+            &[("list", S), ("retrieve", S), ("archive", S), ("wipe", S)],
+            true,
+            "class,expver,stream,date,time",
+        ),
+        "fdb-info" => (
+            &[
+                ("all", S),
+                ("version", S),
+                ("home", S),
+                ("schema", S),
+                ("config-file", S),
+            ],
+            false,
+            "",
+        ),
+        "fdb-hammer" => (
+            &[
+                ("expver", V),
+                ("class", V),
+                ("statistics", S),
+                ("read", S),
+                ("nsteps", V),
+                ("nensembles", V),
+                ("number", V),
+                ("nlevels", V),
+                ("nparams", V),
+                ("verbose", S),
+            ],
+            false,
+            "",
+        ),
+        "fdb-schema" | "fdb-server" => (&[], false, ""),
+        _ => return None,
+    };
+    let mut flags = vec![("config", V)];
+    flags.extend_from_slice(own);
+    if visit {
+        flags.extend_from_slice(&VISIT);
+    }
+    Some(Spec {
+        flags,
+        minimum_keys,
+    })
+}
+
+/// An FDB5 command line split into its options and positional arguments.
+struct Parsed {
+    tool: String,
+    flags: BTreeMap<&'static str, Option<String>>,
+    args: Vec<String>,
+}
+
+impl Parsed {
+    fn on(&self, f: &str) -> bool {
+        self.flags.contains_key(f)
+    }
+    fn value(&self, f: &str) -> Option<&str> {
+        self.flags.get(f).and_then(|v| v.as_deref())
+    }
+    fn unsupported(&self, flag: &str, why: &'static str) -> Result<(), FdbNameError> {
+        if self.on(flag) {
+            return Err(FdbNameError::Unsupported {
+                tool: self.tool.clone(),
+                flag: flag.into(),
+                why,
+            });
+        }
+        Ok(())
+    }
+    fn usage(&self, problem: String, usage: &'static str) -> FdbNameError {
+        FdbNameError::Usage {
+            tool: self.tool.clone(),
+            problem,
+            usage,
+        }
+    }
+}
+
+fn parse(tool: &str, spec: &Spec, argv: &[String]) -> Result<Parsed, FdbNameError> {
+    let mut p = Parsed {
+        tool: tool.into(),
+        flags: BTreeMap::new(),
+        args: Vec::new(),
+    };
+    for a in argv {
+        let Some(opt) = a.strip_prefix("--") else {
+            p.args.push(a.clone());
+            continue;
+        };
+        let (name, value) = match opt.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (opt, None),
+        };
+        let Some(&(flag, takes)) = spec.flags.iter().find(|(f, _)| *f == name) else {
+            let accepted: Vec<String> = spec.flags.iter().map(|(f, _)| format!("--{f}")).collect();
+            return Err(FdbNameError::UnknownFlag {
+                tool: tool.into(),
+                flag: name.into(),
+                accepted: accepted.join(" "),
+            });
+        };
+        match (takes, &value) {
+            (Takes::Value, None) => {
+                return Err(FdbNameError::MissingValue {
+                    tool: tool.into(),
+                    flag: flag.into(),
+                })
+            }
+            (Takes::Switch, Some(v)) => {
+                return Err(FdbNameError::UnexpectedValue {
+                    tool: tool.into(),
+                    flag: flag.into(),
+                    value: v.clone(),
+                })
+            }
+            _ => {}
+        }
+        p.flags.insert(flag, value);
+    }
+    Ok(p)
+}
+
+/// The keywords of an inline request (`class=od,expver=0001`), for the minimum-keys check; a
+/// request file is not checked (FDB5's visit tools take inline requests only).
+fn keywords(request: &str) -> Option<Vec<String>> {
+    if !request.contains('=') {
+        return None;
+    }
+    Some(
+        request
+            .split(',')
+            .filter_map(|part| part.split_once('='))
+            .map(|(k, _)| k.trim().to_ascii_lowercase())
+            .collect(),
+    )
+}
+
+/// The requests of a visit tool: each one checked for the minimum keys; `--all` stands for the
+/// empty request (everything).
+fn visit_requests(p: &Parsed, spec: &Spec) -> Result<Vec<String>, FdbNameError> {
+    if p.on("all") {
+        if !p.args.is_empty() {
+            return Err(FdbNameError::AllWithRequests {
+                tool: p.tool.clone(),
+                count: p.args.len(),
+            });
+        }
+        return Ok(vec![String::new()]);
+    }
+    let required = p.value("minimum-keys").unwrap_or(spec.minimum_keys);
+    for r in &p.args {
+        let Some(have) = keywords(r) else { continue };
+        let missing: Vec<&str> = required
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty() && !have.iter().any(|h| h == k))
+            .collect();
+        if !missing.is_empty() {
+            return Err(FdbNameError::MissingKeys {
+                tool: p.tool.clone(),
+                request: r.clone(),
+                missing: missing.join(","),
+                required: required.into(),
+            });
+        }
+    }
+    Ok(p.args.clone())
+}
+
+/// What an FDB5 tool call stands for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// `fieldstore` command lines (program name first), run in order.
+    pub lines: Vec<Vec<String>>,
+    /// `--ignore-no-data`: a line failing because nothing matches is not a failure.
+    pub ignore_not_found: bool,
+    /// `--ignore-errors`: a failing line is reported and the others still run; the call succeeds.
+    pub ignore_errors: bool,
+    /// `fdb-info`: what to print, in FDB5's one-value-per-line form (see `fdb_info`).
+    pub info: Option<InfoQuery>,
+}
+
+/// `fdb-info`'s question: the config to use and the items asked for (none: all).
+#[derive(Debug, PartialEq)]
+pub struct InfoQuery {
+    pub config: Option<String>,
+    pub items: Vec<InfoItem>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum InfoItem {
+    Version,
+    Home,
+    Schema,
+    ConfigFile,
+}
+
+/// The plan for an FDB5 tool call; `--help` goes to the matching subcommand's help.
+pub fn plan(tool: &str, argv: &[String]) -> Result<Plan, FdbNameError> {
+    let lines = translate(tool, argv)?;
+    let flag = |f: &str| argv.iter().any(|a| a.strip_prefix("--") == Some(f));
+    let mut plan = Plan {
+        ignore_not_found: flag("ignore-no-data"),
+        ignore_errors: flag("ignore-errors"),
+        ..Plan::default()
+    };
+    if tool == "fdb-info" && !lines.iter().flatten().any(|a| a == "--help") {
+        let config = argv
+            .iter()
+            .find_map(|a| a.strip_prefix("--config="))
+            .map(str::to_string);
+        let mut items: Vec<InfoItem> = [
+            ("version", InfoItem::Version),
+            ("home", InfoItem::Home),
+            ("schema", InfoItem::Schema),
+            ("config-file", InfoItem::ConfigFile),
+        ]
+        .into_iter()
+        .filter(|(f, _)| flag(f))
+        .map(|(_, i)| i)
+        .collect();
+        if flag("all") {
+            items.clear();
+        }
+        plan.info = Some(InfoQuery { config, items });
+        return Ok(plan);
+    }
+    plan.lines = lines;
+    Ok(plan)
+}
+
+/// The `fieldstore` command lines (program name first) an FDB5 tool call stands for.
+fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameError> {
+    let spec = spec(tool).ok_or_else(|| FdbNameError::UnknownTool { name: tool.into() })?;
+    let sub = subcommand(tool);
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        let mut line = vec!["fieldstore".to_string()];
+        line.extend(sub.iter().map(|s| s.to_string()));
+        line.push("--help".into());
+        return Ok(vec![line]);
+    }
+    let p = parse(tool, &spec, argv)?;
+    let mut head = vec!["fieldstore".to_string()];
+    if let Some(c) = p.value("config") {
+        head.push(format!("--config={c}"));
+    }
+    head.extend(sub.iter().map(|s| s.to_string()));
+    let line = |rest: Vec<String>| {
+        let mut l = head.clone();
+        l.extend(rest);
+        l
+    };
+    let switches = |pairs: &[(&str, &str)]| -> Vec<String> {
+        pairs
+            .iter()
+            .filter(|(fdb, _)| p.on(fdb))
+            .map(|(_, ours)| ours.to_string())
+            .collect()
+    };
+    let per_request = |extra: Vec<String>| -> Result<Vec<Vec<String>>, FdbNameError> {
+        let reqs = visit_requests(&p, &spec)?;
+        if reqs.is_empty() {
+            return Err(p.usage(
+                "give a request (e.g. class=od,expver=0001) or --all".into(),
+                "fdb-TOOL [options] [request1] [request2] ...",
+            ));
+        }
+        Ok(reqs
+            .into_iter()
+            .map(|r| {
+                // List and axes have an `--all` of their own; the others take the empty request.
+                let all = r.is_empty() && matches!(tool, "fdb-list" | "fdb-axes");
+                let mut rest = vec![if all { "--all".to_string() } else { r }];
+                rest.extend(extra.iter().cloned());
+                line(rest)
+            })
+            .collect())
+    };
+    match tool {
+        "fdb-write" => {
+            for f in [
+                "include-filter",
+                "exclude-filter",
+                "filter-include",
+                "filter-exclude",
+            ] {
+                p.unsupported(
+                    f,
+                    "select the messages before archiving them (e.g. grib_copy -w)",
+                )?;
+            }
+            p.unsupported(
+                "modifiers",
+                "change the messages before archiving them (e.g. grib_set)",
+            )?;
+            if p.args.is_empty() {
+                return Err(p.usage(
+                    "expected at least one GRIB file".into(),
+                    "fdb-write [--verbose] [--statistics] <path1> [path2] ...",
+                ));
+            }
+            let mut rest = switches(&[("verbose", "--verbose")]);
+            rest.push("--".into());
+            rest.extend(p.args.iter().cloned());
+            Ok(vec![line(rest)])
+        }
+        "fdb-read" => {
+            p.unsupported(
+                "extract",
+                "derive the request from the GRIB file with grib_ls and give it inline",
+            )?;
+            if p.args.len() != 2 {
+                return Err(p.usage(
+                    format!("expected 2 arguments, got {}", p.args.len()),
+                    "fdb-read [--raw] request.mars target.grib",
+                ));
+            }
+            Ok(vec![line(p.args.clone())])
+        }
+        "fdb-list" => {
+            for f in ["timestamp", "length", "only-duplicates", "compact"] {
+                p.unsupported(f, "not implemented by fieldstore's list yet")?;
+            }
+            let mut extra = switches(&[
+                ("location", "--location"),
+                ("full", "--full"),
+                ("porcelain", "--porcelain"),
+                ("json", "--json"),
+            ]);
+            if let Some(d) = p.value("depth") {
+                extra.push(format!("--depth={d}"));
+            }
+            per_request(extra)
+        }
+        "fdb-axes" => {
+            let mut extra = switches(&[("json", "--json")]);
+            if let Some(l) = p.value("level") {
+                extra.push(format!("--level={l}"));
+            }
+            per_request(extra)
+        }
+        "fdb-where" | "fdb-dump" | "fdb-stats" => per_request(vec![]),
+        "fdb-status" => per_request(vec![]),
+        "fdb-lock" | "fdb-unlock" => per_request(switches(&[
+            ("list", "--list"),
+            ("retrieve", "--retrieve"),
+            ("archive", "--archive"),
+            ("wipe", "--wipe"),
+        ])),
+        "fdb-wipe" | "fdb-purge" => {
+            p.unsupported(
+                "all",
+                "name the databases to delete; wiping everything at once is refused",
+            )?;
+            p.unsupported(
+                "unsafe-wipe-all",
+                "fieldstore's databases hold only files it owns",
+            )?;
+            per_request(switches(&[("doit", "--doit")]))
+        }
+        "fdb-info" => Ok(vec![line(vec![])]),
+        "fdb-hammer" => {
+            let mut rest = Vec::new();
+            for (fdb, ours) in [
+                ("nsteps", "--steps"),
+                ("nensembles", "--members"),
+                ("number", "--first-member"),
+                ("nlevels", "--levels"),
+                ("nparams", "--params"),
+                ("expver", "--expver"),
+                ("class", "--class"),
+            ] {
+                if let Some(v) = p.value(fdb) {
+                    rest.push(format!("{ours}={v}"));
+                }
+            }
+            if p.on("read") {
+                rest.push("--mode=read".into());
+            }
+            // FDB5's GRIB template argument is not needed: the hammer makes its own fields.
+            Ok(vec![line(rest)])
+        }
+        "fdb-schema" => {
+            if p.args.is_empty() {
+                return Ok(vec![line(vec!["show".into()])]);
+            }
+            Ok(p.args
+                .iter()
+                .map(|f| line(vec!["check".into(), f.clone()]))
+                .collect())
+        }
+        _ => Ok(vec![line(vec![])]),
+    }
+}
+
+/// The `fieldstore` subcommand an FDB5 tool maps to.
+fn subcommand(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "fdb-write" => &["write"],
+        "fdb-read" => &["read"],
+        "fdb-list" => &["list"],
+        "fdb-axes" => &["axes"],
+        "fdb-where" => &["where"],
+        "fdb-dump" => &["dump"],
+        "fdb-stats" => &["stats"],
+        "fdb-wipe" => &["wipe"],
+        "fdb-purge" => &["purge"],
+        "fdb-info" => &["info"],
+        "fdb-hammer" => &["hammer"],
+        "fdb-schema" => &["schema"],
+        "fdb-server" => &["server"],
+        "fdb-lock" => &["control", "lock"],
+        "fdb-unlock" => &["control", "unlock"],
+        "fdb-status" => &["control", "status"],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(tool: &str, args: &[&str]) -> Result<Vec<Vec<String>>, FdbNameError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        translate(tool, &args)
+    }
+
+    fn one(tool: &str, args: &[&str]) -> String {
+        let lines = t(tool, args).unwrap();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        lines[0].join(" ")
+    }
+
+    #[test]
+    fn names_are_taken_from_the_basename() {
+        assert_eq!(
+            tool_name(OsStr::new("/opt/fdb/bin/fdb-list")).as_deref(),
+            Some("fdb-list")
+        );
+        assert_eq!(tool_name(OsStr::new("fieldstore")), None);
+        assert!(matches!(
+            t("fdb-copy", &[]),
+            Err(FdbNameError::UnknownTool { .. })
+        ));
+    }
+
+    #[test]
+    fn every_installed_name_translates() {
+        for tool in TOOLS {
+            assert!(spec(tool).is_some(), "{tool}");
+            assert!(!subcommand(tool).is_empty(), "{tool}");
+        }
+    }
+
+    #[test]
+    fn list_flags_and_requests() {
+        assert_eq!(
+            one(
+                "fdb-list",
+                &[
+                    "--config=/c.yaml",
+                    "--porcelain",
+                    "--all",
+                    "--minimum-keys="
+                ]
+            ),
+            "fieldstore --config=/c.yaml list --all --porcelain"
+        );
+        let lines = t(
+            "fdb-list",
+            &["--location", "class=od,expver=0001", "class=rd,expver=xxxx"],
+        )
+        .unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[1].join(" "),
+            "fieldstore list class=rd,expver=xxxx --location"
+        );
+    }
+
+    #[test]
+    fn minimum_keys_are_enforced_and_overridable() {
+        let e = t("fdb-list", &["class=od"]).unwrap_err();
+        assert!(e.to_string().contains("lacks expver"), "{e}");
+        assert!(t("fdb-list", &["--minimum-keys=class", "class=od"]).is_ok());
+        let e = t("fdb-wipe", &["class=od,expver=0001", "--doit"]).unwrap_err();
+        assert!(e.to_string().contains("stream,date,time"), "{e}");
+    }
+
+    #[test]
+    fn unknown_and_unsupported_flags_are_named() {
+        let e = t("fdb-list", &["--bogus", "class=od,expver=1"]).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("--bogus") || msg.contains("bogus"), "{msg}");
+        assert!(
+            msg.contains("--porcelain") && msg.contains("--config"),
+            "{msg}"
+        );
+        let e = t("fdb-write", &["--modifiers=expver=0042", "a.grib"]).unwrap_err();
+        assert!(e.to_string().contains("does not support"), "{e}");
+        assert!(matches!(
+            t("fdb-list", &["--depth", "x"]),
+            Err(FdbNameError::MissingValue { .. })
+        ));
+        assert!(matches!(
+            t("fdb-list", &["--all=1"]),
+            Err(FdbNameError::UnexpectedValue { .. })
+        ));
+    }
+
+    #[test]
+    fn read_write_wipe_shapes() {
+        assert_eq!(
+            one("fdb-read", &["req", "out.grib"]),
+            "fieldstore read req out.grib"
+        );
+        assert!(matches!(
+            t("fdb-read", &["req"]),
+            Err(FdbNameError::Usage { .. })
+        ));
+        assert_eq!(
+            one("fdb-write", &["--verbose", "a.grib", "b.grib"]),
+            "fieldstore write --verbose -- a.grib b.grib"
+        );
+        assert!(t("fdb-write", &[]).is_err());
+        let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+        assert_eq!(
+            one("fdb-wipe", &["--doit", db]),
+            format!("fieldstore wipe {db} --doit")
+        );
+        assert!(t("fdb-wipe", &["--all", "--minimum-keys="]).is_err());
+        assert_eq!(
+            one("fdb-lock", &["--archive", db]),
+            format!("fieldstore control lock {db} --archive")
+        );
+    }
+
+    #[test]
+    fn visit_all_is_the_empty_request_and_takes_no_requests() {
+        assert_eq!(one("fdb-where", &["--all"]), "fieldstore where ");
+        assert!(matches!(
+            t("fdb-where", &["--all", "class=od,expver=1"]),
+            Err(FdbNameError::AllWithRequests { .. })
+        ));
+    }
+
+    #[test]
+    fn hammer_and_help() {
+        assert_eq!(
+            one(
+                "fdb-hammer",
+                &["--nsteps=2", "--nlevels=3", "--read", "template.grib"]
+            ),
+            "fieldstore hammer --steps=2 --levels=3 --mode=read"
+        );
+        assert_eq!(one("fdb-list", &["--help"]), "fieldstore list --help");
+        assert_eq!(one("fdb-schema", &[]), "fieldstore schema show");
+    }
+
+    #[test]
+    fn plans_carry_the_tolerances_and_info_questions() {
+        let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let p = plan(
+            "fdb-wipe",
+            &args(&["--ignore-no-data", "--ignore-errors", db]),
+        )
+        .unwrap();
+        assert!(p.ignore_not_found && p.ignore_errors);
+        assert_eq!(p.lines.len(), 1);
+        let p = plan("fdb-info", &args(&["--schema", "--home", "--config=/c"])).unwrap();
+        assert!(p.lines.is_empty());
+        assert_eq!(
+            p.info,
+            Some(InfoQuery {
+                config: Some("/c".into()),
+                items: vec![InfoItem::Home, InfoItem::Schema]
+            })
+        );
+        let p = plan("fdb-info", &args(&["--all", "--version"])).unwrap();
+        assert_eq!(p.info.map(|i| i.items), Some(vec![]));
+        assert!(plan("fdb-info", &args(&["--lustre-api"])).is_err());
+    }
+}

@@ -1,0 +1,272 @@
+//! FDB5's tool names installed by scripts/install-fdb-tools: a shell script written for FDB5's
+//! tools runs on fieldstore with the install directory first on PATH, and where FDB5 is installed
+//! its porcelain listing of the same fields is the real `fdb-list`'s.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[path = "common/fdb5.rs"]
+mod fdb5;
+#[path = "common/skip.rs"]
+mod skip;
+use fdb5::{configured, fdb5_listing, have_fdb5, run};
+
+const BASE: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
+
+/// Installs the names into `dir` with the test's own binary; the script's stdout.
+fn install(dir: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-fdb-tools");
+    run(Command::new(script)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_fieldstore"))
+        .arg(dir))
+}
+
+/// A store at `root` with FDB5's ECMWF schema; its config file.
+fn store(d: &Path, root: &Path) -> PathBuf {
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fieldstore/tests/fixtures/ecmwf-fdb5-schema");
+    std::fs::create_dir_all(root).unwrap();
+    let config = d.join(format!(
+        "{}.yaml",
+        root.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: toc\nschema: {}\nspaces:\n- handler: Default\n  roots:\n  - path: {}\n",
+            schema.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn sample(out: &Path) {
+    run(Command::new(env!("CARGO_BIN_EXE_fieldstore")).args([
+        "sample",
+        "--out",
+        out.to_str().unwrap(),
+        "--params",
+        "t/u",
+        "--levels",
+        "1000/500",
+        "--steps",
+        "0/6",
+        "--points",
+        "100",
+    ]));
+}
+
+/// Runs `script` in bash with `bin` first on PATH and the store of `config`.
+fn bash(script: &str, bin: &Path, config: &Path, home: &Path) -> Output {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    configured(&mut Command::new("bash"), config, home)
+        .args(["-euo", "pipefail", "-c", script])
+        .env("PATH", path)
+        .env_remove("FIELDSTORE_LOG")
+        .output()
+        .unwrap()
+}
+
+fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn install_puts_every_name_as_a_link_to_the_binary() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("nested/bin");
+    let out = install(&bin);
+    let names: Vec<&str> = out.lines().filter_map(|l| l.split(" -> ").next()).collect();
+    assert_eq!(names.len(), 16, "{out}");
+    for t in ["fdb-write", "fdb-read", "fdb-list", "fdb-axes", "fdb-wipe"] {
+        let link = bin.join(t);
+        assert_eq!(
+            std::fs::canonicalize(&link).unwrap(),
+            std::fs::canonicalize(env!("CARGO_BIN_EXE_fieldstore")).unwrap(),
+            "{t}"
+        );
+    }
+    // Installing again replaces the links; a real file in the way is kept and reported.
+    std::fs::remove_file(bin.join("fdb-list")).unwrap();
+    std::fs::write(bin.join("fdb-list"), "#!/bin/sh\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-fdb-tools");
+    let o = Command::new(script)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_fieldstore"))
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not overwritten"));
+    assert_eq!(
+        std::fs::read_to_string(bin.join("fdb-list")).unwrap(),
+        "#!/bin/sh\n"
+    );
+}
+
+#[test]
+fn an_fdb5_script_runs_on_the_installed_names() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    let bin = p("bin");
+    install(&bin);
+    let config = store(d.path(), &p("root"));
+    let grib = p("in.grib");
+    sample(&grib);
+    std::fs::write(
+        p("req"),
+        format!("retrieve,{BASE},domain=g,type=fc,levtype=pl,step=0/6,levelist=1000,param=130\n"),
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+cd {dir}
+fdb-write --verbose in.grib
+fdb-list --porcelain --all --minimum-keys= > listing
+fdb-list --location class=od,expver=0001 > located
+fdb-read req out.grib
+fdb-axes --json class=od,expver=0001 > axes.json
+fdb-where --porcelain {BASE} > where
+fdb-wipe --doit {BASE} > wiped
+fdb-list --porcelain --all --minimum-keys= > after
+fdb-wipe --ignore-no-data --doit {BASE}
+if fdb-wipe --doit {BASE} 2> nothing; then exit 3; fi
+fdb-info --schema > schema
+"#,
+        dir = d.path().display()
+    );
+    let o = bash(&script, &bin, &config, d.path());
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let read = |n: &str| std::fs::read_to_string(p(n)).unwrap();
+    let listing = sorted_lines(&read("listing"));
+    assert_eq!(listing.len(), 8, "{listing:?}");
+    assert!(listing[0].starts_with(&format!("{{{BASE},domain=g}}{{type=fc,levtype=pl}}{{")));
+    assert!(read("located").lines().all(|l| l.contains("file://")));
+    // Two steps of param 130 at level 1000.
+    let out = std::fs::read(p("out.grib")).unwrap();
+    assert_eq!(out.windows(4).filter(|w| w == b"GRIB").count(), 2);
+    let axes: serde_json::Value = serde_json::from_str(&read("axes.json")).unwrap();
+    assert_eq!(axes["levelist"], serde_json::json!(["500", "1000"]));
+    assert!(read("where")
+        .trim_end()
+        .ends_with("od:0001:oper:20261122:1200:g"));
+    assert!(read("wiped").starts_with("wiped database"));
+    assert_eq!(read("after"), "");
+    assert!(read("nothing").contains("no database matches"));
+    assert!(read("schema").trim_end().ends_with("ecmwf-fdb5-schema"));
+}
+
+#[test]
+fn unknown_names_and_flags_fail_naming_what_is_accepted() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    install(&bin);
+    let config = store(d.path(), &d.path().join("root"));
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_fieldstore"), bin.join("fdb-copy")).unwrap();
+    for (script, says) in [
+        ("fdb-copy --all", "FDB5 tool names it answers to: fdb-write"),
+        (
+            "fdb-list --bogus --all",
+            "unknown option --bogus; accepted:",
+        ),
+        ("fdb-list class=od", "lacks expver"),
+        (
+            "fdb-write --modifiers=expver=0042 x.grib",
+            "does not support",
+        ),
+        ("fdb-read only-one-arg", "expected 2 arguments"),
+    ] {
+        let o = bash(script, &bin, &config, d.path());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{script}: {err}");
+        assert!(err.contains(says), "{script}: {err}");
+        assert!(o.stdout.is_empty(), "{script}");
+    }
+}
+
+#[test]
+fn porcelain_listing_and_where_are_fdb5s() {
+    if !have_fdb5() {
+        return skip::skip(
+            "porcelain_listing_and_where_are_fdb5s",
+            "FDB5's fdb-write",
+            true,
+        );
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    let bin = p("bin");
+    install(&bin);
+    let grib = p("in.grib");
+    sample(&grib);
+    // Each in its own root: FDB5 and fieldstore do not share a database directory.
+    let theirs_config = store(d.path(), &p("fdb5"));
+    run(configured(
+        &mut Command::new("/usr/bin/fdb-write"),
+        &theirs_config,
+        d.path(),
+    )
+    .arg(&grib));
+    let theirs = fdb5_listing(&theirs_config, d.path());
+    let ours_config = store(d.path(), &p("ours"));
+    let o = bash(
+        &format!(
+            "fdb-write {g} && fdb-list --porcelain --all --minimum-keys=",
+            g = grib.display()
+        ),
+        &bin,
+        &ours_config,
+        d.path(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ours = sorted_lines(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(ours.len(), 8);
+    assert_eq!(ours, theirs);
+    // fdb-where: the same database directory under each root.
+    let where_ = format!("fdb-where {BASE}");
+    let theirs = run(configured(
+        &mut Command::new("/usr/bin/fdb-where"),
+        &theirs_config,
+        d.path(),
+    )
+    .arg(BASE));
+    let o = bash(&where_, &bin, &ours_config, d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ours = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        ours.replace(&p("ours").display().to_string(), "ROOT"),
+        theirs.replace(&p("fdb5").display().to_string(), "ROOT")
+    );
+}
+
+#[test]
+fn fdb_info_answers_as_fdb5s() {
+    if !have_fdb5() {
+        return skip::skip("fdb_info_answers_as_fdb5s", "FDB5's fdb-info", true);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    install(&bin);
+    let config = store(d.path(), &d.path().join("root"));
+    for flag in ["--schema", "--home", "--config-file"] {
+        let theirs =
+            run(configured(&mut Command::new("/usr/bin/fdb-info"), &config, d.path()).arg(flag));
+        let ours = bash(&format!("fdb-info {flag}"), &bin, &config, d.path());
+        assert!(ours.status.success(), "{flag}");
+        assert_eq!(String::from_utf8_lossy(&ours.stdout), theirs, "{flag}");
+    }
+}
