@@ -1,0 +1,28 @@
+//! FDB5's C API (`include/fdb5/api/fdb_c.h`, upstream's current ABI) over fieldstore, so that
+//! programs written for FDB5 relink against fieldstore unchanged. Every entry point catches
+//! panics and turns failures into FDB5's error codes; nothing is printed on stdout.
+#![allow(non_camel_case_types)]
+// The C ABI takes raw pointers from the caller; each is checked for NULL before use.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod errors;
+mod handle;
+mod key;
+mod request;
+mod strings;
+mod version;
+
+pub use errors::{
+    fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, FDB_ERROR_GENERAL_EXCEPTION,
+    FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
+};
+pub use handle::{
+    fdb_archive, fdb_archive_multiple, fdb_delete_handle, fdb_flush, fdb_handle_t, fdb_new_handle,
+    fdb_new_handle_from_yaml,
+};
+pub use key::{fdb_delete_key, fdb_key_add, fdb_key_t, fdb_new_key};
+pub use request::{
+    fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
+    fdb_request_t,
+};
+pub use version::{fdb_initialise, fdb_vcs_version, fdb_version};
