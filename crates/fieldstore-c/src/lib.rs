@@ -8,6 +8,8 @@
 mod errors;
 mod handle;
 mod key;
+mod list;
+mod reader;
 mod request;
 mod strings;
 mod version;
@@ -21,6 +23,16 @@ pub use handle::{
     fdb_new_handle_from_yaml,
 };
 pub use key::{fdb_delete_key, fdb_key_add, fdb_key_t, fdb_new_key};
+pub use list::{
+    fdb_delete_listiterator, fdb_delete_splitkey, fdb_list, fdb_listiterator_attrs,
+    fdb_listiterator_next, fdb_listiterator_splitkey, fdb_listiterator_t, fdb_new_splitkey,
+    fdb_split_key_t, fdb_splitkey_next_metadata,
+};
+pub use reader::{
+    fdb_datareader_close, fdb_datareader_open, fdb_datareader_read, fdb_datareader_seek,
+    fdb_datareader_size, fdb_datareader_skip, fdb_datareader_t, fdb_datareader_tell,
+    fdb_delete_datareader, fdb_new_datareader, fdb_retrieve,
+};
 pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
