@@ -13,6 +13,7 @@ mod reader;
 mod request;
 mod strings;
 mod version;
+mod wipe;
 
 pub use errors::{
     fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, FDB_ERROR_GENERAL_EXCEPTION,
@@ -38,3 +39,9 @@ pub use request::{
     fdb_request_t,
 };
 pub use version::{fdb_initialise, fdb_vcs_version, fdb_version};
+pub use wipe::{
+    fdb_delete_purge_element, fdb_delete_purge_iterator, fdb_delete_wipe_element,
+    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_iterator_next,
+    fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string, fdb_wipe_iterator_next,
+    fdb_wipe_iterator_t,
+};

@@ -71,14 +71,53 @@ static fdb_request_t* request(const char* step) {
     return req;
 }
 
-static long count_listed(fdb_handle_t* fdb, fdb_request_t* req) {
+static long count_all(fdb_handle_t* fdb, fdb_request_t* req, bool duplicates) {
     fdb_listiterator_t* it = NULL;
     long n = 0;
-    OK(fdb_list(fdb, req, &it, false, 3));
+    OK(fdb_list(fdb, req, &it, duplicates, 3));
     int rc;
     while ((rc = fdb_listiterator_next(it)) == FDB_SUCCESS) n++;
     CHECK(rc == FDB_ITERATION_COMPLETE);
     OK(fdb_delete_listiterator(it));
+    return n;
+}
+
+static long count_listed(fdb_handle_t* fdb, fdb_request_t* req) {
+    return count_all(fdb, req, false);
+}
+
+/* Lines of a wipe (purge == 0) or purge report, each element deleted after use. */
+static long report_lines(fdb_handle_t* fdb, fdb_request_t* req, int purge, bool doit, bool porcelain) {
+    long n = 0;
+    int rc;
+    const char* s = NULL;
+    if (purge) {
+        fdb_purge_iterator_t* it = NULL;
+        fdb_purge_element_t* e = NULL;
+        OK(fdb_purge(fdb, req, doit, porcelain, &it));
+        while ((rc = fdb_purge_iterator_next(it, &e)) == FDB_SUCCESS) {
+            OK(fdb_purge_element_string(e, &s));
+            CHECK(s && strlen(s) > 0);
+            OK(fdb_delete_purge_element(e));
+            n++;
+        }
+        CHECK(rc == FDB_ITERATION_COMPLETE);
+        OK(fdb_delete_purge_element(e));
+        OK(fdb_delete_purge_iterator(it));
+    } else {
+        fdb_wipe_iterator_t* it = NULL;
+        fdb_wipe_element_t* e = NULL;
+        OK(fdb_wipe(fdb, req, doit, porcelain, false, &it));
+        while ((rc = fdb_wipe_iterator_next(it, &e)) == FDB_SUCCESS) {
+            OK(fdb_wipe_element_string(e, &s));
+            CHECK(s && strlen(s) > 0);
+            OK(fdb_delete_wipe_element(e));
+            n++;
+        }
+        CHECK(rc == FDB_ITERATION_COMPLETE);
+        OK(fdb_delete_wipe_element(e));
+        OK(fdb_delete_wipe_iterator(it));
+    }
     return n;
 }
 
@@ -255,6 +294,40 @@ int main(int argc, char** argv) {
     CHECK(got == 5 && memcmp(back, "hello", 5) == 0);
     OK(fdb_delete_request(r12));
     OK(fdb_delete_datareader(dr));
+
+    /* purge: a replaced field is listed with duplicates until purged */
+    key = field_key("12");
+    OK(fdb_archive(fdb, key, "HELLO", 5));
+    OK(fdb_delete_key(key));
+    OK(fdb_flush(fdb));
+    CHECK(count_all(fdb, NULL, false) == 4);
+    CHECK(count_all(fdb, NULL, true) == 5);
+    fdb_request_t* dbreq = NULL;
+    OK(fdb_new_request(&dbreq));
+    const char* dbkv[][2] = {{"class", "od"}, {"expver", "0001"}, {"stream", "oper"},
+                             {"date", "20261122"}, {"time", "1200"}};
+    for (size_t i = 0; i < sizeof dbkv / sizeof dbkv[0]; i++) {
+        const char* val = dbkv[i][1];
+        OK(fdb_request_add(dbreq, dbkv[i][0], &val, 1));
+    }
+    CHECK(report_lines(fdb, dbreq, 1, false, false) >= 1);
+    CHECK(count_all(fdb, NULL, true) == 5);
+    report_lines(fdb, dbreq, 1, true, false);
+    CHECK(count_all(fdb, NULL, true) == 4);
+
+    /* wipe: a dry run changes nothing; an empty request is refused */
+    CHECK(report_lines(fdb, dbreq, 0, false, true) >= 1);
+    CHECK(count_listed(fdb, NULL) == 4);
+    fdb_request_t* empty = NULL;
+    fdb_wipe_iterator_t* wit = NULL;
+    OK(fdb_new_request(&empty));
+    rc = fdb_wipe(fdb, empty, true, false, false, &wit);
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    fprintf(stderr, "empty wipe: %s\n", fdb_error_string(rc));
+    OK(fdb_delete_request(empty));
+    CHECK(report_lines(fdb, dbreq, 0, true, false) >= 1);
+    CHECK(count_listed(fdb, NULL) == 0);
+    OK(fdb_delete_request(dbreq));
 
     OK(fdb_delete_handle(fdb));
     CHECK(fdb_flush(NULL) == FDB_ERROR_GENERAL_EXCEPTION);
