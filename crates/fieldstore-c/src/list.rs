@@ -188,3 +188,29 @@ pub extern "C" fn fdb_delete_splitkey(key: *mut fdb_split_key_t) -> c_int {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fieldstore::model::Key;
+
+    #[test]
+    fn split_keys_give_levels_and_leave_out_absent_keywords() {
+        let key = SplitKey {
+            db: Key::from_pairs([("class", "od")]),
+            index: Key::from_pairs([("type", "fc"), ("levtype", "")]),
+            datum: Key::from_pairs([("step", "6")]),
+        };
+        let mut sk = fdb_split_key_t::default();
+        sk.fill(&key);
+        let got: Vec<(&str, &str, usize)> = sk
+            .entries
+            .iter()
+            .map(|(k, v, l)| (k.to_str().unwrap(), v.to_str().unwrap(), *l))
+            .collect();
+        assert_eq!(
+            got,
+            [("class", "od", 0), ("type", "fc", 1), ("step", "6", 2)]
+        );
+    }
+}

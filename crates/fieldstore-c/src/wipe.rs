@@ -202,3 +202,23 @@ pub extern "C" fn fdb_delete_purge_element(element: *mut fdb_purge_element_t) ->
 pub extern "C" fn fdb_delete_purge_iterator(it: *mut fdb_purge_iterator_t) -> c_int {
     delete(it)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fieldstore::model::Key;
+
+    #[test]
+    fn porcelain_wipe_reports_only_the_files() {
+        let found = [WipeElement {
+            db: Key::from_pairs([("class", "od")]),
+            location: "/r/od".into(),
+            doit: false,
+            removed: vec!["/r/od/toc".into(), "/r/od/a.data".into()],
+        }];
+        assert_eq!(wipe_lines(&found, true), ["/r/od/toc", "/r/od/a.data"]);
+        let full = wipe_lines(&found, false);
+        assert_eq!(full.len(), 3);
+        assert!(full[0].starts_with("Would wipe database"), "{}", full[0]);
+    }
+}
