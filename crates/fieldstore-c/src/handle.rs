@@ -11,7 +11,7 @@ use fieldstore::model::ModelError;
 use crate::errors::{run, CError, Result};
 use crate::key::fdb_key_t;
 use crate::request::{context, fdb_request_t};
-use crate::strings::{drop_obj, give, obj, text};
+use crate::strings::{drop_obj, give, obj, shared, text};
 
 pub struct fdb_handle_t {
     pub fdb: Box<dyn Fdb>,
@@ -113,7 +113,7 @@ pub extern "C" fn fdb_archive(
     length: usize,
 ) -> c_int {
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         let key = obj(key, "key")?.key();
         let data = bytes(data, length)?;
         if data.is_empty() {
@@ -138,9 +138,9 @@ pub extern "C" fn fdb_archive_multiple(
 ) -> c_int {
     let _ = req;
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         let data = bytes(data, length)?;
-        let checker = &*h;
+        let checker = h;
         let mut archiver = Archiver::new(&*h.fdb)
             .validate_first(true)
             .check(move |k| checker.check(k));
@@ -153,7 +153,7 @@ pub extern "C" fn fdb_archive_multiple(
 #[no_mangle]
 pub extern "C" fn fdb_flush(fdb: *mut fdb_handle_t) -> c_int {
     run(|| {
-        obj(fdb, "fdb")?.fdb.flush()?;
+        shared(fdb, "fdb")?.fdb.flush()?;
         Ok(())
     })
 }
@@ -162,7 +162,7 @@ pub extern "C" fn fdb_flush(fdb: *mut fdb_handle_t) -> c_int {
 #[no_mangle]
 pub extern "C" fn fdb_delete_handle(fdb: *mut fdb_handle_t) -> c_int {
     run(|| {
-        let flushed = match obj(fdb, "fdb") {
+        let flushed = match shared(fdb, "fdb") {
             Ok(h) => h.fdb.flush(),
             Err(_) => return Ok(()),
         };

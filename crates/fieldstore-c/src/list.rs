@@ -8,7 +8,7 @@ use fieldstore::model::schema::SplitKey;
 use crate::errors::{guard, run, CError, FDB_ITERATION_COMPLETE, FDB_SUCCESS};
 use crate::handle::fdb_handle_t;
 use crate::request::fdb_request_t;
-use crate::strings::{drop_obj, give, obj, put};
+use crate::strings::{drop_obj, give, obj, put, shared};
 
 pub struct fdb_listiterator_t {
     iter: ListIter,
@@ -55,7 +55,7 @@ pub extern "C" fn fdb_list(
     depth: c_int,
 ) -> c_int {
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         if it.is_null() {
             return Err(CError::Null("it"));
         }

@@ -8,7 +8,7 @@ use fieldstore::api::DataReader;
 use crate::errors::{run, CError, Result};
 use crate::handle::fdb_handle_t;
 use crate::request::fdb_request_t;
-use crate::strings::{drop_obj, give, obj, put};
+use crate::strings::{drop_obj, give, obj, put, shared};
 
 /// Empty until `fdb_retrieve` positions it; reusable for another retrieve.
 #[derive(Default)]
@@ -44,7 +44,7 @@ pub extern "C" fn fdb_retrieve(
     dr: *mut fdb_datareader_t,
 ) -> c_int {
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         let req = obj(req, "req")?;
         let dr = obj(dr, "dr")?;
         dr.reader = Some(h.fdb.retrieve(&req.request)?);

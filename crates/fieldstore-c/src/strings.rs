@@ -46,3 +46,9 @@ pub fn drop_obj<T>(p: *mut T) {
         drop(unsafe { Box::from_raw(p) });
     }
 }
+
+/// A caller's object shared between threads (a handle): never borrowed mutably.
+pub fn shared<'a, T>(p: *const T, what: &'static str) -> Result<&'a T> {
+    // SAFETY: the pointer came from this library's constructor (the API's contract).
+    unsafe { p.as_ref() }.ok_or(CError::Null(what))
+}

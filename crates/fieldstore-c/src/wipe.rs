@@ -7,7 +7,7 @@ use fieldstore::api::{PurgeElement, WipeElement};
 use crate::errors::{guard, run, CError, FDB_ITERATION_COMPLETE, FDB_SUCCESS};
 use crate::handle::fdb_handle_t;
 use crate::request::fdb_request_t;
-use crate::strings::{drop_obj, give, obj, put};
+use crate::strings::{drop_obj, give, obj, put, shared};
 
 /// The report's lines, handed out one element at a time.
 pub struct Lines {
@@ -77,7 +77,7 @@ pub extern "C" fn fdb_wipe(
     it: *mut *mut fdb_wipe_iterator_t,
 ) -> c_int {
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         let r = request(req, "fdb_wipe", unsafe_wipe_all)?;
         if it.is_null() {
             return Err(CError::Null("it"));
@@ -97,7 +97,7 @@ pub extern "C" fn fdb_purge(
     it: *mut *mut fdb_purge_iterator_t,
 ) -> c_int {
     run(|| {
-        let h = obj(fdb, "fdb")?;
+        let h = shared(fdb, "fdb")?;
         let r = request(req, "fdb_purge", false)?;
         if it.is_null() {
             return Err(CError::Null("it"));
