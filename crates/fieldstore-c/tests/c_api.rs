@@ -88,5 +88,4 @@ fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "test_api failed:\n{stderr}");
     assert!(out.stdout.is_empty(), "the library printed on stdout");
-    assert!(stderr.contains("truncated GRIB: "), "{stderr}");
 }
