@@ -39,7 +39,7 @@ fn fields() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn compile(source: &str, out: &Path) {
+fn compile(source: &str, out: &Path, extra: &[&str]) {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = lib_dir();
     assert!(
@@ -56,6 +56,7 @@ fn compile(source: &str, out: &Path) {
         .arg("-L")
         .arg(&lib)
         .arg("-lfdb5")
+        .args(extra)
         .status()
         .expect("run cc");
     assert!(status.success(), "compiling {source} failed");
@@ -76,7 +77,7 @@ fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
     std::fs::write(dir.path().join("first2.grib"), fields[..2].concat()).unwrap();
 
     let exe = dir.path().join("test_api");
-    compile("test_api.c", &exe);
+    compile("test_api.c", &exe, &[]);
     let out = Command::new(&exe)
         .arg(&root)
         .arg(dir.path().join("fields.grib"))
@@ -87,5 +88,20 @@ fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "test_api failed:\n{stderr}");
+    assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
+
+#[test]
+fn c_threads_archive_through_one_handle_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("test_threads");
+    compile("test_threads.c", &exe, &["-pthread"]);
+    let out = Command::new(&exe)
+        .arg(dir.path())
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "test_threads failed:\n{stderr}");
     assert!(out.stdout.is_empty(), "the library printed on stdout");
 }
