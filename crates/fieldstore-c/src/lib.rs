@@ -1,0 +1,47 @@
+//! FDB5's C API (`include/fdb5/api/fdb_c.h`, upstream's current ABI) over fieldstore, so that
+//! programs written for FDB5 relink against fieldstore unchanged. Every entry point catches
+//! panics and turns failures into FDB5's error codes; nothing is printed on stdout.
+#![allow(non_camel_case_types)]
+// The C ABI takes raw pointers from the caller; each is checked for NULL before use.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod errors;
+mod handle;
+mod key;
+mod list;
+mod reader;
+mod request;
+mod strings;
+mod version;
+mod wipe;
+
+pub use errors::{
+    fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, FDB_ERROR_GENERAL_EXCEPTION,
+    FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
+};
+pub use handle::{
+    fdb_archive, fdb_archive_multiple, fdb_delete_handle, fdb_flush, fdb_handle_t, fdb_new_handle,
+    fdb_new_handle_from_yaml,
+};
+pub use key::{fdb_delete_key, fdb_key_add, fdb_key_t, fdb_new_key};
+pub use list::{
+    fdb_delete_listiterator, fdb_delete_splitkey, fdb_list, fdb_listiterator_attrs,
+    fdb_listiterator_next, fdb_listiterator_splitkey, fdb_listiterator_t, fdb_new_splitkey,
+    fdb_split_key_t, fdb_splitkey_next_metadata,
+};
+pub use reader::{
+    fdb_datareader_close, fdb_datareader_open, fdb_datareader_read, fdb_datareader_seek,
+    fdb_datareader_size, fdb_datareader_skip, fdb_datareader_t, fdb_datareader_tell,
+    fdb_delete_datareader, fdb_new_datareader, fdb_retrieve,
+};
+pub use request::{
+    fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
+    fdb_request_t,
+};
+pub use version::{fdb_initialise, fdb_vcs_version, fdb_version};
+pub use wipe::{
+    fdb_delete_purge_element, fdb_delete_purge_iterator, fdb_delete_wipe_element,
+    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_iterator_next,
+    fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string, fdb_wipe_iterator_next,
+    fdb_wipe_iterator_t,
+};

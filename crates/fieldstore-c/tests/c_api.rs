@@ -1,0 +1,107 @@
+//! Builds the C programs in tests/c with the system compiler against the built libfdb5.so and
+//! runs them on a temporary store.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fieldstore::grib::sample::make_field;
+
+/// Where cargo put libfdb5.so for this test: target/<profile>/deps, beside the test binary
+/// (target/<profile> after a plain `cargo build`).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap().to_path_buf();
+    if deps.join("libfdb5.so").exists() {
+        return deps;
+    }
+    deps.parent().unwrap().to_path_buf()
+}
+
+fn fields() -> Vec<Vec<u8>> {
+    [("0", "130"), ("6", "130"), ("0", "131")]
+        .iter()
+        .enumerate()
+        .map(|(i, (step, param))| {
+            let keys = [
+                ("class", "od"),
+                ("stream", "oper"),
+                ("type", "fc"),
+                ("expver", "0001"),
+                ("date", "20261122"),
+                ("time", "1200"),
+                ("step", *step),
+                ("levtype", "pl"),
+                ("levelist", "850"),
+                ("param", *param),
+            ];
+            make_field(&keys, 50, i as u64).unwrap()
+        })
+        .collect()
+}
+
+fn compile(source: &str, out: &Path, extra: &[&str]) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = lib_dir();
+    assert!(
+        lib.join("libfdb5.so").exists(),
+        "libfdb5.so not built in {}",
+        lib.display()
+    );
+    let status = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out)
+        .arg(crate_dir.join("tests/c").join(source))
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lfdb5")
+        .args(extra)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "compiling {source} failed");
+}
+
+#[test]
+fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let fields = fields();
+    let all: Vec<u8> = fields.concat();
+    std::fs::write(dir.path().join("fields.grib"), &all).unwrap();
+    let mut truncated = fields[0].clone();
+    truncated.extend_from_slice(&fields[1][..fields[1].len() / 2]);
+    std::fs::write(dir.path().join("truncated.grib"), &truncated).unwrap();
+
+    std::fs::write(dir.path().join("first2.grib"), fields[..2].concat()).unwrap();
+
+    let exe = dir.path().join("test_api");
+    compile("test_api.c", &exe, &[]);
+    let out = Command::new(&exe)
+        .arg(&root)
+        .arg(dir.path().join("fields.grib"))
+        .arg(dir.path().join("truncated.grib"))
+        .arg(dir.path().join("first2.grib"))
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "test_api failed:\n{stderr}");
+    assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
+
+#[test]
+fn c_threads_archive_through_one_handle_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("test_threads");
+    compile("test_threads.c", &exe, &["-pthread"]);
+    let out = Command::new(&exe)
+        .arg(dir.path())
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "test_threads failed:\n{stderr}");
+    assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
