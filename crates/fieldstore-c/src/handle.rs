@@ -23,7 +23,7 @@ pub struct fdb_handle_t {
 impl fdb_handle_t {
     fn open(config: &FdbConfig) -> Result<fdb_handle_t> {
         let fdb = fieldstore::open(config)?;
-        let schema = local_schema(config)?;
+        let schema = fieldstore::open::archive_schema(config)?;
         Ok(fdb_handle_t { fdb, schema })
     }
 
@@ -36,27 +36,6 @@ impl fdb_handle_t {
             None => Ok(()),
         }
     }
-}
-
-fn local_schema(config: &FdbConfig) -> Result<Option<Schema>> {
-    fn has_remote(c: &FdbConfig) -> bool {
-        match c {
-            FdbConfig::Local(_) => false,
-            FdbConfig::Remote { .. } => true,
-            FdbConfig::Select { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
-            FdbConfig::Dist { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
-            FdbConfig::Mirror { children, .. }
-            | FdbConfig::Filter { children, .. }
-            | FdbConfig::Diagnostics { children, .. } => children.iter().any(has_remote),
-        }
-    }
-    if has_remote(config) {
-        return Ok(None);
-    }
-    Ok(Some(match fieldstore::open::schema_of(config) {
-        Some(p) => Schema::from_file(&p).map_err(ModelError::from)?,
-        None => Schema::default_schema(),
-    }))
 }
 
 /// The store the environment names (FDB5_CONFIG_FILE, FDB_HOME...), found as the `fieldstore`

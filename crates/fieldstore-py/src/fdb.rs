@@ -78,29 +78,6 @@ fn depth(level: i64) -> PyResult<u8> {
     }
 }
 
-/// The schema a config's local store uses, for checking keys before archiving.
-fn local_schema(config: &fieldstore::model::config::FdbConfig) -> Option<Schema> {
-    use fieldstore::model::config::FdbConfig;
-    fn has_remote(c: &FdbConfig) -> bool {
-        match c {
-            FdbConfig::Local(_) => false,
-            FdbConfig::Remote { .. } => true,
-            FdbConfig::Select { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
-            FdbConfig::Dist { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
-            FdbConfig::Mirror { children, .. }
-            | FdbConfig::Filter { children, .. }
-            | FdbConfig::Diagnostics { children, .. } => children.iter().any(has_remote),
-        }
-    }
-    if has_remote(config) {
-        return None;
-    }
-    match fieldstore::open::schema_of(config) {
-        Some(p) => Schema::from_file(&p).ok(),
-        None => Some(Schema::default_schema()),
-    }
-}
-
 impl Fdb {
     /// `op` with the GIL released over the databases a request matches (every database without
     /// a request), each result turned into its Python class.
@@ -130,7 +107,10 @@ impl Fdb {
         let (inner, schema) = py
             .detach(|| {
                 let fdb = fieldstore::open(&cfg)?;
-                Ok::<_, api::ApiError>((fdb, local_schema(&cfg)))
+                Ok::<_, api::ApiError>((
+                    fdb,
+                    fieldstore::open::archive_schema(&cfg).unwrap_or(None),
+                ))
             })
             .map_err(to_py)?;
         Ok(Fdb {

@@ -153,3 +153,27 @@ pub fn schema_of(config: &FdbConfig) -> Option<std::path::PathBuf> {
         FdbConfig::Remote { .. } => None,
     }
 }
+
+/// The schema archived keys can be checked against before anything is stored (all-or-nothing
+/// archives in the bindings): the local store's, or `None` when a remote store decides (its
+/// schema is the server's, not ours to read).
+pub fn archive_schema(config: &FdbConfig) -> Result<Option<Schema>, ApiError> {
+    fn has_remote(c: &FdbConfig) -> bool {
+        match c {
+            FdbConfig::Local(_) => false,
+            FdbConfig::Remote { .. } => true,
+            FdbConfig::Select { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
+            FdbConfig::Dist { lanes, .. } => lanes.iter().any(|l| has_remote(&l.config)),
+            FdbConfig::Mirror { children, .. }
+            | FdbConfig::Filter { children, .. }
+            | FdbConfig::Diagnostics { children, .. } => children.iter().any(has_remote),
+        }
+    }
+    if has_remote(config) {
+        return Ok(None);
+    }
+    Ok(Some(match schema_of(config) {
+        Some(p) => Schema::from_file(&p).map_err(ModelError::from)?,
+        None => Schema::default_schema(),
+    }))
+}
