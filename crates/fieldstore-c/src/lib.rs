@@ -1,19 +1,20 @@
-//! FDB5's C API (`include/fdb5/api/fdb_c.h`, upstream's current ABI) over fieldstore, so that
-//! programs written for FDB5 relink against fieldstore unchanged. Every entry point catches
+//! FDB5's C API over fieldstore, so that programs written for FDB5 run on fieldstore unchanged.
+//! This crate holds the functions both ABIs share; `libfdb5` (upstream's current ABI) and
+//! `libfdb5-510` (Debian's 5.10) export them with the few whose signatures differ. Every entry point catches
 //! panics and turns failures into FDB5's error codes; nothing is printed on stdout.
 #![allow(non_camel_case_types)]
 // The C ABI takes raw pointers from the caller; each is checked for NULL before use.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-mod errors;
-mod handle;
-mod key;
-mod list;
-mod reader;
-mod request;
-mod strings;
-mod version;
-mod wipe;
+pub(crate) mod errors;
+pub(crate) mod handle;
+pub(crate) mod key;
+pub mod list;
+pub(crate) mod reader;
+pub(crate) mod request;
+pub(crate) mod strings;
+pub(crate) mod version;
+pub(crate) mod wipe;
 
 pub use errors::{
     fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, FDB_ERROR_GENERAL_EXCEPTION,
@@ -25,9 +26,9 @@ pub use handle::{
 };
 pub use key::{fdb_delete_key, fdb_key_add, fdb_key_t, fdb_new_key};
 pub use list::{
-    fdb_delete_listiterator, fdb_delete_splitkey, fdb_list, fdb_listiterator_attrs,
-    fdb_listiterator_next, fdb_listiterator_splitkey, fdb_listiterator_t, fdb_new_splitkey,
-    fdb_split_key_t, fdb_splitkey_next_metadata,
+    fdb_delete_listiterator, fdb_delete_splitkey, fdb_listiterator_attrs,
+    fdb_listiterator_splitkey, fdb_listiterator_t, fdb_new_splitkey, fdb_split_key_t,
+    fdb_splitkey_next_metadata,
 };
 pub use reader::{
     fdb_datareader_close, fdb_datareader_open, fdb_datareader_read, fdb_datareader_seek,

@@ -1,4 +1,5 @@
-//! `fdb_list` and its iterator and split keys.
+//! Listing: upstream's `fdb_list` and iterator (exported by the `libfdb5` crate, since the 5.10
+//! ABI gives the same names other signatures), split keys.
 
 use std::ffi::{c_char, c_int, CString};
 
@@ -46,8 +47,7 @@ impl fdb_split_key_t {
 
 /// `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it inverted, a defect
 /// not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL request lists all.
-#[no_mangle]
-pub extern "C" fn fdb_list(
+pub fn list(
     fdb: *mut fdb_handle_t,
     req: *const fdb_request_t,
     it: *mut *mut fdb_listiterator_t,
@@ -87,8 +87,7 @@ pub extern "C" fn fdb_list(
     })
 }
 
-#[no_mangle]
-pub extern "C" fn fdb_listiterator_next(it: *mut fdb_listiterator_t) -> c_int {
+pub fn listiterator_next(it: *mut fdb_listiterator_t) -> c_int {
     guard(|| {
         let it = obj(it, "it")?;
         match it.iter.next() {

@@ -1,0 +1,26 @@
+//! libfdb5.so with upstream FDB5's current ABI (since 5.11): the shared functions of
+//! `fieldstore-c` plus the two whose signatures changed after 5.10.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use std::ffi::c_int;
+
+pub use fieldstore_c::*;
+
+/// `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it inverted, a defect
+/// not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL request lists all.
+#[no_mangle]
+pub extern "C" fn fdb_list(
+    fdb: *mut fdb_handle_t,
+    req: *const fdb_request_t,
+    it: *mut *mut fdb_listiterator_t,
+    duplicates: bool,
+    depth: c_int,
+) -> c_int {
+    fieldstore_c::list::list(fdb, req, it, duplicates, depth)
+}
+
+/// FDB_SUCCESS with a current element, FDB_ITERATION_COMPLETE at the end.
+#[no_mangle]
+pub extern "C" fn fdb_listiterator_next(it: *mut fdb_listiterator_t) -> c_int {
+    fieldstore_c::list::listiterator_next(it)
+}
