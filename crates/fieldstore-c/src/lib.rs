@@ -6,6 +6,7 @@
 // The C ABI takes raw pointers from the caller; each is checked for NULL before use.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub(crate) mod cube;
 pub(crate) mod errors;
 pub(crate) mod handle;
 pub(crate) mod key;
@@ -13,7 +14,8 @@ pub mod list;
 pub(crate) mod reader;
 pub(crate) mod request;
 pub(crate) mod strings;
-pub(crate) mod version;
+pub(crate) mod user_config;
+pub mod version;
 pub(crate) mod wipe;
 
 pub use errors::{
@@ -39,7 +41,7 @@ pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
 };
-pub use version::{fdb_initialise, fdb_vcs_version, fdb_version};
+pub use version::{fdb_initialise, fdb_vcs_version};
 pub use wipe::{
     fdb_delete_purge_element, fdb_delete_purge_iterator, fdb_delete_wipe_element,
     fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_iterator_next,
