@@ -56,7 +56,6 @@ pub extern "C" fn fdb_new_handle(fdb: *mut *mut fdb_handle_t) -> c_int {
 
 /// The store `system_config` (YAML text) describes. `user_config` (FDB5's per-user settings,
 /// may be NULL) is checked by `user_config::check`.
-#[no_mangle]
 pub extern "C" fn fdb_new_handle_from_yaml(
     fdb: *mut *mut fdb_handle_t,
     system_config: *const c_char,

@@ -1,6 +1,7 @@
 //! FDB5's C API over fieldstore, so that programs written for FDB5 run on fieldstore unchanged.
-//! This crate holds the functions both ABIs share; `libfdb5` (upstream's current ABI) and
-//! `libfdb5-510` (Debian's 5.10) export them with the few whose signatures differ. Every entry point catches
+//! This crate implements every function of both ABIs and exports (`#[no_mangle]`) the 25 both
+//! share; `libfdb5` (upstream's current ABI) and `libfdb5-510` (Debian's 5.10) export the rest,
+//! so that each library exports exactly its ABI's functions. Every entry point catches
 //! panics and turns failures into FDB5's error codes; nothing is printed on stdout.
 #![allow(non_camel_case_types)]
 // The C ABI takes raw pointers from the caller; each is checked for NULL before use.
@@ -44,7 +45,7 @@ pub use request::{
 pub use version::{fdb_initialise, fdb_vcs_version};
 pub use wipe::{
     fdb_delete_purge_element, fdb_delete_purge_iterator, fdb_delete_wipe_element,
-    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_iterator_next,
-    fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string, fdb_wipe_iterator_next,
-    fdb_wipe_iterator_t,
+    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_element_t,
+    fdb_purge_iterator_next, fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string,
+    fdb_wipe_element_t, fdb_wipe_iterator_next, fdb_wipe_iterator_t,
 };

@@ -184,7 +184,6 @@ fn current(it: &fdb_listiterator_t) -> Result<&ListElement, CError> {
 }
 
 /// Where the current element's bytes are (an empty URI for databases and indexes).
-#[no_mangle]
 pub extern "C" fn fdb_listiterator_attrs(
     it: *mut fdb_listiterator_t,
     uri: *mut *const c_char,
@@ -204,7 +203,6 @@ pub extern "C" fn fdb_listiterator_attrs(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_listiterator_splitkey(
     it: *mut fdb_listiterator_t,
     key: *mut fdb_split_key_t,
@@ -225,12 +223,10 @@ pub extern "C" fn fdb_delete_listiterator(it: *mut fdb_listiterator_t) -> c_int 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_new_splitkey(key: *mut *mut fdb_split_key_t) -> c_int {
     run(|| give(key, "key", fdb_split_key_t::default()))
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_splitkey_next_metadata(
     it: *mut fdb_split_key_t,
     key: *mut *const c_char,
@@ -252,7 +248,6 @@ pub extern "C" fn fdb_splitkey_next_metadata(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_splitkey(key: *mut fdb_split_key_t) -> c_int {
     run(|| {
         drop_obj(key);

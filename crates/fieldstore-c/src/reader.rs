@@ -137,7 +137,6 @@ pub extern "C" fn fdb_datareader_skip(dr: *mut fdb_datareader_t, count: c_long) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_datareader_size(dr: *mut fdb_datareader_t, size: *mut c_long) -> c_int {
     run(|| {
         let r = obj(dr, "dr")?.any()?;

@@ -242,3 +242,57 @@ fn a_program_built_against_debians_libfdb5_runs_unchanged_on_fieldstore() {
     // fieldstore's store is its own: nothing was written into FDB5's.
     assert!(std::fs::read_dir(p("fieldstore")).unwrap().next().is_some());
 }
+
+/// The `fdb_*` functions a header declares.
+fn declared(header: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(header).unwrap();
+    let mut names: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("int fdb_") || l.starts_with("const char* fdb_"))
+        .filter_map(|l| l.split('(').next()?.split_whitespace().last())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The `fdb_*` functions a shared library exports, by `nm -D`.
+fn exported(lib: &Path) -> Vec<String> {
+    let out = ok(
+        "nm -D",
+        Command::new("nm")
+            .args(["-D", "--defined-only"])
+            .arg(lib)
+            .output()
+            .unwrap(),
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] if name.starts_with("fdb_") => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn exports_exactly_the_29_functions_of_debians_510_api() {
+    let ours = exported(&built_lib());
+    let header = declared(&Path::new(env!("CARGO_MANIFEST_DIR")).join("include/fdb5/api/fdb_c.h"));
+    assert_eq!(ours.len(), 29, "{ours:?}");
+    assert_eq!(ours, header, "the library exports what its header declares");
+    if Path::new(DEBIAN_LIB).exists() {
+        assert_eq!(
+            ours,
+            exported(Path::new(DEBIAN_LIB)),
+            "Debian's libfdb5.so.0d"
+        );
+    } else {
+        skip("exports_exactly_the_29_functions_of_debians_510_api (Debian comparison)");
+    }
+    if Path::new(DEBIAN_HEADER).exists() {
+        assert_eq!(ours, declared(Path::new(DEBIAN_HEADER)), "Debian's fdb_c.h");
+    }
+}
