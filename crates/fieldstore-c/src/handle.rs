@@ -3,11 +3,14 @@
 
 use std::ffi::{c_char, c_int};
 
-use fieldstore::api::{self, Archiver, Fdb};
+use fieldstore::api::{self, ArchiveError, Archiver, Fdb};
+use fieldstore::grib::{mars_keys, SliceMessages};
 use fieldstore::model::config::{self, FdbConfig};
+use fieldstore::model::request::Request;
 use fieldstore::model::schema::Schema;
 use fieldstore::model::ModelError;
 
+use crate::cube::Cube;
 use crate::errors::{run, CError, Result};
 use crate::key::fdb_key_t;
 use crate::request::{context, fdb_request_t};
@@ -51,18 +54,19 @@ pub extern "C" fn fdb_new_handle(fdb: *mut *mut fdb_handle_t) -> c_int {
     })
 }
 
-/// The store `system_config` (YAML text) describes. `user_config` (FDB5's per-user overrides)
-/// is accepted and ignored: fieldstore has no per-user settings.
-#[no_mangle]
+/// The store `system_config` (YAML text) describes. `user_config` (FDB5's per-user settings,
+/// may be NULL) is checked by `user_config::check`.
 pub extern "C" fn fdb_new_handle_from_yaml(
     fdb: *mut *mut fdb_handle_t,
     system_config: *const c_char,
     user_config: *const c_char,
 ) -> c_int {
-    let _ = user_config;
     run(|| {
         if fdb.is_null() {
             return Err(CError::Null("fdb"));
+        }
+        if !user_config.is_null() {
+            crate::user_config::check(text(user_config, "user_config")?)?;
         }
         let yaml = text(system_config, "system_config")?;
         let cfg =
@@ -105,9 +109,8 @@ pub extern "C" fn fdb_archive(
 }
 
 /// Stores every GRIB message in `data` under the keys it carries. All or nothing: every message
-/// is framed, decoded and checked against the schema before the first is stored. `req`, when
-/// given, is accepted for FDB5's sake (FDB5 checks the messages against it; fieldstore does
-/// not yet).
+/// is framed, decoded and checked against the schema (and against `req` when given: see
+/// `cube`) before the first is stored.
 #[no_mangle]
 pub extern "C" fn fdb_archive_multiple(
     fdb: *mut fdb_handle_t,
@@ -115,10 +118,13 @@ pub extern "C" fn fdb_archive_multiple(
     data: *const c_char,
     length: usize,
 ) -> c_int {
-    let _ = req;
     run(|| {
         let h = shared(fdb, "fdb")?;
         let data = bytes(data, length)?;
+        // SAFETY: NULL or made by fdb_new_request.
+        if let Some(req) = unsafe { req.as_ref() } {
+            return archive_requested(h, &req.request, data);
+        }
         let checker = h;
         let mut archiver = Archiver::new(&*h.fdb)
             .validate_first(true)
@@ -126,6 +132,46 @@ pub extern "C" fn fdb_archive_multiple(
         archiver.archive_slice(data, "fdb_archive_multiple data")?;
         Ok(())
     })
+}
+
+/// `fdb_archive_multiple` with a request: the messages are framed, decoded and placed in the
+/// request's cube first; only a complete, exact match is archived.
+fn archive_requested(h: &fdb_handle_t, req: &Request, data: &[u8]) -> Result<()> {
+    const SOURCE: &str = "fdb_archive_multiple data";
+    let cx = context();
+    let fallback;
+    let schema = match &h.schema {
+        Some(s) => s,
+        None => {
+            fallback = Schema::default_schema();
+            &fallback
+        }
+    };
+    let mut cube = Cube::new(schema, req, &cx)?;
+    let messages = SliceMessages::new(data, SOURCE).collect::<std::result::Result<Vec<_>, _>>();
+    let messages = messages.map_err(ArchiveError::from)?;
+    let failed = |number: usize, offset: u64, cause: api::ApiError| ArchiveError::Message {
+        source_name: SOURCE.to_string(),
+        message: number,
+        offset,
+        cause: Box::new(cause),
+    };
+    let mut keys = Vec::with_capacity(messages.len());
+    for &(number, offset, bytes) in &messages {
+        let key = mars_keys(bytes).map_err(|e| failed(number, offset, e.into()))?;
+        let split = schema
+            .split(&key, &cx, false)
+            .map_err(|e| failed(number, offset, ModelError::from(e).into()))?;
+        cube.fill(number, &split)?;
+        keys.push(key);
+    }
+    cube.complete()?;
+    for (&(number, offset, bytes), key) in messages.iter().zip(&keys) {
+        h.fdb
+            .archive_grib(key, bytes)
+            .map_err(|e| failed(number, offset, e))?;
+    }
+    Ok(())
 }
 
 /// Makes everything archived through this handle durable and visible.

@@ -1,11 +1,13 @@
 //! FDB5's C API over fieldstore, so that programs written for FDB5 run on fieldstore unchanged.
-//! This crate holds the functions both ABIs share; `libfdb5` (upstream's current ABI) and
-//! `libfdb5-510` (Debian's 5.10) export them with the few whose signatures differ. Every entry point catches
+//! This crate implements every function of both ABIs and exports (`#[no_mangle]`) the 25 both
+//! share; `libfdb5` (upstream's current ABI) and `libfdb5-510` (Debian's 5.10) export the rest,
+//! so that each library exports exactly its ABI's functions. Every entry point catches
 //! panics and turns failures into FDB5's error codes; nothing is printed on stdout.
 #![allow(non_camel_case_types)]
 // The C ABI takes raw pointers from the caller; each is checked for NULL before use.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub(crate) mod cube;
 pub(crate) mod errors;
 pub(crate) mod handle;
 pub(crate) mod key;
@@ -13,7 +15,8 @@ pub mod list;
 pub(crate) mod reader;
 pub(crate) mod request;
 pub(crate) mod strings;
-pub(crate) mod version;
+pub(crate) mod user_config;
+pub mod version;
 pub(crate) mod wipe;
 
 pub use errors::{
@@ -39,10 +42,10 @@ pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
 };
-pub use version::{fdb_initialise, fdb_vcs_version, fdb_version};
+pub use version::{fdb_initialise, fdb_vcs_version};
 pub use wipe::{
     fdb_delete_purge_element, fdb_delete_purge_iterator, fdb_delete_wipe_element,
-    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_iterator_next,
-    fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string, fdb_wipe_iterator_next,
-    fdb_wipe_iterator_t,
+    fdb_delete_wipe_iterator, fdb_purge, fdb_purge_element_string, fdb_purge_element_t,
+    fdb_purge_iterator_next, fdb_purge_iterator_t, fdb_wipe, fdb_wipe_element_string,
+    fdb_wipe_element_t, fdb_wipe_iterator_next, fdb_wipe_iterator_t,
 };

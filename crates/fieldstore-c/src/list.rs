@@ -1,5 +1,5 @@
-//! Listing: upstream's `fdb_list` and iterator (exported by the `libfdb5` crate, since the 5.10
-//! ABI gives the same names other signatures), split keys.
+//! Listing: both ABIs' `fdb_list` and iterator (exported by the `libfdb5` and `libfdb5-510`
+//! crates, since the two give the same names other signatures), split keys.
 
 use std::ffi::{c_char, c_int, CString};
 
@@ -11,11 +11,16 @@ use crate::handle::fdb_handle_t;
 use crate::request::fdb_request_t;
 use crate::strings::{drop_obj, give, obj, put, shared};
 
+/// Upstream's `fdb_list` makes it listing; 5.10's `fdb_new_listiterator` makes it empty and
+/// `fdb_list` fills it.
+#[derive(Default)]
 pub struct fdb_listiterator_t {
-    iter: ListIter,
+    iter: Option<ListIter>,
     current: Option<ListElement>,
     /// The current element's URI, kept for the pointer `fdb_listiterator_attrs` hands out.
     uri: CString,
+    /// The current element's line for 5.10's `fdb_listiterator_next`, valid until the next call.
+    line: CString,
 }
 
 /// Keyword, value and level (0 database, 1 index, 2 datum) of one listed field.
@@ -45,8 +50,34 @@ impl fdb_split_key_t {
     }
 }
 
-/// `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it inverted, a defect
-/// not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL request lists all.
+fn start(
+    fdb: *mut fdb_handle_t,
+    req: *const fdb_request_t,
+    duplicates: bool,
+    depth: c_int,
+) -> Result<ListIter, CError> {
+    let h = shared(fdb, "fdb")?;
+    let depth = match depth {
+        1..=3 => depth as u8,
+        _ => {
+            return Err(CError::Invalid(format!(
+                "depth must be 1 (databases), 2 (indexes) or 3 (fields), not {depth}"
+            )))
+        }
+    };
+    let empty = fdb_request_t::default();
+    // SAFETY: NULL or made by fdb_new_request.
+    let req = unsafe { req.as_ref() }.unwrap_or(&empty);
+    let opts = ListOptions {
+        include_masked: duplicates,
+        depth,
+    };
+    Ok(h.fdb.list(&req.request, opts)?)
+}
+
+/// Upstream's `fdb_list`: `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it
+/// inverted, a defect not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL
+/// request lists all.
 pub fn list(
     fdb: *mut fdb_handle_t,
     req: *const fdb_request_t,
@@ -55,53 +86,94 @@ pub fn list(
     depth: c_int,
 ) -> c_int {
     run(|| {
-        let h = shared(fdb, "fdb")?;
         if it.is_null() {
             return Err(CError::Null("it"));
         }
-        let depth = match depth {
-            1..=3 => depth as u8,
-            _ => {
-                return Err(CError::Invalid(format!(
-                    "depth must be 1 (databases), 2 (indexes) or 3 (fields), not {depth}"
-                )))
-            }
-        };
-        let empty = fdb_request_t::default();
-        // SAFETY: NULL or made by fdb_new_request.
-        let req = unsafe { req.as_ref() }.unwrap_or(&empty);
-        let opts = ListOptions {
-            include_masked: duplicates,
-            depth,
-        };
-        let iter = h.fdb.list(&req.request, opts)?;
+        let iter = start(fdb, req, duplicates, depth)?;
         give(
             it,
             "it",
             fdb_listiterator_t {
-                iter,
-                current: None,
-                uri: CString::default(),
+                iter: Some(iter),
+                ..Default::default()
             },
         )
     })
 }
 
+/// 5.10's `fdb_new_listiterator`: an iterator listing nothing until `fdb_list` fills it.
+pub fn new_listiterator(it: *mut *mut fdb_listiterator_t) -> c_int {
+    run(|| give(it, "it", fdb_listiterator_t::default()))
+}
+
+/// 5.10's `fdb_list`: (re)fills `it` with the fields `req` names (NULL: all). Masked
+/// duplicates are hidden, unlike FDB5 5.10, which lists every copy ever archived.
+pub fn list_into(
+    fdb: *mut fdb_handle_t,
+    req: *const fdb_request_t,
+    it: *mut fdb_listiterator_t,
+) -> c_int {
+    run(|| {
+        let it = obj(it, "it")?;
+        let iter = start(fdb, req, false, 3)?;
+        *it = fdb_listiterator_t {
+            iter: Some(iter),
+            ..Default::default()
+        };
+        Ok(())
+    })
+}
+
+/// Moves to the next element; false at the end (and for an iterator never filled).
+fn advance(it: &mut fdb_listiterator_t) -> Result<bool, CError> {
+    match it.iter.as_mut().and_then(Iterator::next) {
+        Some(el) => {
+            let el = el?;
+            it.uri = c(el.location.as_ref().map_or("", |l| l.uri.as_str()));
+            it.current = Some(el);
+            Ok(true)
+        }
+        None => {
+            it.current = None;
+            Ok(false)
+        }
+    }
+}
+
+/// Upstream's `fdb_listiterator_next`.
 pub fn listiterator_next(it: *mut fdb_listiterator_t) -> c_int {
     guard(|| {
         let it = obj(it, "it")?;
-        match it.iter.next() {
-            Some(el) => {
-                let el = el?;
-                it.uri = c(el.location.as_ref().map_or("", |l| l.uri.as_str()));
-                it.current = Some(el);
-                Ok(FDB_SUCCESS)
-            }
-            None => {
-                it.current = None;
-                Ok(FDB_ITERATION_COMPLETE)
-            }
+        Ok(if advance(it)? {
+            FDB_SUCCESS
+        } else {
+            FDB_ITERATION_COMPLETE
+        })
+    })
+}
+
+/// 5.10's `fdb_listiterator_next`: `*exist` says whether there was another element, and `*str`
+/// gets its key as FDB5 5.10 prints it, `{db}{index}{datum}` (as `fdb-list --porcelain`),
+/// valid until the next call. At the end `*str` is left as it was, as in 5.10.
+pub fn listiterator_next_line(
+    it: *mut fdb_listiterator_t,
+    exist: *mut bool,
+    str: *mut *const c_char,
+) -> c_int {
+    run(|| {
+        let it = obj(it, "it")?;
+        if exist.is_null() {
+            return Err(CError::Null("exist"));
         }
+        if str.is_null() {
+            return Err(CError::Null("str"));
+        }
+        let more = advance(it)?;
+        if let Some(el) = &it.current {
+            it.line = c(&el.key.porcelain());
+            put(str, "str", it.line.as_ptr())?;
+        }
+        put(exist, "exist", more)
     })
 }
 
@@ -112,7 +184,6 @@ fn current(it: &fdb_listiterator_t) -> Result<&ListElement, CError> {
 }
 
 /// Where the current element's bytes are (an empty URI for databases and indexes).
-#[no_mangle]
 pub extern "C" fn fdb_listiterator_attrs(
     it: *mut fdb_listiterator_t,
     uri: *mut *const c_char,
@@ -132,7 +203,6 @@ pub extern "C" fn fdb_listiterator_attrs(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_listiterator_splitkey(
     it: *mut fdb_listiterator_t,
     key: *mut fdb_split_key_t,
@@ -153,12 +223,10 @@ pub extern "C" fn fdb_delete_listiterator(it: *mut fdb_listiterator_t) -> c_int 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_new_splitkey(key: *mut *mut fdb_split_key_t) -> c_int {
     run(|| give(key, "key", fdb_split_key_t::default()))
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_splitkey_next_metadata(
     it: *mut fdb_split_key_t,
     key: *mut *const c_char,
@@ -180,7 +248,6 @@ pub extern "C" fn fdb_splitkey_next_metadata(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_splitkey(key: *mut fdb_split_key_t) -> c_int {
     run(|| {
         drop_obj(key);

@@ -14,10 +14,24 @@ use crate::strings::{drop_obj, give, obj, put, shared};
 #[derive(Default)]
 pub struct fdb_datareader_t {
     reader: Option<Box<dyn DataReader>>,
+    /// Closed by `fdb_datareader_close` until `fdb_datareader_open` reopens it, as FDB5's
+    /// DataHandle: reading a closed reader is an error, not a silent read.
+    closed: bool,
 }
 
 impl fdb_datareader_t {
+    /// The open reader.
     fn reader(&mut self) -> Result<&mut Box<dyn DataReader>> {
+        if self.closed {
+            return Err(CError::Invalid(
+                "the data reader is closed: fdb_datareader_open reopens it".into(),
+            ));
+        }
+        self.any()
+    }
+
+    /// The reader, open or closed.
+    fn any(&mut self) -> Result<&mut Box<dyn DataReader>> {
         self.reader.as_mut().ok_or_else(|| {
             CError::Invalid("the data reader holds nothing: pass it to fdb_retrieve first".into())
         })
@@ -48,6 +62,7 @@ pub extern "C" fn fdb_retrieve(
         let req = obj(req, "req")?;
         let dr = obj(dr, "dr")?;
         dr.reader = Some(h.fdb.retrieve(&req.request)?);
+        dr.closed = false;
         Ok(())
     })
 }
@@ -57,23 +72,33 @@ pub extern "C" fn fdb_new_datareader(dr: *mut *mut fdb_datareader_t) -> c_int {
     run(|| give(dr, "dr", fdb_datareader_t::default()))
 }
 
-/// Rewinds to the start; `size` (may be NULL) gets the total bytes.
+/// Opens (or reopens after `fdb_datareader_close`) at the start; `size` (may be NULL) gets
+/// the total bytes.
 #[no_mangle]
 pub extern "C" fn fdb_datareader_open(dr: *mut fdb_datareader_t, size: *mut c_long) -> c_int {
     run(|| {
-        let r = obj(dr, "dr")?.reader()?;
+        let dr = obj(dr, "dr")?;
+        let r = dr.any()?;
         r.seek(SeekFrom::Start(0)).map_err(|e| io("open", e))?;
         if !size.is_null() {
             put(size, "size", long(r.size()))?;
         }
+        dr.closed = false;
         Ok(())
     })
 }
 
+/// Ends reading: later reads, seeks and tells fail until `fdb_datareader_open` reopens it.
+/// Closing a reader twice, or one holding nothing, is not an error (FDB5's close is idempotent).
 #[no_mangle]
 pub extern "C" fn fdb_datareader_close(dr: *mut fdb_datareader_t) -> c_int {
     run(|| {
-        obj(dr, "dr")?;
+        let dr = obj(dr, "dr")?;
+        if let Some(r) = dr.reader.as_mut() {
+            // Back to the start drops the field being read, so a reopen starts afresh.
+            r.seek(SeekFrom::Start(0)).map_err(|e| io("close", e))?;
+        }
+        dr.closed = true;
         Ok(())
     })
 }
@@ -112,10 +137,9 @@ pub extern "C" fn fdb_datareader_skip(dr: *mut fdb_datareader_t, count: c_long) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_datareader_size(dr: *mut fdb_datareader_t, size: *mut c_long) -> c_int {
     run(|| {
-        let r = obj(dr, "dr")?.reader()?;
+        let r = obj(dr, "dr")?.any()?;
         put(size, "size", long(r.size()))
     })
 }

@@ -68,7 +68,6 @@ pub extern "C" fn fdb_request_add(
 
 /// The values as a malloc'd array of malloc'd strings the caller frees (`free`, or `delete[]`
 /// as FDB5's own tests do). A keyword not in the request gives zero values.
-#[no_mangle]
 pub extern "C" fn fdb_request_get(
     req: *mut fdb_request_t,
     param: *const c_char,
@@ -118,7 +117,6 @@ fn malloc_array(vals: &[String]) -> Result<*mut *mut c_char, CError> {
 }
 
 /// Ranges (`a/to/b/by/n`) become their values, and values their canonical form.
-#[no_mangle]
 pub extern "C" fn fdb_expand_request(req: *mut fdb_request_t) -> c_int {
     run(|| {
         let req = obj(req, "req")?;

@@ -67,7 +67,6 @@ fn request<'a>(req: *mut fdb_request_t, op: &str, all: bool) -> Result<&'a fdb_r
 
 /// Deletes the databases `req` matches, only with `doit` (else reports what would go). An
 /// empty request is refused unless `unsafeWipeAll`.
-#[no_mangle]
 pub extern "C" fn fdb_wipe(
     fdb: *mut fdb_handle_t,
     req: *mut fdb_request_t,
@@ -88,7 +87,6 @@ pub extern "C" fn fdb_wipe(
 }
 
 /// Removes replaced (masked) fields and files nothing references any more, only with `doit`.
-#[no_mangle]
 pub extern "C" fn fdb_purge(
     fdb: *mut fdb_handle_t,
     req: *mut fdb_request_t,
@@ -151,7 +149,6 @@ fn delete<T>(p: *mut T) -> c_int {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_wipe_iterator_next(
     it: *mut fdb_wipe_iterator_t,
     element: *mut *mut fdb_wipe_element_t,
@@ -159,7 +156,6 @@ pub extern "C" fn fdb_wipe_iterator_next(
     next(it, element)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_wipe_element_string(
     element: *mut fdb_wipe_element_t,
     str: *mut *const c_char,
@@ -167,17 +163,14 @@ pub extern "C" fn fdb_wipe_element_string(
     text(element, str)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_wipe_element(element: *mut fdb_wipe_element_t) -> c_int {
     delete(element)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_wipe_iterator(it: *mut fdb_wipe_iterator_t) -> c_int {
     delete(it)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_purge_iterator_next(
     it: *mut fdb_purge_iterator_t,
     element: *mut *mut fdb_purge_element_t,
@@ -185,7 +178,6 @@ pub extern "C" fn fdb_purge_iterator_next(
     next(it, element)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_purge_element_string(
     element: *mut fdb_purge_element_t,
     str: *mut *const c_char,
@@ -193,12 +185,10 @@ pub extern "C" fn fdb_purge_element_string(
     text(element, str)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_purge_element(element: *mut fdb_purge_element_t) -> c_int {
     delete(element)
 }
 
-#[no_mangle]
 pub extern "C" fn fdb_delete_purge_iterator(it: *mut fdb_purge_iterator_t) -> c_int {
     delete(it)
 }

@@ -105,3 +105,36 @@ fn c_threads_archive_through_one_handle_at_once() {
     assert!(out.status.success(), "test_threads failed:\n{stderr}");
     assert!(out.stdout.is_empty(), "the library printed on stdout");
 }
+
+/// The `fdb_*` functions our header declares, and those libfdb5.so exports (`nm -D`): the same
+/// 47, upstream's current API, and none of 5.10's `fdb_new_listiterator`.
+#[test]
+fn exports_exactly_what_the_header_declares() {
+    let header = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/fdb5/api/fdb_c.h"),
+    )
+    .unwrap();
+    let mut declared: Vec<String> = header
+        .lines()
+        .filter(|l| l.starts_with("int fdb_") || l.starts_with("const char* fdb_"))
+        .filter_map(|l| l.split('(').next()?.split_whitespace().last())
+        .map(str::to_string)
+        .collect();
+    declared.sort();
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib_dir().join("libfdb5.so"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut exported: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] if name.starts_with("fdb_") => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    exported.sort();
+    assert_eq!(declared.len(), 47, "{declared:?}");
+    assert_eq!(exported, declared);
+}

@@ -183,6 +183,21 @@ int main(int argc, char** argv) {
     CHECK(fdb != NULL);
     CHECK(fdb_new_handle_from_yaml(&fdb, "type: [unclosed", NULL) == FDB_ERROR_GENERAL_EXCEPTION);
 
+    /* user_config: FDB5's user settings accepted, anything else refused by name */
+    fdb_handle_t* fdb2 = NULL;
+    OK(fdb_new_handle_from_yaml(&fdb2, yaml, "useSubToc: true\npreloadTocBTree: false\nlimits:\n  read: 1024\n"));
+    OK(fdb_delete_handle(fdb2));
+    OK(fdb_new_handle_from_yaml(&fdb2, yaml, ""));
+    OK(fdb_delete_handle(fdb2));
+    fdb2 = NULL;
+    rc = fdb_new_handle_from_yaml(&fdb2, yaml, "useSubtoc: true");
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    CHECK(strstr(fdb_error_string(rc), "unknown setting 'useSubtoc'") != NULL);
+    CHECK(fdb2 == NULL);
+    rc = fdb_new_handle_from_yaml(&fdb2, yaml, "preloadTocBTree: maybe");
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    CHECK(strstr(fdb_error_string(rc), "true or false") != NULL);
+
     /* a truncated GRIB: an error naming the problem, and nothing archived */
     size_t glen = 0, tlen = 0;
     char* grib = slurp(argv[2], &glen);
@@ -249,20 +264,20 @@ int main(int argc, char** argv) {
     const char* steps[] = {"0", "6"};
     OK(fdb_request_add(req, "param", &param130, 1));
     OK(fdb_request_add(req, "step", steps, 2));
-    free(grib);
-    grib = slurp(argv[4], &glen);
+    size_t two_len = 0;
+    char* two = slurp(argv[4], &two_len);
     fdb_datareader_t* dr = NULL;
     OK(fdb_new_datareader(&dr));
     CHECK(fdb_datareader_size(dr, &listed) == FDB_ERROR_GENERAL_EXCEPTION);
     OK(fdb_retrieve(fdb, req, dr));
     long size = 0, pos = -1, got = 0;
     OK(fdb_datareader_open(dr, &size));
-    CHECK(size == (long)glen);
-    char* back = malloc(glen + 16);
-    OK(fdb_datareader_read(dr, back, (long)glen + 16, &got));
-    CHECK(got == (long)glen);
+    CHECK(size == (long)two_len);
+    char* back = malloc(two_len + 16);
+    OK(fdb_datareader_read(dr, back, (long)two_len + 16, &got));
+    CHECK(got == (long)two_len);
     OK(fdb_datareader_tell(dr, &pos));
-    CHECK(pos == (long)glen);
+    CHECK(pos == (long)two_len);
     OK(fdb_datareader_read(dr, back, 16, &got));
     CHECK(got == 0);
     OK(fdb_datareader_seek(dr, 0));
@@ -270,9 +285,20 @@ int main(int argc, char** argv) {
     OK(fdb_datareader_tell(dr, &pos));
     CHECK(pos == 4);
     OK(fdb_datareader_seek(dr, 0));
-    OK(fdb_datareader_read(dr, back, (long)glen, &got));
-    CHECK(got == (long)glen && memcmp(back, grib, glen) == 0);
+    OK(fdb_datareader_read(dr, back, (long)two_len, &got));
+    CHECK(got == (long)two_len && memcmp(back, two, two_len) == 0);
     CHECK(fdb_datareader_seek(dr, -1) == FDB_ERROR_GENERAL_EXCEPTION);
+    OK(fdb_datareader_close(dr));
+    /* closed: reads fail until reopened, as FDB5's DataHandle */
+    rc = fdb_datareader_read(dr, back, 4, &got);
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    CHECK(strstr(fdb_error_string(rc), "closed") != NULL);
+    CHECK(fdb_datareader_tell(dr, &pos) == FDB_ERROR_GENERAL_EXCEPTION);
+    OK(fdb_datareader_size(dr, &size));
+    CHECK(size == (long)two_len);
+    OK(fdb_datareader_open(dr, &size));
+    OK(fdb_datareader_read(dr, back, (long)two_len, &got));
+    CHECK(got == (long)two_len && memcmp(back, two, two_len) == 0);
     OK(fdb_datareader_close(dr));
     OK(fdb_delete_request(req));
 
@@ -345,11 +371,33 @@ int main(int argc, char** argv) {
     CHECK(count_listed(fdb, NULL) == 0);
     OK(fdb_delete_request(dbreq));
 
+    /* archive_multiple against a request: exactly the fields it names, each once, or nothing */
+    req = request(NULL);
+    const char* p130s = "130";
+    OK(fdb_request_add(req, "param", &p130s, 1));
+    const char* st3[] = {"0", "6", "12"};
+    OK(fdb_request_add(req, "step", st3, 3));
+    rc = fdb_archive_multiple(fdb, req, grib, glen);
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    CHECK(strstr(fdb_error_string(rc), "param=131 is not one of 130") != NULL);
+    rc = fdb_archive_multiple(fdb, req, two, two_len);
+    CHECK(rc == FDB_ERROR_GENERAL_EXCEPTION);
+    CHECK(strstr(fdb_error_string(rc), "lack 1 field(s)") != NULL);
+    CHECK(strstr(fdb_error_string(rc), "step=12") != NULL);
+    OK(fdb_flush(fdb));
+    CHECK(count_listed(fdb, NULL) == 0);
+    OK(fdb_request_add(req, "step", st3, 2));
+    OK(fdb_archive_multiple(fdb, req, two, two_len));
+    OK(fdb_flush(fdb));
+    CHECK(count_listed(fdb, NULL) == 2);
+    OK(fdb_delete_request(req));
+
     OK(fdb_delete_handle(fdb));
     CHECK(fdb_flush(NULL) == FDB_ERROR_GENERAL_EXCEPTION);
     OK(fdb_delete_handle(NULL));
     free(back);
     free(grib);
+    free(two);
     free(trunc);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

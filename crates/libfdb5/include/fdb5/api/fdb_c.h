@@ -105,6 +105,7 @@ typedef struct fdb_datareader_t fdb_datareader_t;
 
 int fdb_new_datareader(fdb_datareader_t** dr);
 int fdb_datareader_open(fdb_datareader_t* dr, long* size);
+/* Reads, seeks and tells fail after close until fdb_datareader_open reopens the reader. */
 int fdb_datareader_close(fdb_datareader_t* dr);
 int fdb_datareader_tell(fdb_datareader_t* dr, long* pos);
 int fdb_datareader_seek(fdb_datareader_t* dr, long pos);
@@ -121,11 +122,14 @@ typedef struct fdb_handle_t fdb_handle_t;
 
 /* The store the environment names (FDB5_CONFIG_FILE, FDB_HOME, ...). */
 int fdb_new_handle(fdb_handle_t** fdb);
-/* The store `system_config` (YAML text) describes; `user_config` may be NULL (ignored). */
+/* The store `system_config` (YAML text) describes. `user_config` may be NULL, or YAML with
+ * FDB5's user settings (useSubToc, preloadTocBTree, limits.read: accepted, no effect); any
+ * other setting is an error. */
 int fdb_new_handle_from_yaml(fdb_handle_t** fdb, const char* system_config, const char* user_config);
 /* Stores `length` bytes under `key`, checked against the schema first. Visible after flush. */
 int fdb_archive(fdb_handle_t* fdb, fdb_key_t* key, const char* data, size_t length);
-/* Stores every GRIB message in `data` under its own keys; all or nothing. `req` may be NULL. */
+/* Stores every GRIB message in `data` under its own keys; all or nothing. `req` may be NULL;
+ * when given, the messages must be exactly the fields it names, each once. */
 int fdb_archive_multiple(fdb_handle_t* fdb, fdb_request_t* req, const char* data, size_t length);
 /* Fields matching `req` (NULL: all). duplicates: also list masked (replaced) fields; depth: 1
  * databases, 2 indexes, 3 fields. */
