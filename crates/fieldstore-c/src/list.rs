@@ -124,12 +124,18 @@ pub fn list_into(
     })
 }
 
+/// What FDB5's `fdb_listiterator_attrs` hands out: the URI's name (eckit `URI::name()`), a plain
+/// path for a file, which callers open as it is (legacy pyfdb's `path`).
+fn uri_name(uri: &str) -> &str {
+    uri.strip_prefix("file://").unwrap_or(uri)
+}
+
 /// Moves to the next element; false at the end (and for an iterator never filled).
 fn advance(it: &mut fdb_listiterator_t) -> Result<bool, CError> {
     match it.iter.as_mut().and_then(Iterator::next) {
         Some(el) => {
             let el = el?;
-            it.uri = c(el.location.as_ref().map_or("", |l| l.uri.as_str()));
+            it.uri = c(el.location.as_ref().map_or("", |l| uri_name(&l.uri)));
             it.current = Some(el);
             Ok(true)
         }
@@ -259,6 +265,12 @@ pub extern "C" fn fdb_delete_splitkey(key: *mut fdb_split_key_t) -> c_int {
 mod tests {
     use super::*;
     use fieldstore::model::Key;
+
+    #[test]
+    fn attrs_give_a_file_uri_as_its_path() {
+        assert_eq!(uri_name("file:///r/db/x.data"), "/r/db/x.data");
+        assert_eq!(uri_name("fdb://host:7654/r/x.data"), "fdb://host:7654/r/x.data");
+    }
 
     #[test]
     fn split_keys_give_levels_and_leave_out_absent_keywords() {
