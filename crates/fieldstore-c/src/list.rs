@@ -269,7 +269,10 @@ mod tests {
     #[test]
     fn attrs_give_a_file_uri_as_its_path() {
         assert_eq!(uri_name("file:///r/db/x.data"), "/r/db/x.data");
-        assert_eq!(uri_name("fdb://host:7654/r/x.data"), "fdb://host:7654/r/x.data");
+        assert_eq!(
+            uri_name("fdb://host:7654/r/x.data"),
+            "fdb://host:7654/r/x.data"
+        );
     }
 
     #[test]
