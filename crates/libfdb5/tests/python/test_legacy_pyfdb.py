@@ -130,3 +130,35 @@ def _split(data):
         out.append(data[i:i + n])
         i += n
     return out
+
+
+def test_list_without_a_request_lists_everything(store, fields):
+    fdb = pyfdb.FDB(store)
+    assert len(list(fdb.list())) == len(fields)
+
+
+def test_duplicates_lists_replaced_fields_too(config, fields):
+    fdb = pyfdb.FDB(config)
+    message = fields[(20240101, 167, 0)]
+    request = dict(REQUEST, date=20240101, param=167, step=0)
+    fdb.archive(message)
+    fdb.flush()
+    fdb.archive(message)
+    fdb.flush()
+    assert len(list(fdb.list(request))) == 1
+    assert len(list(fdb.list(request, duplicates=True))) == 2
+
+
+def test_archive_against_a_request_checks_the_messages(config, fields):
+    fdb = pyfdb.FDB(config)
+    day = {k: m for k, m in fields.items() if k[0] == 20240101}
+    request = dict(REQUEST, date=20240101)
+    fdb.archive(b"".join(day.values()), request=request)
+    fdb.flush()
+    assert len(list(fdb.list(request))) == len(day)
+    # A field the request does not name: refused, nothing archived.
+    other = fields[(20240102, 167, 0)]
+    with pytest.raises(pyfdb.pyfdb.FDBException, match="fdb_archive_multiple"):
+        fdb.archive(other, request=request)
+    fdb.flush()
+    assert list(fdb.list(dict(REQUEST, date=20240102))) == []
