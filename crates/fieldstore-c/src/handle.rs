@@ -7,7 +7,8 @@ use fieldstore::api::{self, ArchiveError, Archiver, Fdb};
 use fieldstore::grib::{mars_keys, SliceMessages};
 use fieldstore::model::config::{self, FdbConfig};
 use fieldstore::model::request::Request;
-use fieldstore::model::schema::Schema;
+use fieldstore::model::schema::{Schema, SplitKey};
+use fieldstore::model::Key;
 use fieldstore::model::ModelError;
 
 use crate::cube::Cube;
@@ -135,7 +136,8 @@ pub extern "C" fn fdb_archive_multiple(
 }
 
 /// `fdb_archive_multiple` with a request: the messages are framed, decoded and placed in the
-/// request's cube first; only a complete, exact match is archived.
+/// request's cube first; only a complete, exact match is archived. Keys are decoded on this
+/// thread (the request's fields are compared as they come, in order).
 fn archive_requested(h: &fdb_handle_t, req: &Request, data: &[u8]) -> Result<()> {
     const SOURCE: &str = "fdb_archive_multiple data";
     let cx = context();
@@ -159,9 +161,17 @@ fn archive_requested(h: &fdb_handle_t, req: &Request, data: &[u8]) -> Result<()>
     let mut keys = Vec::with_capacity(messages.len());
     for &(number, offset, bytes) in &messages {
         let key = mars_keys(bytes).map_err(|e| failed(number, offset, e.into()))?;
-        let split = schema
-            .split(&key, &cx, false)
-            .map_err(|e| failed(number, offset, ModelError::from(e).into()))?;
+        let split = match schema.split(&key, &cx, false) {
+            Ok(split) => split,
+            // A server checks keys against its own schema: the default one only canonicalises
+            // here, and a key it cannot place is compared as the message gives it.
+            Err(_) if h.schema.is_none() => SplitKey {
+                db: key.clone(),
+                index: Key::new(),
+                datum: Key::new(),
+            },
+            Err(e) => return Err(failed(number, offset, ModelError::from(e).into()).into()),
+        };
         cube.fill(number, &split)?;
         keys.push(key);
     }

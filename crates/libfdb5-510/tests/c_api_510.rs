@@ -199,6 +199,25 @@ fn a_program_built_against_debians_libfdb5_runs_unchanged_on_fieldstore() {
         DEBIAN_LIB_DIR.as_ref(),
         "-lfdb5".as_ref(),
     ]);
+    // The two headers declare the same API: each program compiles against the other's too.
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let ours_built = p("debian_program_ours_header");
+    cc(&[
+        "-o".as_ref(),
+        ours_built.as_os_str(),
+        src.as_os_str(),
+        "-I".as_ref(),
+        include.as_os_str(),
+        "-L".as_ref(),
+        DEBIAN_LIB_DIR.as_ref(),
+        "-lfdb5".as_ref(),
+    ]);
+    let test_510 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/test_510.c");
+    cc(&[
+        "-fsyntax-only".as_ref(),
+        "-I/usr/include/x86_64-linux-gnu".as_ref(),
+        test_510.as_os_str(),
+    ]);
     let theirs_lib = loaded_libfdb5(&exe, None);
     assert!(
         theirs_lib.ends_with("/libfdb5.so.0d")
