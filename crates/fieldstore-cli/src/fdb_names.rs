@@ -74,6 +74,17 @@ pub fn tool_name(argv0: &OsStr) -> Option<String> {
     name.starts_with("fdb-").then(|| name.to_string())
 }
 
+/// The tools whose output takes FDB5's form (`--fdb5-output`); the others print as fieldstore's
+/// subcommands do, FDB5 having no fixed form for them (or, for `fdb-axes`, no tool in 5.10).
+const FDB5_FORMS: [&str; 6] = [
+    "fdb-list",
+    "fdb-where",
+    "fdb-dump",
+    "fdb-stats",
+    "fdb-wipe",
+    "fdb-purge",
+];
+
 /// How an FDB5 flag is taken.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Takes {
@@ -393,6 +404,9 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
     if let Some(c) = p.value("config") {
         head.push(format!("--config={c}"));
     }
+    if FDB5_FORMS.contains(&tool) {
+        head.push("--fdb5-output".into());
+    }
     head.extend(sub.iter().map(|s| s.to_string()));
     let line = |rest: Vec<String>| {
         let mut l = head.clone();
@@ -417,8 +431,8 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         Ok(reqs
             .into_iter()
             .map(|r| {
-                // List and axes have an `--all` of their own; the others take the empty request.
-                let all = r.is_empty() && matches!(tool, "fdb-list" | "fdb-axes");
+                // The control tools take the empty request for everything; the others `--all`.
+                let all = r.is_empty() && !matches!(tool, "fdb-status" | "fdb-lock" | "fdb-unlock");
                 let mut rest = vec![if all { "--all".to_string() } else { r }];
                 rest.extend(extra.iter().cloned());
                 line(rest)
@@ -488,7 +502,9 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             }
             per_request(extra)
         }
-        "fdb-where" | "fdb-dump" | "fdb-stats" => per_request(vec![]),
+        "fdb-where" => per_request(vec![]),
+        "fdb-dump" => per_request(switches(&[("simple", "--simple")])),
+        "fdb-stats" => per_request(switches(&[("details", "--details")])),
         "fdb-status" => per_request(vec![]),
         "fdb-lock" | "fdb-unlock" => per_request(switches(&[
             ("list", "--list"),
@@ -498,14 +514,17 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         ])),
         "fdb-wipe" | "fdb-purge" => {
             p.unsupported(
-                "all",
-                "name the databases to delete; wiping everything at once is refused",
-            )?;
-            p.unsupported(
                 "unsafe-wipe-all",
                 "fieldstore's databases hold only files it owns",
             )?;
-            per_request(switches(&[("doit", "--doit")]))
+            // As FDB5: deleting everything needs the minimum keys switched off explicitly.
+            if p.on("all") && p.value("minimum-keys").is_none_or(|k| !k.is_empty()) {
+                return Err(p.usage(
+                    "--all can only be used with no minimum keys (--minimum-keys=)".into(),
+                    "fdb-wipe --all --minimum-keys= [--doit]",
+                ));
+            }
+            per_request(switches(&[("doit", "--doit"), ("porcelain", "--porcelain")]))
         }
         "fdb-info" => Ok(vec![line(vec![])]),
         "fdb-hammer" => {

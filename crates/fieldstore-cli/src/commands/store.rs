@@ -10,6 +10,7 @@ use fieldstore::api::{ArchiveSummary, Archiver, ListOptions, MessageProgress, St
 use fieldstore::model::request::Request;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::fdb5_form as fdb5;
 use super::request::read_requests;
 use crate::context::Session;
 
@@ -126,6 +127,9 @@ fn one_request(arg: Option<&str>, all: bool) -> Result<Request> {
 }
 
 pub fn list(args: ListArgs, session: &Session) -> Result<()> {
+    if session.fdb5_output {
+        return list_fdb5(args, session);
+    }
     let fdb = session.fdb()?;
     let req = one_request(args.request.as_deref(), args.all)?;
     let out = io::stdout();
@@ -200,6 +204,110 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         eprintln!("nothing matches {req}");
     }
     Ok(())
+}
+
+/// `fdb-list`'s forms: the request block first (unless `--porcelain` or `--json`), then one key
+/// a line with `,length=N`, or FDB5's location, or one JSON array of keys.
+fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
+    if args.json && args.location {
+        bail!("--json and --location not compatible");
+    }
+    let fdb = session.fdb()?;
+    let req = one_request(args.request.as_deref(), args.all)?;
+    let out = io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    if !args.porcelain && !args.json {
+        let shown = (!args.all).then(|| fdb5_request(&req, session)).transpose()?;
+        out.write_all(fdb5::header("Listing for request", shown.as_ref()).as_bytes())?;
+    }
+    let mut items = Vec::new();
+    for el in fdb.list(
+        &req,
+        ListOptions {
+            include_masked: args.full,
+            depth: args.depth,
+        },
+    )? {
+        let el = el?;
+        let length = el.location.as_ref().map_or(0, |l| l.length);
+        if args.json {
+            let mut m = serde_json::Map::new();
+            let combined = el.key.combined();
+            let mut pairs: Vec<(&str, &str)> = combined.iter().collect();
+            pairs.sort();
+            for (k, v) in pairs {
+                if !v.is_empty() {
+                    m.insert(k.to_string(), v.into());
+                }
+            }
+            // FDB5 5.10 puts the length beside each key object, not in it.
+            items.push(serde_json::Value::Object(m));
+            items.push("length".into());
+            items.push(length.into());
+            continue;
+        }
+        let mut line = el.key.porcelain();
+        if args.depth < 3 {
+            line = line.trim_end_matches("{}").to_string();
+        }
+        match &el.location {
+            Some(l) if args.location => {
+                line.push(' ');
+                line.push_str(&fdb5::location(l));
+            }
+            _ if !args.porcelain => line.push_str(&format!(",length={length}")),
+            _ => {}
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    if args.json {
+        // As FDB5 5.10: no newline after a non-empty array, one after an empty one.
+        let text = serde_json::to_string(&items)?;
+        out.write_all(text.as_bytes())?;
+        if items.is_empty() {
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// A request as FDB5 shows it before visiting: ranges expanded, values canonical.
+fn fdb5_request(req: &Request, session: &Session) -> Result<Request> {
+    let cx = session.type_context();
+    super::request::canonical(&req.expand_ranges(&cx)?, &session.schema()?, &cx)
+}
+
+/// The requests a visit tool runs: the one given, or with `--all` one per database (the
+/// maintenance calls take a request naming databases, so `--all` names each in turn).
+fn visit(arg: Option<&str>, all: bool, session: &Session) -> Result<Vec<Request>> {
+    if !all {
+        return Ok(vec![one_request(arg, false)?]);
+    }
+    if arg.is_some() {
+        bail!("--all takes no request");
+    }
+    let dbs = session.fdb()?.where_(&Request::default())?;
+    Ok(dbs
+        .iter()
+        .map(|d| {
+            let mut r = Request::new(None);
+            for (k, v) in d.db.iter() {
+                r.set(k, vec![v.to_string()]);
+            }
+            r
+        })
+        .collect())
+}
+
+/// What FDB5 says when a visit tool finds no database (`--ignore-no-data` lets it pass).
+#[derive(Debug, thiserror::Error)]
+#[error("No FDB entries found for: {0}")]
+pub struct NoEntries(String);
+
+fn no_entries(req: Option<&Request>) -> anyhow::Error {
+    NoEntries(req.map_or_else(|| " -- ALL --".to_string(), |r| r.to_string())).into()
 }
 
 /// Errors `list` reports before giving up: each damaged database or index is one, so more means
@@ -300,9 +408,19 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     Ok(())
 }
 
-pub fn where_(request: String, session: &Session) -> Result<()> {
+#[derive(Args, Debug)]
+pub struct VisitArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file).
+    request: Option<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
-    let req = one_request(Some(&request), false)?;
+    // The empty request matches every database.
+    let req = one_request(a.request.as_deref(), a.all)?;
     let dbs = fdb.where_(&req)?;
     if dbs.is_empty() {
         bail!("no database matches {req}");
@@ -316,41 +434,138 @@ pub fn where_(request: String, session: &Session) -> Result<()> {
 #[derive(Args, Debug)]
 pub struct DoitArgs {
     /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200.
-    request: String,
+    request: Option<String>,
     /// Really delete; without it, only show what would go.
     #[arg(long)]
     doit: bool,
+    /// Every database (each named in turn).
+    #[arg(long)]
+    all: bool,
+    /// Only the files deleted (or that would be), one a line, as FDB5's `--porcelain`.
+    #[arg(long)]
+    porcelain: bool,
 }
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
-    let req = one_request(Some(&a.request), false)?;
-    for db in session.fdb()?.wipe(&req, a.doit)? {
-        let verb = if db.doit { "wiped" } else { "would wipe" };
-        outln!("{verb} database {}", db.location)?;
-        for f in &db.removed {
-            outln!("  {f}")?;
+    let fdb = session.fdb()?;
+    if session.fdb5_output {
+        return wipe_fdb5(&a, session);
+    }
+    for req in visit(a.request.as_deref(), a.all, session)? {
+        for db in fdb.wipe(&req, a.doit)? {
+            if a.porcelain {
+                for f in fdb5::WipeFiles::sort(&db.location, &db.removed).in_order() {
+                    outln!("{f}")?;
+                }
+                continue;
+            }
+            let verb = if db.doit { "wiped" } else { "would wipe" };
+            outln!("{verb} database {}", db.location)?;
+            for f in &db.removed {
+                outln!("  {f}")?;
+            }
         }
     }
     dry_run_note(a.doit);
     Ok(())
 }
 
-pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
-    let req = one_request(Some(&a.request), false)?;
-    for db in session.fdb()?.purge(&req, a.doit)? {
-        let verb = if db.doit { "removed" } else { "would remove" };
-        outln!(
-            "{}: {} masked fields; {verb} {} index files and {} data files",
-            db.location,
-            db.masked_fields,
-            db.indexes.len(),
-            db.objects.len()
-        )?;
-        for f in db.indexes.iter().chain(&db.objects) {
-            outln!("  {f}")?;
+/// `fdb-wipe`: the request block, FDB5's report per database (the files by kind, its owner),
+/// the deletions as they happen; `--porcelain`: the deleted paths alone.
+fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let reqs = visit(a.request.as_deref(), a.all, session)?;
+    let shown = match (a.all, reqs.first()) {
+        (false, Some(r)) => Some(fdb5_request(r, session)?),
+        _ => None,
+    };
+    if !a.porcelain {
+        out!("{}", fdb5::header("Wiping for request", shown.as_ref()))?;
+    }
+    let mut found = 0usize;
+    for req in &reqs {
+        // The owner is read before the directory goes.
+        let owners: Vec<(String, String)> = fdb
+            .where_(req)?
+            .into_iter()
+            .map(|d| {
+                let o = fdb5::owner(&d.location);
+                (d.location, o)
+            })
+            .collect();
+        for db in fdb.wipe(req, a.doit)? {
+            found += 1;
+            let files = fdb5::WipeFiles::sort(&db.location, &db.removed);
+            if a.porcelain {
+                for f in files.in_order() {
+                    outln!("{f}")?;
+                }
+                continue;
+            }
+            let owner = owners
+                .iter()
+                .find(|(l, _)| *l == db.location)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
+            out!("{}", files.report(&owner))?;
+            if a.doit {
+                out!("{}", files.unlinking())?;
+            }
         }
     }
-    dry_run_note(a.doit);
+    if found == 0 {
+        return Err(no_entries(shown.as_ref()));
+    }
+    if !a.doit && !a.porcelain {
+        out!("{}", fdb5::RERUN)?;
+    }
+    Ok(())
+}
+
+pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let reqs = visit(a.request.as_deref(), a.all, session)?;
+    if session.fdb5_output && !a.porcelain {
+        let shown = match (a.all, reqs.first()) {
+            (false, Some(r)) => Some(fdb5_request(r, session)?),
+            _ => None,
+        };
+        out!("{}", fdb5::header("Purging for request", shown.as_ref()))?;
+        for req in &reqs {
+            for db in fdb.purge(req, a.doit)? {
+                out!("{}", fdb5::purge_report(&db))?;
+            }
+        }
+        if !a.doit {
+            out!("{}", fdb5::RERUN)?;
+        }
+        return Ok(());
+    }
+    for req in &reqs {
+        for db in fdb.purge(req, a.doit)? {
+            if a.porcelain {
+                // FDB5's order: the data files, then the index files.
+                for f in db.objects.iter().chain(&db.indexes) {
+                    outln!("{}", fdb5::path_of(f))?;
+                }
+                continue;
+            }
+            let verb = if db.doit { "removed" } else { "would remove" };
+            outln!(
+                "{}: {} masked fields; {verb} {} index files and {} data files",
+                db.location,
+                db.masked_fields,
+                db.indexes.len(),
+                db.objects.len()
+            )?;
+            for f in db.indexes.iter().chain(&db.objects) {
+                outln!("  {f}")?;
+            }
+        }
+    }
+    if !session.fdb5_output {
+        dry_run_note(a.doit);
+    }
     Ok(())
 }
 
@@ -360,12 +575,44 @@ fn dry_run_note(doit: bool) {
     }
 }
 
-pub fn stats(request: String, session: &Session) -> Result<()> {
-    let req = one_request(Some(&request), false)?;
-    for line in stats_lines(&session.fdb()?.stats(&req)?) {
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file).
+    request: Option<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+    /// With the FDB5 form: each database's report before the summary.
+    #[arg(long)]
+    details: bool,
+}
+
+pub fn stats(a: StatsArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let mut all = Vec::new();
+    for req in visit(a.request.as_deref(), a.all, session)? {
+        all.extend(fdb.stats(&req)?);
+    }
+    if session.fdb5_output {
+        if all.is_empty() {
+            let req = a.request.as_deref().map(one_request_of).transpose()?;
+            return Err(no_entries(req.as_ref()));
+        }
+        let figures: Vec<fdb5::Figures> = all
+            .iter()
+            .map(|s| fdb5::Figures::of(s, fdb5::DbFiles::of(&s.location)))
+            .collect();
+        out!("{}", fdb5::stats(&figures, a.details))?;
+        return Ok(());
+    }
+    for line in stats_lines(&all) {
         outln!("{line}")?;
     }
     Ok(())
+}
+
+fn one_request_of(arg: &str) -> Result<Request> {
+    one_request(Some(arg), false)
 }
 
 /// One line per database, and a total per run of databases reached through the same lanes
@@ -413,10 +660,34 @@ pub fn compact(request: String, session: &Session) -> Result<()> {
     Ok(())
 }
 
-pub fn dump(request: String, session: &Session) -> Result<()> {
-    let req = one_request(Some(&request), false)?;
-    for db in session.fdb()?.dump(&req)? {
-        outln!("{db}")?;
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file).
+    request: Option<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+    /// With the FDB5 form: one line per record.
+    #[arg(long)]
+    simple: bool,
+}
+
+pub fn dump(a: DumpArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let mut found = 0usize;
+    for req in visit(a.request.as_deref(), a.all, session)? {
+        for db in fdb.dump(&req)? {
+            found += 1;
+            if session.fdb5_output {
+                out!("{}", fdb5::dump(&db, &fdb5::owner(&db.location), a.simple))?;
+            } else {
+                outln!("{db}")?;
+            }
+        }
+    }
+    if found == 0 && session.fdb5_output {
+        let req = a.request.as_deref().map(one_request_of).transpose()?;
+        return Err(no_entries(req.as_ref()));
     }
     Ok(())
 }
