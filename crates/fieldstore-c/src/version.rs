@@ -7,7 +7,7 @@ use crate::errors::run;
 use crate::strings::put;
 
 /// The FDB5 release whose C API this library implements (legacy pyfdb requires >= 5.12.1).
-pub const FDB5_API_LEVEL: &std::ffi::CStr = c"5.25.0";
+pub const FDB5_API_LEVEL: &std::ffi::CStr = fieldstore::FDB5_API_LEVEL;
 
 /// fieldstore's own version.
 const VCS: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(

@@ -345,6 +345,8 @@ pub struct Plan {
 pub struct InfoQuery {
     pub config: Option<String>,
     pub items: Vec<InfoItem>,
+    /// `--all`: every item, labelled.
+    pub all: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -379,10 +381,11 @@ pub fn plan(tool: &str, argv: &[String]) -> Result<Plan, FdbNameError> {
         .filter(|(f, _)| flag(f))
         .map(|(_, i)| i)
         .collect();
-        if flag("all") {
+        let all = flag("all");
+        if all {
             items.clear();
         }
-        plan.info = Some(InfoQuery { config, items });
+        plan.info = Some(InfoQuery { config, items, all });
         return Ok(plan);
     }
     plan.lines = lines;
@@ -493,7 +496,14 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             if let Some(d) = p.value("depth") {
                 extra.push(format!("--depth={d}"));
             }
-            per_request(extra)
+            // One line for all the requests: FDB5 lists a key once across them.
+            let lines = per_request(extra.clone())?;
+            if lines.len() < 2 {
+                return Ok(lines);
+            }
+            let mut rest = visit_requests(&p, &spec)?;
+            rest.extend(extra);
+            Ok(vec![line(rest)])
         }
         "fdb-axes" => {
             let mut extra = switches(&[("json", "--json")]);
@@ -521,7 +531,7 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             if p.on("all") && p.value("minimum-keys").is_none_or(|k| !k.is_empty()) {
                 return Err(p.usage(
                     "--all can only be used with no minimum keys (--minimum-keys=)".into(),
-                    "fdb-wipe --all --minimum-keys= [--doit]",
+                    "fdb-wipe|fdb-purge --all --minimum-keys= [--doit] [--porcelain]",
                 ));
             }
             per_request(switches(&[("doit", "--doit"), ("porcelain", "--porcelain")]))
@@ -632,17 +642,23 @@ mod tests {
                     "--minimum-keys="
                 ]
             ),
-            "fieldstore --config=/c.yaml list --all --porcelain"
+            "fieldstore --config=/c.yaml --fdb5-output list --all --porcelain"
         );
         let lines = t(
             "fdb-list",
             &["--location", "class=od,expver=0001", "class=rd,expver=xxxx"],
         )
         .unwrap();
-        assert_eq!(lines.len(), 2);
         assert_eq!(
-            lines[1].join(" "),
-            "fieldstore list class=rd,expver=xxxx --location"
+            lines,
+            [[
+                "fieldstore",
+                "--fdb5-output",
+                "list",
+                "class=od,expver=0001",
+                "class=rd,expver=xxxx",
+                "--location"
+            ]]
         );
     }
 
@@ -694,9 +710,14 @@ mod tests {
         let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
         assert_eq!(
             one("fdb-wipe", &["--doit", db]),
-            format!("fieldstore wipe {db} --doit")
+            format!("fieldstore --fdb5-output wipe {db} --doit")
         );
-        assert!(t("fdb-wipe", &["--all", "--minimum-keys="]).is_err());
+        // As FDB5: wiping everything needs the minimum keys switched off.
+        assert!(t("fdb-wipe", &["--all"]).is_err());
+        assert_eq!(
+            one("fdb-wipe", &["--all", "--minimum-keys=", "--porcelain"]),
+            "fieldstore --fdb5-output wipe --all --porcelain"
+        );
         assert_eq!(
             one("fdb-lock", &["--archive", db]),
             format!("fieldstore control lock {db} --archive")
@@ -705,7 +726,14 @@ mod tests {
 
     #[test]
     fn visit_all_is_the_empty_request_and_takes_no_requests() {
-        assert_eq!(one("fdb-where", &["--all"]), "fieldstore where ");
+        assert_eq!(
+            one("fdb-where", &["--all"]),
+            "fieldstore --fdb5-output where --all"
+        );
+        assert_eq!(
+            one("fdb-stats", &["--all", "--details"]),
+            "fieldstore --fdb5-output stats --all --details"
+        );
         assert!(matches!(
             t("fdb-where", &["--all", "class=od,expver=1"]),
             Err(FdbNameError::AllWithRequests { .. })
@@ -742,11 +770,12 @@ mod tests {
             p.info,
             Some(InfoQuery {
                 config: Some("/c".into()),
-                items: vec![InfoItem::Home, InfoItem::Schema]
+                items: vec![InfoItem::Home, InfoItem::Schema],
+                all: false,
             })
         );
         let p = plan("fdb-info", &args(&["--all", "--version"])).unwrap();
-        assert_eq!(p.info.map(|i| i.items), Some(vec![]));
+        assert_eq!(p.info.map(|i| (i.items, i.all)), Some((vec![], true)));
         assert!(plan("fdb-info", &args(&["--lustre-api"])).is_err());
     }
 }

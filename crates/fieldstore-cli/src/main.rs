@@ -107,7 +107,7 @@ fn main() -> ExitCode {
 fn run_plan(plan: fdb_names::Plan) -> ExitCode {
     if let Some(q) = plan.info {
         let session = context::Session::new(q.config.map(PathBuf::from));
-        return report(fdb_info::run(&q.items, &session));
+        return report(fdb_info::run(&q.items, q.all, &session));
     }
     for line in plan.lines {
         match execute(Cli::parse_from(line)) {

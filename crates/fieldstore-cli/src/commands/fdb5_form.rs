@@ -410,7 +410,13 @@ pub fn dump(db: &DumpElement, owner: &str, simple: bool) -> String {
         };
         let head = format!("{name} {}, uid: {owner}", timestamp(when));
         if simple {
-            let _ = writeln!(o, "{head}  {}", details.join("  "));
+            // FDB5's one-line form leaves out what follows the key (its files and axes).
+            let short: Vec<&str> = details
+                .iter()
+                .map(String::as_str)
+                .filter(|d| !d.starts_with("Entries: "))
+                .collect();
+            let _ = writeln!(o, "{head}  {}", short.join("  "));
         } else {
             let _ = writeln!(o, "{head}");
             for d in details {

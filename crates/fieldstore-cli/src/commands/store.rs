@@ -90,8 +90,10 @@ fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// A partial MARS request, e.g. `class=od,expver=0001` (or a request file).
-    request: Option<String>,
+    /// A partial MARS request, e.g. `class=od,expver=0001` (or a request file); with the FDB5
+    /// form, several, each listed in turn, a key listed once across them (unless --full).
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
     /// Include masked (replaced) entries.
     #[arg(long)]
     full: bool,
@@ -131,7 +133,10 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         return list_fdb5(args, session);
     }
     let fdb = session.fdb()?;
-    let req = one_request(args.request.as_deref(), args.all)?;
+    if args.requests.len() > 1 {
+        bail!("expected one request, got {}", args.requests.len());
+    }
+    let req = one_request(args.requests.first().map(String::as_str), args.all)?;
     let out = io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut n = 0usize;
@@ -213,14 +218,46 @@ fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
         bail!("--json and --location not compatible");
     }
     let fdb = session.fdb()?;
-    let req = one_request(args.request.as_deref(), args.all)?;
+    let reqs = if args.all || args.requests.is_empty() {
+        vec![one_request(None, args.all)?]
+    } else {
+        args.requests
+            .iter()
+            .map(|r| one_request(Some(r), false))
+            .collect::<Result<Vec<_>>>()?
+    };
     let out = io::stdout();
     let mut out = BufWriter::new(out.lock());
-    if !args.porcelain && !args.json {
-        let shown = (!args.all).then(|| fdb5_request(&req, session)).transpose()?;
-        out.write_all(fdb5::header("Listing for request", shown.as_ref()).as_bytes())?;
-    }
     let mut items = Vec::new();
+    // As FDB5: a key listed for one request is not listed again for the next (unless --full).
+    let mut seen = std::collections::HashSet::new();
+    for req in &reqs {
+        if !args.porcelain && !args.json {
+            let shown = (!args.all).then(|| fdb5_request(req, session)).transpose()?;
+            out.write_all(fdb5::header("Listing for request", shown.as_ref()).as_bytes())?;
+        }
+        list_fdb5_one(&args, fdb, req, &mut seen, &mut items, &mut out)?;
+    }
+    if args.json {
+        // As FDB5 5.10: no newline after a non-empty array, one after an empty one.
+        let text = serde_json::to_string(&items)?;
+        out.write_all(text.as_bytes())?;
+        if items.is_empty() {
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn list_fdb5_one(
+    args: &ListArgs,
+    fdb: &dyn fieldstore::api::Fdb,
+    req: &Request,
+    seen: &mut std::collections::HashSet<String>,
+    items: &mut Vec<serde_json::Value>,
+    out: &mut dyn Write,
+) -> Result<()> {
     for el in fdb.list(
         &req,
         ListOptions {
@@ -229,6 +266,9 @@ fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
         },
     )? {
         let el = el?;
+        if !args.full && !seen.insert(el.key.porcelain()) {
+            continue;
+        }
         let length = el.location.as_ref().map_or(0, |l| l.length);
         if args.json {
             let mut m = serde_json::Map::new();
@@ -261,15 +301,6 @@ fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
         line.push('\n');
         out.write_all(line.as_bytes())?;
     }
-    if args.json {
-        // As FDB5 5.10: no newline after a non-empty array, one after an empty one.
-        let text = serde_json::to_string(&items)?;
-        out.write_all(text.as_bytes())?;
-        if items.is_empty() {
-            out.write_all(b"\n")?;
-        }
-    }
-    out.flush()?;
     Ok(())
 }
 
