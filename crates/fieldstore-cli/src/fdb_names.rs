@@ -534,7 +534,11 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
                     "fdb-wipe|fdb-purge --all --minimum-keys= [--doit] [--porcelain]",
                 ));
             }
-            per_request(switches(&[("doit", "--doit"), ("porcelain", "--porcelain")]))
+            per_request(switches(&[
+                ("doit", "--doit"),
+                ("porcelain", "--porcelain"),
+                ("ignore-no-data", "--ignore-no-data"),
+            ]))
         }
         "fdb-info" => Ok(vec![line(vec![])]),
         "fdb-hammer" => {

@@ -205,7 +205,7 @@ impl Figures {
         o
     }
 
-    fn index_report(&self, o: &mut String, indent: &str) {
+    pub fn index_report(&self, o: &mut String, indent: &str) {
         count(o, indent, "Fields", self.fields);
         bytes(o, indent, "Size of fields", self.field_bytes);
         count(o, indent, "Duplicated fields", self.masked);
@@ -280,7 +280,7 @@ impl WipeFiles {
             let name = p.rsplit('/').next().unwrap_or(&p);
             if name == "toc" || name.starts_with("toc.") {
                 w.toc.push(p);
-            } else if name == "schema" || name.ends_with(".lock") {
+            } else if name == "schema" || name.ends_with(".lock") || name.ends_with(".flock") {
                 w.control.push(p);
             } else if name.ends_with(".idx") || name.ends_with(".index") {
                 w.indexes.push(p);
@@ -343,11 +343,31 @@ impl WipeFiles {
 /// FDB5's closing line of a dry run.
 pub const RERUN: &str = "\nRerun command with --doit flag to delete unused files\n\n";
 
-/// A purge's report for one database: the parts FDB5 prints that fieldstore's purge answers
-/// (the duplicates, the data files nothing references, the index files to delete).
-pub fn purge_report(p: &PurgeElement) -> String {
+/// What a database held before a purge, for its report: its figures and, per data file (by
+/// path, sorted), how many of its fields are reachable.
+#[derive(Debug, Default)]
+pub struct BeforePurge {
+    pub figures: Option<Figures>,
+    pub reachable_per_data_file: Vec<(String, u64)>,
+}
+
+/// A purge's report for one database in FDB5's sections. fieldstore's indexes are not kept
+/// apart in its figures, so the "Index Report" is the database's as one block, and the
+/// reachable fields are given per data file only.
+pub fn purge_report(p: &PurgeElement, before: &BeforePurge) -> String {
     let mut o = String::from("\nIndex Report:\n");
-    count(&mut o, "          ", "Duplicated fields", p.masked_fields);
+    let indent = "          ";
+    match &before.figures {
+        Some(f) => f.index_report(&mut o, indent),
+        None => count(&mut o, indent, "Duplicated fields", p.masked_fields),
+    }
+    o.push_str("\nNumber of reachable fields per data file:\n");
+    if before.reachable_per_data_file.is_empty() {
+        o.push_str("    - NONE -\n");
+    }
+    for (f, n) in &before.reachable_per_data_file {
+        let _ = writeln!(o, "    {f}: {n}");
+    }
     o.push_str("\nUnreferenced owned data files:\n");
     list(&mut o, p.objects.iter().map(|u| path_of(u)));
     o.push_str("\nUnreferenced adopted data files:\n    - NONE -\n");

@@ -239,12 +239,8 @@ fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
         list_fdb5_one(&args, fdb, req, &mut seen, &mut items, &mut out)?;
     }
     if args.json {
-        // As FDB5 5.10: no newline after a non-empty array, one after an empty one.
-        let text = serde_json::to_string(&items)?;
-        out.write_all(text.as_bytes())?;
-        if items.is_empty() {
-            out.write_all(b"\n")?;
-        }
+        // As FDB5 5.10: the array alone, no newline after it.
+        out.write_all(serde_json::to_string(&items)?.as_bytes())?;
     }
     out.flush()?;
     Ok(())
@@ -475,6 +471,16 @@ pub struct DoitArgs {
     /// Only the files deleted (or that would be), one a line, as FDB5's `--porcelain`.
     #[arg(long)]
     porcelain: bool,
+    /// Nothing to delete is not an error.
+    #[arg(long)]
+    ignore_no_data: bool,
+}
+
+impl DoitArgs {
+    /// With `--ignore-no-data`, whether `req` names no database (and is to be passed over).
+    fn nothing_there(&self, fdb: &dyn fieldstore::api::Fdb, req: &Request) -> Result<bool> {
+        Ok(self.ignore_no_data && fdb.where_(req)?.is_empty())
+    }
 }
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
@@ -483,6 +489,9 @@ pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
         return wipe_fdb5(&a, session);
     }
     for req in visit(a.request.as_deref(), a.all, session)? {
+        if a.nothing_there(fdb, &req)? {
+            continue;
+        }
         for db in fdb.wipe(&req, a.doit)? {
             if a.porcelain {
                 for f in fdb5::WipeFiles::sort(&db.location, &db.removed).in_order() {
@@ -515,6 +524,9 @@ fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
     }
     let mut found = 0usize;
     for req in &reqs {
+        if a.nothing_there(fdb, req)? {
+            continue;
+        }
         // The owner is read before the directory goes.
         let owners: Vec<(String, String)> = fdb
             .where_(req)?
@@ -544,7 +556,7 @@ fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
             }
         }
     }
-    if found == 0 {
+    if found == 0 && !a.ignore_no_data {
         return Err(no_entries(shown.as_ref()));
     }
     if !a.doit && !a.porcelain {
@@ -563,8 +575,32 @@ pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
         };
         out!("{}", fdb5::header("Purging for request", shown.as_ref()))?;
         for req in &reqs {
+            if a.nothing_there(fdb, req)? {
+                continue;
+            }
+            // The figures are taken before the purge changes them.
+            let before: Vec<(String, fdb5::BeforePurge)> = fdb
+                .stats(req)?
+                .iter()
+                .map(|s| {
+                    let per_file = reachable_per_data_file(fdb, &s.db)?;
+                    let figures = fdb5::Figures::of(s, fdb5::DbFiles::of(&s.location));
+                    Ok((
+                        s.location.clone(),
+                        fdb5::BeforePurge {
+                            figures: Some(figures),
+                            reachable_per_data_file: per_file,
+                        },
+                    ))
+                })
+                .collect::<Result<_>>()?;
             for db in fdb.purge(req, a.doit)? {
-                out!("{}", fdb5::purge_report(&db))?;
+                let empty = fdb5::BeforePurge::default();
+                let b = before
+                    .iter()
+                    .find(|(l, _)| *l == db.location)
+                    .map_or(&empty, |(_, b)| b);
+                out!("{}", fdb5::purge_report(&db, b))?;
             }
         }
         if !a.doit {
@@ -573,6 +609,9 @@ pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
         return Ok(());
     }
     for req in &reqs {
+        if a.nothing_there(fdb, req)? {
+            continue;
+        }
         for db in fdb.purge(req, a.doit)? {
             if a.porcelain {
                 // FDB5's order: the data files, then the index files.
@@ -604,6 +643,30 @@ fn dry_run_note(doit: bool) {
     if !doit {
         eprintln!("dry run: nothing was deleted (add --doit)");
     }
+}
+
+/// How many reachable fields each data file of a database holds (zero for one only masked
+/// fields are in), by path.
+fn reachable_per_data_file(
+    fdb: &dyn fieldstore::api::Fdb,
+    db: &fieldstore::model::Key,
+) -> Result<Vec<(String, u64)>> {
+    let mut req = Request::new(None);
+    for (k, v) in db.iter() {
+        req.set(k, vec![v.to_string()]);
+    }
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let all = ListOptions {
+        include_masked: true,
+        depth: 3,
+    };
+    for el in fdb.list(&req, all)? {
+        let el = el?;
+        if let Some(l) = &el.location {
+            *counts.entry(fdb5::path_of(&l.uri).to_string()).or_default() += u64::from(!el.masked);
+        }
+    }
+    Ok(counts.into_iter().collect())
 }
 
 #[derive(Args, Debug)]
