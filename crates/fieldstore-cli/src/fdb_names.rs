@@ -76,7 +76,8 @@ pub fn tool_name(argv0: &OsStr) -> Option<String> {
 
 /// The tools whose output takes FDB5's form (`--fdb5-output`); the others print as fieldstore's
 /// subcommands do, FDB5 having no fixed form for them (or, for `fdb-axes`, no tool in 5.10).
-const FDB5_FORMS: [&str; 6] = [
+const FDB5_FORMS: [&str; 7] = [
+    "fdb-write",
     "fdb-list",
     "fdb-where",
     "fdb-dump",
@@ -708,7 +709,7 @@ mod tests {
         ));
         assert_eq!(
             one("fdb-write", &["--verbose", "a.grib", "b.grib"]),
-            "fieldstore write --verbose -- a.grib b.grib"
+            "fieldstore --fdb5-output write --verbose -- a.grib b.grib"
         );
         assert!(t("fdb-write", &[]).is_err());
         let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";

@@ -33,16 +33,29 @@ pub fn header(title: &str, req: Option<&Request>) -> String {
 
 /// FDB5's `TocFieldLocation[...]` for a field's location.
 pub fn location(l: &Location) -> String {
-    let (scheme, name) = l.uri.split_once("://").unwrap_or(("file", l.uri.as_str()));
+    let scheme = l.uri.split_once("://").map_or("file", |(s, _)| s);
     format!(
-        "TocFieldLocation[uri=URI[scheme={scheme},name={name}],offset={},length={},remapKey={{}}]",
-        l.offset, l.length
+        "TocFieldLocation[uri=URI[scheme={scheme},name={}],offset={},length={},remapKey={{}}]",
+        path_of(&l.uri),
+        l.offset,
+        l.length
     )
 }
 
-/// A URI as FDB5 prints a file it deletes: the path alone for `file://`.
-pub fn path_of(uri: &str) -> &str {
-    uri.strip_prefix("file://").unwrap_or(uri)
+/// A URI or path as FDB5 prints a file: the path alone for `file://`, absolute (FDB5 resolves a
+/// root given as `./localroot` against the working directory; fieldstore keeps it as written).
+pub fn path_of(uri: &str) -> String {
+    let p = uri.strip_prefix("file://").unwrap_or(uri);
+    if p.starts_with('/') || p.contains("://") {
+        return p.to_string();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd
+            .join(p.strip_prefix("./").unwrap_or(p))
+            .display()
+            .to_string(),
+        Err(_) => p.to_string(),
+    }
 }
 
 /// A count as eckit prints it: `1,234,567`.
@@ -60,10 +73,13 @@ pub fn big_num(n: u64) -> String {
 
 /// A size as eckit's `Bytes` prints it: six significant digits of the largest unit not above it.
 pub fn human_bytes(n: u64) -> String {
+    human_bytes_f(n as f64)
+}
+
+fn human_bytes_f(mut x: f64) -> String {
     const UNITS: [&str; 7] = [
         "bytes", "Kbytes", "Mbytes", "Gbytes", "Tbytes", "Pbytes", "Ebytes",
     ];
-    let mut x = n as f64;
     let mut unit = 0;
     while x >= 1024.0 && unit + 1 < UNITS.len() {
         x /= 1024.0;
@@ -85,6 +101,19 @@ fn six_digits(x: f64) -> String {
     } else {
         s
     }
+}
+
+/// `fdb-write`'s line after each file: `FDB archive 8 messages, size 3.09375 Kbytes, in 0.12
+/// second (25.17 Kbytes per second)`.
+pub fn archived(messages: u64, bytes: u64, secs: f64) -> String {
+    let secs = secs.max(1e-6);
+    format!(
+        "FDB archive {messages} message{}, size {}, in {} second ({} per second)",
+        if messages == 1 { "" } else { "s" },
+        human_bytes(bytes),
+        six_digits(secs),
+        human_bytes_f(bytes as f64 / secs)
+    )
 }
 
 /// `label<padding>: value` as eckit's statistics reports align them.
@@ -273,7 +302,7 @@ impl WipeFiles {
             ..WipeFiles::default()
         };
         for f in removed {
-            let p = path_of(f).to_string();
+            let p = path_of(f);
             if p == dir {
                 continue;
             }
@@ -382,7 +411,7 @@ pub fn purge_report(p: &PurgeElement, before: &BeforePurge) -> String {
     o
 }
 
-fn list<'a>(o: &mut String, files: impl Iterator<Item = &'a str>) {
+fn list(o: &mut String, files: impl Iterator<Item = String>) {
     let mut any = false;
     for f in files {
         any = true;
@@ -500,6 +529,11 @@ mod tests {
         assert_eq!(human_bytes(308), "308 bytes");
         assert_eq!(human_bytes(438954), "428.666 Kbytes");
         assert_eq!(human_bytes(393216), "384 Kbytes");
+        assert_eq!(
+            archived(8, 3168, 0.122909),
+            "FDB archive 8 messages, size 3.09375 Kbytes, in 0.122909 second (25.1711 Kbytes per second)"
+        );
+        assert!(archived(1, 308, 0.5).starts_with("FDB archive 1 message, size 308 bytes"));
     }
 
     #[test]

@@ -45,9 +45,18 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
             .filter(|m| m.is_file())
             .map_or(0, |m| m.len());
         let bar = progress_bar(&path.display().to_string(), size, verbose);
+        if session.fdb5_output {
+            outln!("Processing {}", path.display())?;
+        }
+        let file_started = std::time::Instant::now();
         let mut archiver = Archiver::new(fdb).on_message(|m| report(m, verbose, Some(&bar)));
-        totals += archiver.archive_path(path)?;
+        let summary = archiver.archive_path(path)?;
         bar.finish_and_clear();
+        if session.fdb5_output {
+            let secs = file_started.elapsed().as_secs_f64();
+            outln!("{}", fdb5::archived(summary.messages, summary.bytes, secs))?;
+        }
+        totals += summary;
     }
     fdb.flush()?;
     let secs = started.elapsed().as_secs_f64();
@@ -453,7 +462,11 @@ pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
         bail!("no database matches {req}");
     }
     for d in dbs {
-        outln!("{}", d.location)?;
+        if session.fdb5_output {
+            outln!("{}", fdb5::path_of(&d.location))?;
+        } else {
+            outln!("{}", d.location)?;
+        }
     }
     Ok(())
 }
@@ -663,7 +676,7 @@ fn reachable_per_data_file(
     for el in fdb.list(&req, all)? {
         let el = el?;
         if let Some(l) = &el.location {
-            *counts.entry(fdb5::path_of(&l.uri).to_string()).or_default() += u64::from(!el.masked);
+            *counts.entry(fdb5::path_of(&l.uri)).or_default() += u64::from(!el.masked);
         }
     }
     Ok(counts.into_iter().collect())
