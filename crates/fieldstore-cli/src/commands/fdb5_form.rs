@@ -63,7 +63,7 @@ pub fn big_num(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -131,7 +131,12 @@ fn count(out: &mut String, indent: &str, label: &str, n: u64) {
 /// A size line; FDB5 leaves zero sizes out.
 fn bytes(out: &mut String, indent: &str, label: &str, n: u64) {
     if n != 0 {
-        line(out, indent, label, &format!("{} ({})", big_num(n), human_bytes(n)));
+        line(
+            out,
+            indent,
+            label,
+            &format!("{} ({})", big_num(n), human_bytes(n)),
+        );
     }
 }
 
@@ -240,7 +245,12 @@ impl Figures {
         count(o, indent, "Duplicated fields", self.masked);
         bytes(o, indent, "Size of duplicates", self.masked_bytes);
         count(o, indent, "Reacheable fields", self.fields - self.masked);
-        bytes(o, indent, "Reachable size", self.field_bytes - self.masked_bytes);
+        bytes(
+            o,
+            indent,
+            "Reachable size",
+            self.field_bytes - self.masked_bytes,
+        );
     }
 }
 
@@ -579,12 +589,20 @@ mod tests {
         );
         assert_eq!(
             w.in_order(),
-            ["/r/db/x.data", "/r/db/a.idx", "/r/db/schema", "/r/db/toc", "/r/db"]
+            [
+                "/r/db/x.data",
+                "/r/db/a.idx",
+                "/r/db/schema",
+                "/r/db/toc",
+                "/r/db"
+            ]
         );
         let r = w.report("root");
         assert!(r.starts_with("FDB owner: root\n\nToc files to delete:\n    /r/db/toc\n\nControl files to delete:\n    /r/db/schema\n\nIndex files to delete: \n    /r/db/a.idx\n\n"), "{r}");
         assert!(r.ends_with("Protected files (explicitly untouched):\n - NONE - \n\n"));
-        assert!(w.unlinking().ends_with("Unlinking: /r/db/toc\nrmdir: /r/db\n"));
+        assert!(w
+            .unlinking()
+            .ends_with("Unlinking: /r/db/toc\nrmdir: /r/db\n"));
     }
 
     #[test]

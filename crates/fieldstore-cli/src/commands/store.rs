@@ -242,7 +242,9 @@ fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     for req in &reqs {
         if !args.porcelain && !args.json {
-            let shown = (!args.all).then(|| fdb5_request(req, session)).transpose()?;
+            let shown = (!args.all)
+                .then(|| fdb5_request(req, session))
+                .transpose()?;
             out.write_all(fdb5::header("Listing for request", shown.as_ref()).as_bytes())?;
         }
         list_fdb5_one(&args, fdb, req, &mut seen, &mut items, &mut out)?;
@@ -264,7 +266,7 @@ fn list_fdb5_one(
     out: &mut dyn Write,
 ) -> Result<()> {
     for el in fdb.list(
-        &req,
+        req,
         ListOptions {
             include_masked: args.full,
             depth: args.depth,
