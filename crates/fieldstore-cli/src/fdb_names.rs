@@ -74,10 +74,11 @@ pub fn tool_name(argv0: &OsStr) -> Option<String> {
     name.starts_with("fdb-").then(|| name.to_string())
 }
 
-/// The tools whose output takes FDB5's form (`--fdb5-output`); the others print as fieldstore's
-/// subcommands do, FDB5 having no fixed form for them (or, for `fdb-axes`, no tool in 5.10).
-const FDB5_FORMS: [&str; 7] = [
+/// The tools whose output takes FDB5's form (`--fdb5-output`; `fdb-axes` upstream's, 5.10 has
+/// none); the others print as fieldstore's subcommands do, FDB5 having no fixed form for them.
+const FDB5_FORMS: [&str; 8] = [
     "fdb-write",
+    "fdb-axes",
     "fdb-list",
     "fdb-where",
     "fdb-dump",

@@ -434,6 +434,21 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let req = one_request(args.request.as_deref(), args.all)?;
     let axes = fdb.axes(&req, args.level)?;
+    if session.fdb5_output {
+        // FDB5's `IndexAxis`: values as text, in text order, keywords without values left out.
+        let axes: std::collections::BTreeMap<&String, &std::collections::BTreeSet<String>> =
+            axes.iter().filter(|(_, v)| !v.is_empty()).collect();
+        if args.json {
+            outln!("{}", serde_json::to_string(&axes)?)?;
+        } else {
+            let parts: Vec<String> = axes
+                .iter()
+                .map(|(k, v)| format!("{k}=({})", v.iter().cloned().collect::<Vec<_>>().join(",")))
+                .collect();
+            outln!("IndexAxis[axis={{{}}}]", parts.join(","))?;
+        }
+        return Ok(());
+    }
     // Values by their type (`1/2/10`, steps `0/6/12`), not as text, in both forms.
     let axes = fieldstore::api::sorted_axes(&axes);
     if args.json {
