@@ -706,8 +706,9 @@ pub struct StatsArgs {
     /// Every database.
     #[arg(long)]
     all: bool,
-    /// With the FDB5 form: each database's report before the summary.
-    #[arg(long)]
+    /// With the FDB5 form (`fdb-stats --details`): each database's report before the summary;
+    /// fieldstore's own form always shows each database.
+    #[arg(long, hide = true)]
     details: bool,
 }
 
@@ -791,8 +792,9 @@ pub struct DumpArgs {
     /// Every database.
     #[arg(long)]
     all: bool,
-    /// With the FDB5 form: one line per record.
-    #[arg(long)]
+    /// With the FDB5 form (`fdb-dump --simple`): one line per record; fieldstore's own form
+    /// is one line per record already.
+    #[arg(long, hide = true)]
     simple: bool,
 }
 
