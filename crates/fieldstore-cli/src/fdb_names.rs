@@ -516,7 +516,17 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         }
         "fdb-where" => per_request(vec![]),
         "fdb-dump" => per_request(switches(&[("simple", "--simple")])),
-        "fdb-stats" => per_request(switches(&[("details", "--details")])),
+        "fdb-stats" => {
+            // One line for all the requests: FDB5 sums them into one summary.
+            let extra = switches(&[("details", "--details")]);
+            let lines = per_request(extra.clone())?;
+            if lines.len() < 2 {
+                return Ok(lines);
+            }
+            let mut rest = visit_requests(&p, &spec)?;
+            rest.extend(extra);
+            Ok(vec![line(rest)])
+        }
         "fdb-status" => per_request(vec![]),
         "fdb-lock" | "fdb-unlock" => per_request(switches(&[
             ("list", "--list"),

@@ -147,6 +147,10 @@ step fdb-wipe class=od,expver=0001,stream=oper,date=20261123,time=1200
 step fdb-wipe --ignore-no-data class=od,expver=0001,stream=oper,date=20261123,time=1200
 step fdb-info
 step fdb-write in.grib d2.grib
+step fdb-where class=od,expver=0001,date=20261123
+# Sizes are each layout's own; the counts are compared.
+step fdb-stats class=od,expver=0001,date=20261122 class=od,expver=0001,date=20261123 | grep -v 'Size of\|size'
+step fdb-stats --details --all --minimum-keys= | grep -v 'Size of\|size'
 step fdb-list --all --minimum-keys= --porcelain --full
 step fdb-list --full class=od,expver=0001,date=20261122
 step fdb-purge --porcelain $db

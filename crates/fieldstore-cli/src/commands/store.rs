@@ -701,8 +701,9 @@ fn reachable_per_data_file(
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
-    /// Which databases, e.g. class=od,expver=0001 (or a request file).
-    request: Option<String>,
+    /// Which databases, e.g. class=od,expver=0001 (or a request file); several are summed.
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
     /// Every database.
     #[arg(long)]
     all: bool,
@@ -715,14 +716,22 @@ pub struct StatsArgs {
 pub fn stats(a: StatsArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let mut all = Vec::new();
-    for req in visit(a.request.as_deref(), a.all, session)? {
-        all.extend(fdb.stats(&req)?);
-    }
-    if session.fdb5_output {
-        if all.is_empty() {
-            let req = a.request.as_deref().map(one_request_of).transpose()?;
+    let given: Vec<Option<&str>> = if a.requests.is_empty() {
+        vec![None]
+    } else {
+        a.requests.iter().map(|r| Some(r.as_str())).collect()
+    };
+    for arg in given {
+        for req in visit(arg, a.all, session)? {
+            all.extend(fdb.stats(&req)?);
+        }
+        // As FDB5: a request (the first, or any after) adding no database is an error.
+        if all.is_empty() && session.fdb5_output {
+            let req = arg.map(one_request_of).transpose()?;
             return Err(no_entries(req.as_ref()));
         }
+    }
+    if session.fdb5_output {
         let figures: Vec<fdb5::Figures> = all
             .iter()
             .map(|s| fdb5::Figures::of(s, fdb5::DbFiles::of(&s.location)))
