@@ -444,6 +444,16 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             })
             .collect())
     };
+    // Several requests on one line, for the tools FDB5 runs as one pass over them (a key listed
+    // once, one stats summary, one dry-run note).
+    let together = |lines: Vec<Vec<String>>, extra: Vec<String>| {
+        if lines.len() < 2 {
+            return Ok(lines);
+        }
+        let mut rest = visit_requests(&p, &spec)?;
+        rest.extend(extra);
+        Ok(vec![line(rest)])
+    };
     match tool {
         "fdb-write" => {
             for f in [
@@ -498,14 +508,7 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             if let Some(d) = p.value("depth") {
                 extra.push(format!("--depth={d}"));
             }
-            // One line for all the requests: FDB5 lists a key once across them.
-            let lines = per_request(extra.clone())?;
-            if lines.len() < 2 {
-                return Ok(lines);
-            }
-            let mut rest = visit_requests(&p, &spec)?;
-            rest.extend(extra);
-            Ok(vec![line(rest)])
+            together(per_request(extra.clone())?, extra)
         }
         "fdb-axes" => {
             let mut extra = switches(&[("json", "--json")]);
@@ -517,15 +520,8 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         "fdb-where" => per_request(vec![]),
         "fdb-dump" => per_request(switches(&[("simple", "--simple")])),
         "fdb-stats" => {
-            // One line for all the requests: FDB5 sums them into one summary.
             let extra = switches(&[("details", "--details")]);
-            let lines = per_request(extra.clone())?;
-            if lines.len() < 2 {
-                return Ok(lines);
-            }
-            let mut rest = visit_requests(&p, &spec)?;
-            rest.extend(extra);
-            Ok(vec![line(rest)])
+            together(per_request(extra.clone())?, extra)
         }
         "fdb-status" => per_request(vec![]),
         "fdb-lock" | "fdb-unlock" => per_request(switches(&[
@@ -546,11 +542,12 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
                     "fdb-wipe|fdb-purge --all --minimum-keys= [--doit] [--porcelain]",
                 ));
             }
-            per_request(switches(&[
+            let extra = switches(&[
                 ("doit", "--doit"),
                 ("porcelain", "--porcelain"),
                 ("ignore-no-data", "--ignore-no-data"),
-            ]))
+            ]);
+            together(per_request(extra.clone())?, extra)
         }
         "fdb-info" => Ok(vec![line(vec![])]),
         "fdb-hammer" => {
@@ -727,6 +724,12 @@ mod tests {
         assert_eq!(
             one("fdb-wipe", &["--doit", db]),
             format!("fieldstore --fdb5-output wipe {db} --doit")
+        );
+        // Several databases: one pass, as FDB5 (one dry-run note at the end).
+        let other = "class=od,expver=0001,stream=oper,date=20261123,time=1200";
+        assert_eq!(
+            one("fdb-wipe", &[db, other, "--porcelain"]),
+            format!("fieldstore --fdb5-output wipe {db} {other} --porcelain")
         );
         // As FDB5: wiping everything needs the minimum keys switched off.
         assert!(t("fdb-wipe", &["--all"]).is_err());

@@ -153,6 +153,7 @@ step fdb-stats class=od,expver=0001,date=20261122 class=od,expver=0001,date=2026
 step fdb-stats --details --all --minimum-keys= | grep -v 'Size of\|size'
 step fdb-list --all --minimum-keys= --porcelain --full
 step fdb-list --full class=od,expver=0001,date=20261122
+step fdb-wipe $db class=od,expver=0001,stream=oper,date=20261123,time=1200
 step fdb-purge --porcelain $db
 step fdb-purge --porcelain --doit $db
 step fdb-list --all --minimum-keys= --porcelain --full

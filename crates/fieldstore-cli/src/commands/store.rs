@@ -490,8 +490,10 @@ pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct DoitArgs {
-    /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200.
-    request: Option<String>,
+    /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200 (several:
+    /// each in turn).
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
     /// Really delete; without it, only show what would go.
     #[arg(long)]
     doit: bool,
@@ -507,6 +509,14 @@ pub struct DoitArgs {
 }
 
 impl DoitArgs {
+    /// The requests given, one after the other (`None`: none given, for `--all`).
+    fn given(&self) -> Vec<Option<&str>> {
+        if self.requests.is_empty() {
+            return vec![None];
+        }
+        self.requests.iter().map(|r| Some(r.as_str())).collect()
+    }
+
     /// With `--ignore-no-data`, whether `req` names no database (and is to be passed over).
     fn nothing_there(&self, fdb: &dyn fieldstore::api::Fdb, req: &Request) -> Result<bool> {
         Ok(self.ignore_no_data && fdb.where_(req)?.is_empty())
@@ -518,7 +528,11 @@ pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
     if session.fdb5_output {
         return wipe_fdb5(&a, session);
     }
-    for req in visit(a.request.as_deref(), a.all, session)? {
+    let mut reqs = Vec::new();
+    for arg in a.given() {
+        reqs.extend(visit(arg, a.all, session)?);
+    }
+    for req in reqs {
         if a.nothing_there(fdb, &req)? {
             continue;
         }
@@ -543,8 +557,19 @@ pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
 /// `fdb-wipe`: the request block, FDB5's report per database (the files by kind, its owner),
 /// the deletions as they happen; `--porcelain`: the deleted paths alone.
 fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
+    for arg in a.given() {
+        wipe_fdb5_request(a, arg, session)?;
+    }
+    if !a.doit && !a.porcelain {
+        out!("{}", fdb5::RERUN)?;
+    }
+    Ok(())
+}
+
+/// One request of `fdb-wipe`: its block, then each database it names.
+fn wipe_fdb5_request(a: &DoitArgs, arg: Option<&str>, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
-    let reqs = visit(a.request.as_deref(), a.all, session)?;
+    let reqs = visit(arg, a.all, session)?;
     let shown = match (a.all, reqs.first()) {
         (false, Some(r)) => Some(fdb5_request(r, session)?),
         _ => None,
@@ -589,15 +614,26 @@ fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
     if found == 0 && !a.ignore_no_data {
         return Err(no_entries(shown.as_ref()));
     }
-    if !a.doit && !a.porcelain {
-        out!("{}", fdb5::RERUN)?;
-    }
     Ok(())
 }
 
 pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
+    for arg in a.given() {
+        purge_request(&a, arg, session)?;
+    }
+    if session.fdb5_output && !a.doit && !a.porcelain {
+        out!("{}", fdb5::RERUN)?;
+    }
+    if !session.fdb5_output {
+        dry_run_note(a.doit);
+    }
+    Ok(())
+}
+
+/// One request of `purge`: FDB5's block and report per database, or fieldstore's lines.
+fn purge_request(a: &DoitArgs, arg: Option<&str>, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
-    let reqs = visit(a.request.as_deref(), a.all, session)?;
+    let reqs = visit(arg, a.all, session)?;
     if session.fdb5_output && !a.porcelain {
         let shown = match (a.all, reqs.first()) {
             (false, Some(r)) => Some(fdb5_request(r, session)?),
@@ -633,9 +669,6 @@ pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
                 out!("{}", fdb5::purge_report(&db, b))?;
             }
         }
-        if !a.doit {
-            out!("{}", fdb5::RERUN)?;
-        }
         return Ok(());
     }
     for req in &reqs {
@@ -662,9 +695,6 @@ pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
                 outln!("  {f}")?;
             }
         }
-    }
-    if !session.fdb5_output {
-        dry_run_note(a.doit);
     }
     Ok(())
 }
