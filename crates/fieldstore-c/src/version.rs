@@ -9,7 +9,7 @@ use crate::strings::put;
 
 /// The upstream FDB5 release whose C API `libfdb5.so` implements (legacy pyfdb requires
 /// >= 5.12.1).
-pub const CURRENT_API_LEVEL: &CStr = c"5.25.0";
+pub const CURRENT_API_LEVEL: &CStr = fieldstore::FDB5_API_LEVEL;
 
 /// Debian's FDB5 release whose C API `libfdb5.so.0d` implements.
 pub const DEBIAN_510_API_LEVEL: &CStr = c"5.10.8";

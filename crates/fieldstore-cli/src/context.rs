@@ -14,6 +14,8 @@ pub struct Session {
     explicit: Option<PathBuf>,
     loaded: OnceCell<LoadedConfig>,
     fdb: OnceCell<Box<dyn Fdb>>,
+    /// Print as FDB5 5.10's tools do (the `fdb-*` names), not fieldstore's own forms.
+    pub fdb5_output: bool,
 }
 
 static RESOLVER: fn(&str) -> Option<String> = params::resolver;
@@ -24,6 +26,7 @@ impl Session {
             explicit,
             loaded: OnceCell::new(),
             fdb: OnceCell::new(),
+            fdb5_output: false,
         }
     }
 

@@ -7,20 +7,23 @@ use fieldstore::model::config::ConfigSource;
 use crate::context::Session;
 use crate::fdb_names::InfoItem;
 
-/// Prints the `items` asked for, one value a line; none asked: all of them, labelled, as
-/// FDB5's `fdb-info --all` does.
-pub fn run(items: &[InfoItem], session: &Session) -> Result<()> {
+/// Prints the `items` asked for, one value a line; `all`: every one, labelled, as FDB5's
+/// `fdb-info --all` does. Nothing asked, nothing printed (FDB5's own test checks that).
+pub fn run(items: &[InfoItem], all_items: bool, session: &Session) -> Result<()> {
     let all = [
         InfoItem::Version,
         InfoItem::Home,
         InfoItem::Schema,
         InfoItem::ConfigFile,
     ];
-    let labelled = items.is_empty();
+    let labelled = all_items;
     for item in if labelled { &all[..] } else { items } {
         let (label, value) = match item {
-            // fieldstore's own version: the FDB5 API level belongs to the C library.
-            InfoItem::Version => ("Version", env!("CARGO_PKG_VERSION").to_string()),
+            // The FDB5 level fieldstore stands in for, as the C library's fdb_version().
+            InfoItem::Version => (
+                "Version",
+                fieldstore::FDB5_API_LEVEL.to_string_lossy().into_owned(),
+            ),
             InfoItem::Home => ("Home", home()),
             InfoItem::Schema => (
                 "Schema",
@@ -37,6 +40,10 @@ pub fn run(items: &[InfoItem], session: &Session) -> Result<()> {
         } else {
             outln!("{value}")?;
         }
+    }
+    if labelled {
+        // FDB5 built without Lustre support says so; fieldstore has none either.
+        outln!("Lustre-API: disabled")?;
     }
     Ok(())
 }

@@ -74,6 +74,19 @@ pub fn tool_name(argv0: &OsStr) -> Option<String> {
     name.starts_with("fdb-").then(|| name.to_string())
 }
 
+/// The tools whose output takes FDB5's form (`--fdb5-output`; `fdb-axes` upstream's, 5.10 has
+/// none); the others print as fieldstore's subcommands do, FDB5 having no fixed form for them.
+const FDB5_FORMS: [&str; 8] = [
+    "fdb-write",
+    "fdb-axes",
+    "fdb-list",
+    "fdb-where",
+    "fdb-dump",
+    "fdb-stats",
+    "fdb-wipe",
+    "fdb-purge",
+];
+
 /// How an FDB5 flag is taken.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Takes {
@@ -334,6 +347,8 @@ pub struct Plan {
 pub struct InfoQuery {
     pub config: Option<String>,
     pub items: Vec<InfoItem>,
+    /// `--all`: every item, labelled.
+    pub all: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -368,10 +383,11 @@ pub fn plan(tool: &str, argv: &[String]) -> Result<Plan, FdbNameError> {
         .filter(|(f, _)| flag(f))
         .map(|(_, i)| i)
         .collect();
-        if flag("all") {
+        let all = flag("all");
+        if all {
             items.clear();
         }
-        plan.info = Some(InfoQuery { config, items });
+        plan.info = Some(InfoQuery { config, items, all });
         return Ok(plan);
     }
     plan.lines = lines;
@@ -392,6 +408,9 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
     let mut head = vec!["fieldstore".to_string()];
     if let Some(c) = p.value("config") {
         head.push(format!("--config={c}"));
+    }
+    if FDB5_FORMS.contains(&tool) {
+        head.push("--fdb5-output".into());
     }
     head.extend(sub.iter().map(|s| s.to_string()));
     let line = |rest: Vec<String>| {
@@ -417,13 +436,23 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         Ok(reqs
             .into_iter()
             .map(|r| {
-                // List and axes have an `--all` of their own; the others take the empty request.
-                let all = r.is_empty() && matches!(tool, "fdb-list" | "fdb-axes");
+                // The control tools take the empty request for everything; the others `--all`.
+                let all = r.is_empty() && !matches!(tool, "fdb-status" | "fdb-lock" | "fdb-unlock");
                 let mut rest = vec![if all { "--all".to_string() } else { r }];
                 rest.extend(extra.iter().cloned());
                 line(rest)
             })
             .collect())
+    };
+    // Several requests on one line, for the tools FDB5 runs as one pass over them (a key listed
+    // once, one stats summary, one dry-run note).
+    let together = |lines: Vec<Vec<String>>, extra: Vec<String>| {
+        if lines.len() < 2 {
+            return Ok(lines);
+        }
+        let mut rest = visit_requests(&p, &spec)?;
+        rest.extend(extra);
+        Ok(vec![line(rest)])
     };
     match tool {
         "fdb-write" => {
@@ -479,7 +508,7 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             if let Some(d) = p.value("depth") {
                 extra.push(format!("--depth={d}"));
             }
-            per_request(extra)
+            together(per_request(extra.clone())?, extra)
         }
         "fdb-axes" => {
             let mut extra = switches(&[("json", "--json")]);
@@ -488,7 +517,12 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             }
             per_request(extra)
         }
-        "fdb-where" | "fdb-dump" | "fdb-stats" => per_request(vec![]),
+        "fdb-where" => per_request(vec![]),
+        "fdb-dump" => per_request(switches(&[("simple", "--simple")])),
+        "fdb-stats" => {
+            let extra = switches(&[("details", "--details")]);
+            together(per_request(extra.clone())?, extra)
+        }
         "fdb-status" => per_request(vec![]),
         "fdb-lock" | "fdb-unlock" => per_request(switches(&[
             ("list", "--list"),
@@ -498,14 +532,22 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
         ])),
         "fdb-wipe" | "fdb-purge" => {
             p.unsupported(
-                "all",
-                "name the databases to delete; wiping everything at once is refused",
-            )?;
-            p.unsupported(
                 "unsafe-wipe-all",
                 "fieldstore's databases hold only files it owns",
             )?;
-            per_request(switches(&[("doit", "--doit")]))
+            // As FDB5: deleting everything needs the minimum keys switched off explicitly.
+            if p.on("all") && p.value("minimum-keys").is_none_or(|k| !k.is_empty()) {
+                return Err(p.usage(
+                    "--all can only be used with no minimum keys (--minimum-keys=)".into(),
+                    "fdb-wipe|fdb-purge --all --minimum-keys= [--doit] [--porcelain]",
+                ));
+            }
+            let extra = switches(&[
+                ("doit", "--doit"),
+                ("porcelain", "--porcelain"),
+                ("ignore-no-data", "--ignore-no-data"),
+            ]);
+            together(per_request(extra.clone())?, extra)
         }
         "fdb-info" => Ok(vec![line(vec![])]),
         "fdb-hammer" => {
@@ -613,17 +655,23 @@ mod tests {
                     "--minimum-keys="
                 ]
             ),
-            "fieldstore --config=/c.yaml list --all --porcelain"
+            "fieldstore --config=/c.yaml --fdb5-output list --all --porcelain"
         );
         let lines = t(
             "fdb-list",
             &["--location", "class=od,expver=0001", "class=rd,expver=xxxx"],
         )
         .unwrap();
-        assert_eq!(lines.len(), 2);
         assert_eq!(
-            lines[1].join(" "),
-            "fieldstore list class=rd,expver=xxxx --location"
+            lines,
+            [[
+                "fieldstore",
+                "--fdb5-output",
+                "list",
+                "class=od,expver=0001",
+                "class=rd,expver=xxxx",
+                "--location"
+            ]]
         );
     }
 
@@ -669,15 +717,26 @@ mod tests {
         ));
         assert_eq!(
             one("fdb-write", &["--verbose", "a.grib", "b.grib"]),
-            "fieldstore write --verbose -- a.grib b.grib"
+            "fieldstore --fdb5-output write --verbose -- a.grib b.grib"
         );
         assert!(t("fdb-write", &[]).is_err());
         let db = "class=od,expver=0001,stream=oper,date=20261122,time=1200";
         assert_eq!(
             one("fdb-wipe", &["--doit", db]),
-            format!("fieldstore wipe {db} --doit")
+            format!("fieldstore --fdb5-output wipe {db} --doit")
         );
-        assert!(t("fdb-wipe", &["--all", "--minimum-keys="]).is_err());
+        // Several databases: one pass, as FDB5 (one dry-run note at the end).
+        let other = "class=od,expver=0001,stream=oper,date=20261123,time=1200";
+        assert_eq!(
+            one("fdb-wipe", &[db, other, "--porcelain"]),
+            format!("fieldstore --fdb5-output wipe {db} {other} --porcelain")
+        );
+        // As FDB5: wiping everything needs the minimum keys switched off.
+        assert!(t("fdb-wipe", &["--all"]).is_err());
+        assert_eq!(
+            one("fdb-wipe", &["--all", "--minimum-keys=", "--porcelain"]),
+            "fieldstore --fdb5-output wipe --all --porcelain"
+        );
         assert_eq!(
             one("fdb-lock", &["--archive", db]),
             format!("fieldstore control lock {db} --archive")
@@ -686,7 +745,14 @@ mod tests {
 
     #[test]
     fn visit_all_is_the_empty_request_and_takes_no_requests() {
-        assert_eq!(one("fdb-where", &["--all"]), "fieldstore where ");
+        assert_eq!(
+            one("fdb-where", &["--all"]),
+            "fieldstore --fdb5-output where --all"
+        );
+        assert_eq!(
+            one("fdb-stats", &["--all", "--details"]),
+            "fieldstore --fdb5-output stats --all --details"
+        );
         assert!(matches!(
             t("fdb-where", &["--all", "class=od,expver=1"]),
             Err(FdbNameError::AllWithRequests { .. })
@@ -723,11 +789,12 @@ mod tests {
             p.info,
             Some(InfoQuery {
                 config: Some("/c".into()),
-                items: vec![InfoItem::Home, InfoItem::Schema]
+                items: vec![InfoItem::Home, InfoItem::Schema],
+                all: false,
             })
         );
         let p = plan("fdb-info", &args(&["--all", "--version"])).unwrap();
-        assert_eq!(p.info.map(|i| i.items), Some(vec![]));
+        assert_eq!(p.info.map(|i| (i.items, i.all)), Some((vec![], true)));
         assert!(plan("fdb-info", &args(&["--lustre-api"])).is_err());
     }
 }

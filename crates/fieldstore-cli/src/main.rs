@@ -17,7 +17,9 @@ use clap::{Parser, Subcommand};
 
 use commands::request::RequestCmd;
 use commands::schema::SchemaCmd;
-use commands::store::{AxesArgs, ControlArgs, DoitArgs, ListArgs, ReadArgs, WriteArgs};
+use commands::store::{
+    AxesArgs, ControlArgs, DoitArgs, DumpArgs, ListArgs, ReadArgs, StatsArgs, VisitArgs, WriteArgs,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -32,6 +34,9 @@ struct Cli {
     /// More log output (repeat for more).
     #[arg(short = 'v', long = "log-verbose", global = true, action = clap::ArgAction::Count, hide = true)]
     log_level: u8,
+    /// Print as FDB5 5.10's tools do (set by the `fdb-*` names; docs/fdb-tools.md).
+    #[arg(long, global = true, hide = true)]
+    fdb5_output: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -52,15 +57,15 @@ enum Command {
     /// Values present for each keyword.
     Axes(AxesArgs),
     /// Database directories matching a request.
-    Where { request: String },
+    Where(VisitArgs),
     /// Delete whole databases (dry run unless --doit).
     Wipe(DoitArgs),
     /// Delete masked (replaced) fields (dry run unless --doit).
     Purge(DoitArgs),
     /// Statistics of databases.
-    Stats { request: String },
+    Stats(StatsArgs),
     /// The journal of databases, record by record.
-    Dump { request: String },
+    Dump(DumpArgs),
     /// Merge the indexes of databases into one per index key (flushes also merge, size-tiered:
     /// four indexes of one size class become one).
     Compact { request: String },
@@ -102,14 +107,15 @@ fn main() -> ExitCode {
 fn run_plan(plan: fdb_names::Plan) -> ExitCode {
     if let Some(q) = plan.info {
         let session = context::Session::new(q.config.map(PathBuf::from));
-        return report(fdb_info::run(&q.items, &session));
+        return report(fdb_info::run(&q.items, q.all, &session));
     }
     for line in plan.lines {
         match execute(Cli::parse_from(line)) {
             Ok(()) => {}
             Err(e)
                 if plan.ignore_not_found
-                    && exit::error_kind(&e) == Some(fieldstore::ErrorKind::NotFound) => {}
+                    && (exit::error_kind(&e) == Some(fieldstore::ErrorKind::NotFound)
+                        || e.downcast_ref::<commands::store::NoEntries>().is_some()) => {}
             Err(e) if plan.ignore_errors => eprintln!("fieldstore: warning: {e:#}"),
             Err(e) => return report(Err(e)),
         }
@@ -138,7 +144,8 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init()
         .ok();
-    let session = context::Session::new(cli.config.clone());
+    let mut session = context::Session::new(cli.config.clone());
+    session.fdb5_output = cli.fdb5_output;
     match cli.command {
         Command::Info => commands::info::run(&session),
         Command::Schema(c) => commands::schema::run(c, &session),
@@ -147,12 +154,12 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Read(a) => commands::store::read(a, &session),
         Command::List(a) => commands::store::list(a, &session),
         Command::Axes(a) => commands::store::axes(a, &session),
-        Command::Where { request } => commands::store::where_(request, &session),
+        Command::Where(a) => commands::store::where_(a, &session),
         Command::Sample(a) => commands::sample::run(a),
         Command::Wipe(a) => commands::store::wipe(a, &session),
         Command::Purge(a) => commands::store::purge(a, &session),
-        Command::Stats { request } => commands::store::stats(request, &session),
-        Command::Dump { request } => commands::store::dump(request, &session),
+        Command::Stats(a) => commands::store::stats(a, &session),
+        Command::Dump(a) => commands::store::dump(a, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),
         Command::Server(a) => commands::server::run(a, &session),

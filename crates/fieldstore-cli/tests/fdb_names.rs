@@ -155,16 +155,27 @@ fdb-info --schema > schema
     let listing = sorted_lines(&read("listing"));
     assert_eq!(listing.len(), 8, "{listing:?}");
     assert!(listing[0].starts_with(&format!("{{{BASE},domain=g}}{{type=fc,levtype=pl}}{{")));
-    assert!(read("located").lines().all(|l| l.contains("file://")));
+    // FDB5's form: the request first, then each key with its location.
+    let located = read("located");
+    assert!(
+        located.starts_with("Listing for request\nretrieve,\n\tclass=od,\n\texpver=0001\n\n\n{")
+    );
+    let keys: Vec<&str> = located.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(keys.len(), 8);
+    assert!(keys
+        .iter()
+        .all(|l| l.contains("} TocFieldLocation[uri=URI[scheme=file,name=/")));
     // Two steps of param 130 at level 1000.
     let out = std::fs::read(p("out.grib")).unwrap();
     assert_eq!(out.windows(4).filter(|w| w == b"GRIB").count(), 2);
     let axes: serde_json::Value = serde_json::from_str(&read("axes.json")).unwrap();
-    assert_eq!(axes["levelist"], serde_json::json!(["500", "1000"]));
+    // FDB5's form: values as text, in text order.
+    assert_eq!(axes["levelist"], serde_json::json!(["1000", "500"]));
     assert!(read("where")
         .trim_end()
         .ends_with("od:0001:oper:20261122:1200:g"));
-    assert!(read("wiped").starts_with("wiped database"));
+    assert!(read("wiped").starts_with("Wiping for request\nretrieve,\n"));
+    assert!(read("wiped").contains("\nrmdir: "));
     assert_eq!(read("after"), "");
     assert!(read("nothing").contains("no database matches"));
     assert!(read("schema").trim_end().ends_with("ecmwf-fdb5-schema"));
@@ -233,7 +244,11 @@ fn porcelain_listing_and_where_are_fdb5s() {
         d.path(),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let ours = sorted_lines(&String::from_utf8_lossy(&o.stdout));
+    // fdb-write's own lines (Processing..., FDB archive...) come first, as FDB5's.
+    let ours: Vec<String> = sorted_lines(&String::from_utf8_lossy(&o.stdout))
+        .into_iter()
+        .filter(|l| l.starts_with('{'))
+        .collect();
     assert_eq!(ours.len(), 8);
     assert_eq!(ours, theirs);
     // fdb-where: the same database directory under each root.
@@ -269,4 +284,25 @@ fn fdb_info_answers_as_fdb5s() {
         assert!(ours.status.success(), "{flag}");
         assert_eq!(String::from_utf8_lossy(&ours.stdout), theirs, "{flag}");
     }
+    // As FDB5's own fdb_info test checks: no flag, no output.
+    let theirs = run(configured(
+        &mut Command::new("/usr/bin/fdb-info"),
+        &config,
+        d.path(),
+    ));
+    let ours = bash("fdb-info", &bin, &config, d.path());
+    assert!(ours.status.success());
+    assert_eq!(String::from_utf8_lossy(&ours.stdout), theirs);
+    assert_eq!(theirs, "");
+    // The version is the FDB5 level the C library's fdb_version() reports, not Debian's.
+    let ours = bash("fdb-info --version", &bin, &config, d.path());
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        format!("{}\n", fieldstore::FDB5_API_LEVEL.to_string_lossy())
+    );
+    // --all: every item labelled, the last one as FDB5 built without Lustre.
+    let ours = String::from_utf8_lossy(&bash("fdb-info --all", &bin, &config, d.path()).stdout)
+        .into_owned();
+    assert!(ours.starts_with("Version: 5."), "{ours}");
+    assert!(ours.ends_with("\nLustre-API: disabled\n"), "{ours}");
 }

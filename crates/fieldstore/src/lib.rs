@@ -31,4 +31,9 @@ pub mod remote;
 pub mod open;
 
 pub use error_kind::ErrorKind;
+
+/// The FDB5 release whose C API and tools fieldstore stands in for: what `fdb_version()` and
+/// `fdb-info --version` report (legacy pyfdb requires >= 5.12.1). One constant, so the C library
+/// and the tools never disagree.
+pub const FDB5_API_LEVEL: &std::ffi::CStr = c"5.25.0";
 pub use open::open;

@@ -3,7 +3,8 @@
 use anyhow::Result;
 use clap::Subcommand;
 use fieldstore::model::request::{parse_request, parse_requests, Request};
-use fieldstore::model::schema::ExpandMode;
+use fieldstore::model::schema::{ExpandMode, Schema};
+use fieldstore::model::types::Context;
 
 use crate::context::Session;
 
@@ -29,6 +30,29 @@ pub fn read_requests(arg: &str) -> Result<Vec<Request>> {
     Ok(vec![parse_request(arg)?])
 }
 
+/// A request with ranges expanded and each value in its canonical form by the schema's type for
+/// that keyword (the first rule naming it): `param=t` is `param=130`, `time=12` is `time=1200`.
+pub fn canonical(expanded: &Request, sch: &Schema, cx: &Context) -> Result<Request> {
+    let mut canonical = Request::new(expanded.verb());
+    for (kw, values) in expanded.iter() {
+        let ty = sch
+            .paths()
+            .iter()
+            .flat_map(|p| p.levels.iter().flatten())
+            .find(|p| p.keyword == kw)
+            .map(|p| p.ty);
+        let vals = match ty {
+            Some(t) => values
+                .iter()
+                .map(|v| t.canonical(kw, v, cx))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => values.to_vec(),
+        };
+        canonical.set(kw, vals);
+    }
+    Ok(canonical)
+}
+
 pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
     match cmd {
         RequestCmd::Expand { request, schema } => {
@@ -36,24 +60,7 @@ pub fn run(cmd: RequestCmd, session: &Session) -> Result<()> {
             let sch = session.schema()?;
             for req in read_requests(&request)? {
                 let expanded = req.expand_ranges(&cx)?;
-                let mut canonical = Request::new(expanded.verb());
-                for (kw, values) in expanded.iter() {
-                    // Canonical values by the schema's type for that keyword (first rule naming it).
-                    let ty = sch
-                        .paths()
-                        .iter()
-                        .flat_map(|p| p.levels.iter().flatten())
-                        .find(|p| p.keyword == kw)
-                        .map(|p| p.ty);
-                    let vals = match ty {
-                        Some(t) => values
-                            .iter()
-                            .map(|v| t.canonical(kw, v, &cx))
-                            .collect::<Result<Vec<_>, _>>()?,
-                        None => values.to_vec(),
-                    };
-                    canonical.set(kw, vals);
-                }
+                let canonical = canonical(&expanded, &sch, &cx)?;
                 outln!("{canonical}")?;
                 if schema {
                     let mode = if req.verb() == Some("retrieve") {

@@ -10,6 +10,7 @@ use fieldstore::api::{ArchiveSummary, Archiver, ListOptions, MessageProgress, St
 use fieldstore::model::request::Request;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::fdb5_form as fdb5;
 use super::request::read_requests;
 use crate::context::Session;
 
@@ -44,9 +45,18 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
             .filter(|m| m.is_file())
             .map_or(0, |m| m.len());
         let bar = progress_bar(&path.display().to_string(), size, verbose);
+        if session.fdb5_output {
+            outln!("Processing {}", path.display())?;
+        }
+        let file_started = std::time::Instant::now();
         let mut archiver = Archiver::new(fdb).on_message(|m| report(m, verbose, Some(&bar)));
-        totals += archiver.archive_path(path)?;
+        let summary = archiver.archive_path(path)?;
         bar.finish_and_clear();
+        if session.fdb5_output {
+            let secs = file_started.elapsed().as_secs_f64();
+            outln!("{}", fdb5::archived(summary.messages, summary.bytes, secs))?;
+        }
+        totals += summary;
     }
     fdb.flush()?;
     let secs = started.elapsed().as_secs_f64();
@@ -89,8 +99,10 @@ fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// A partial MARS request, e.g. `class=od,expver=0001` (or a request file).
-    request: Option<String>,
+    /// A partial MARS request, e.g. `class=od,expver=0001` (or a request file); with the FDB5
+    /// form, several, each listed in turn, a key listed once across them (unless --full).
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
     /// Include masked (replaced) entries.
     #[arg(long)]
     full: bool,
@@ -126,8 +138,14 @@ fn one_request(arg: Option<&str>, all: bool) -> Result<Request> {
 }
 
 pub fn list(args: ListArgs, session: &Session) -> Result<()> {
+    if session.fdb5_output {
+        return list_fdb5(args, session);
+    }
     let fdb = session.fdb()?;
-    let req = one_request(args.request.as_deref(), args.all)?;
+    if args.requests.len() > 1 {
+        bail!("expected one request, got {}", args.requests.len());
+    }
+    let req = one_request(args.requests.first().map(String::as_str), args.all)?;
     let out = io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut n = 0usize;
@@ -200,6 +218,134 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         eprintln!("nothing matches {req}");
     }
     Ok(())
+}
+
+/// `fdb-list`'s forms: the request block first (unless `--porcelain` or `--json`), then one key
+/// a line with `,length=N`, or FDB5's location, or one JSON array of keys.
+fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
+    if args.json && args.location {
+        bail!("--json and --location not compatible");
+    }
+    let fdb = session.fdb()?;
+    let reqs = if args.all || args.requests.is_empty() {
+        vec![one_request(None, args.all)?]
+    } else {
+        args.requests
+            .iter()
+            .map(|r| one_request(Some(r), false))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let out = io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let mut items = Vec::new();
+    // As FDB5: a key listed for one request is not listed again for the next (unless --full).
+    let mut seen = std::collections::HashSet::new();
+    for req in &reqs {
+        if !args.porcelain && !args.json {
+            let shown = (!args.all)
+                .then(|| fdb5_request(req, session))
+                .transpose()?;
+            out.write_all(fdb5::header("Listing for request", shown.as_ref()).as_bytes())?;
+        }
+        list_fdb5_one(&args, fdb, req, &mut seen, &mut items, &mut out)?;
+    }
+    if args.json {
+        // As FDB5 5.10: the array alone, no newline after it.
+        out.write_all(serde_json::to_string(&items)?.as_bytes())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn list_fdb5_one(
+    args: &ListArgs,
+    fdb: &dyn fieldstore::api::Fdb,
+    req: &Request,
+    seen: &mut std::collections::HashSet<String>,
+    items: &mut Vec<serde_json::Value>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    for el in fdb.list(
+        req,
+        ListOptions {
+            include_masked: args.full,
+            depth: args.depth,
+        },
+    )? {
+        let el = el?;
+        if !args.full && !seen.insert(el.key.porcelain()) {
+            continue;
+        }
+        let length = el.location.as_ref().map_or(0, |l| l.length);
+        if args.json {
+            let mut m = serde_json::Map::new();
+            let combined = el.key.combined();
+            let mut pairs: Vec<(&str, &str)> = combined.iter().collect();
+            pairs.sort();
+            for (k, v) in pairs {
+                if !v.is_empty() {
+                    m.insert(k.to_string(), v.into());
+                }
+            }
+            // FDB5 5.10 puts the length beside each key object, not in it.
+            items.push(serde_json::Value::Object(m));
+            items.push("length".into());
+            items.push(length.into());
+            continue;
+        }
+        let mut line = el.key.porcelain();
+        if args.depth < 3 {
+            line = line.trim_end_matches("{}").to_string();
+        }
+        match &el.location {
+            Some(l) if args.location => {
+                line.push(' ');
+                line.push_str(&fdb5::location(l));
+            }
+            _ if !args.porcelain => line.push_str(&format!(",length={length}")),
+            _ => {}
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// A request as FDB5 shows it before visiting: ranges expanded, values canonical.
+fn fdb5_request(req: &Request, session: &Session) -> Result<Request> {
+    let cx = session.type_context();
+    super::request::canonical(&req.expand_ranges(&cx)?, &session.schema()?, &cx)
+}
+
+/// The requests a visit tool runs: the one given, or with `--all` one per database (the
+/// maintenance calls take a request naming databases, so `--all` names each in turn).
+fn visit(arg: Option<&str>, all: bool, session: &Session) -> Result<Vec<Request>> {
+    if !all {
+        return Ok(vec![one_request(arg, false)?]);
+    }
+    if arg.is_some() {
+        bail!("--all takes no request");
+    }
+    let dbs = session.fdb()?.where_(&Request::default())?;
+    Ok(dbs
+        .iter()
+        .map(|d| {
+            let mut r = Request::new(None);
+            for (k, v) in d.db.iter() {
+                r.set(k, vec![v.to_string()]);
+            }
+            r
+        })
+        .collect())
+}
+
+/// What FDB5 says when a visit tool finds no database (`--ignore-no-data` lets it pass).
+#[derive(Debug, thiserror::Error)]
+#[error("No FDB entries found for: {0}")]
+pub struct NoEntries(String);
+
+fn no_entries(req: Option<&Request>) -> anyhow::Error {
+    NoEntries(req.map_or_else(|| " -- ALL --".to_string(), |r| r.to_string())).into()
 }
 
 /// Errors `list` reports before giving up: each damaged database or index is one, so more means
@@ -288,6 +434,21 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let req = one_request(args.request.as_deref(), args.all)?;
     let axes = fdb.axes(&req, args.level)?;
+    if session.fdb5_output {
+        // FDB5's `IndexAxis`: values as text, in text order, keywords without values left out.
+        let axes: std::collections::BTreeMap<&String, &std::collections::BTreeSet<String>> =
+            axes.iter().filter(|(_, v)| !v.is_empty()).collect();
+        if args.json {
+            outln!("{}", serde_json::to_string(&axes)?)?;
+        } else {
+            let parts: Vec<String> = axes
+                .iter()
+                .map(|(k, v)| format!("{k}=({})", v.iter().cloned().collect::<Vec<_>>().join(",")))
+                .collect();
+            outln!("IndexAxis[axis={{{}}}]", parts.join(","))?;
+        }
+        return Ok(());
+    }
     // Values by their type (`1/2/10`, steps `0/6/12`), not as text, in both forms.
     let axes = fieldstore::api::sorted_axes(&axes);
     if args.json {
@@ -300,57 +461,241 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     Ok(())
 }
 
-pub fn where_(request: String, session: &Session) -> Result<()> {
+#[derive(Args, Debug)]
+pub struct VisitArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file).
+    request: Option<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
-    let req = one_request(Some(&request), false)?;
+    // The empty request matches every database.
+    let req = one_request(a.request.as_deref(), a.all)?;
     let dbs = fdb.where_(&req)?;
     if dbs.is_empty() {
         bail!("no database matches {req}");
     }
     for d in dbs {
-        outln!("{}", d.location)?;
+        if session.fdb5_output {
+            outln!("{}", fdb5::path_of(&d.location))?;
+        } else {
+            outln!("{}", d.location)?;
+        }
     }
     Ok(())
 }
 
 #[derive(Args, Debug)]
 pub struct DoitArgs {
-    /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200.
-    request: String,
+    /// Which databases, e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200 (several:
+    /// each in turn).
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
     /// Really delete; without it, only show what would go.
     #[arg(long)]
     doit: bool,
+    /// Every database (each named in turn).
+    #[arg(long)]
+    all: bool,
+    /// Only the files deleted (or that would be), one a line, as FDB5's `--porcelain`.
+    #[arg(long)]
+    porcelain: bool,
+    /// Nothing to delete is not an error.
+    #[arg(long)]
+    ignore_no_data: bool,
+}
+
+impl DoitArgs {
+    /// The requests given, one after the other (`None`: none given, for `--all`).
+    fn given(&self) -> Vec<Option<&str>> {
+        if self.requests.is_empty() {
+            return vec![None];
+        }
+        self.requests.iter().map(|r| Some(r.as_str())).collect()
+    }
+
+    /// With `--ignore-no-data`, whether `req` names no database (and is to be passed over).
+    fn nothing_there(&self, fdb: &dyn fieldstore::api::Fdb, req: &Request) -> Result<bool> {
+        Ok(self.ignore_no_data && fdb.where_(req)?.is_empty())
+    }
 }
 
 pub fn wipe(a: DoitArgs, session: &Session) -> Result<()> {
-    let req = one_request(Some(&a.request), false)?;
-    for db in session.fdb()?.wipe(&req, a.doit)? {
-        let verb = if db.doit { "wiped" } else { "would wipe" };
-        outln!("{verb} database {}", db.location)?;
-        for f in &db.removed {
-            outln!("  {f}")?;
+    let fdb = session.fdb()?;
+    if session.fdb5_output {
+        return wipe_fdb5(&a, session);
+    }
+    let mut reqs = Vec::new();
+    for arg in a.given() {
+        reqs.extend(visit(arg, a.all, session)?);
+    }
+    for req in reqs {
+        if a.nothing_there(fdb, &req)? {
+            continue;
+        }
+        for db in fdb.wipe(&req, a.doit)? {
+            if a.porcelain {
+                for f in fdb5::WipeFiles::sort(&db.location, &db.removed).in_order() {
+                    outln!("{f}")?;
+                }
+                continue;
+            }
+            let verb = if db.doit { "wiped" } else { "would wipe" };
+            outln!("{verb} database {}", db.location)?;
+            for f in &db.removed {
+                outln!("  {f}")?;
+            }
         }
     }
     dry_run_note(a.doit);
     Ok(())
 }
 
-pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
-    let req = one_request(Some(&a.request), false)?;
-    for db in session.fdb()?.purge(&req, a.doit)? {
-        let verb = if db.doit { "removed" } else { "would remove" };
-        outln!(
-            "{}: {} masked fields; {verb} {} index files and {} data files",
-            db.location,
-            db.masked_fields,
-            db.indexes.len(),
-            db.objects.len()
-        )?;
-        for f in db.indexes.iter().chain(&db.objects) {
-            outln!("  {f}")?;
+/// `fdb-wipe`: the request block, FDB5's report per database (the files by kind, its owner),
+/// the deletions as they happen; `--porcelain`: the deleted paths alone.
+fn wipe_fdb5(a: &DoitArgs, session: &Session) -> Result<()> {
+    for arg in a.given() {
+        wipe_fdb5_request(a, arg, session)?;
+    }
+    if !a.doit && !a.porcelain {
+        out!("{}", fdb5::RERUN)?;
+    }
+    Ok(())
+}
+
+/// One request of `fdb-wipe`: its block, then each database it names.
+fn wipe_fdb5_request(a: &DoitArgs, arg: Option<&str>, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let reqs = visit(arg, a.all, session)?;
+    let shown = match (a.all, reqs.first()) {
+        (false, Some(r)) => Some(fdb5_request(r, session)?),
+        _ => None,
+    };
+    if !a.porcelain {
+        out!("{}", fdb5::header("Wiping for request", shown.as_ref()))?;
+    }
+    let mut found = 0usize;
+    for req in &reqs {
+        if a.nothing_there(fdb, req)? {
+            continue;
+        }
+        // The owner is read before the directory goes.
+        let owners: Vec<(String, String)> = fdb
+            .where_(req)?
+            .into_iter()
+            .map(|d| {
+                let o = fdb5::owner(&d.location);
+                (d.location, o)
+            })
+            .collect();
+        for db in fdb.wipe(req, a.doit)? {
+            found += 1;
+            let files = fdb5::WipeFiles::sort(&db.location, &db.removed);
+            if a.porcelain {
+                for f in files.in_order() {
+                    outln!("{f}")?;
+                }
+                continue;
+            }
+            let owner = owners
+                .iter()
+                .find(|(l, _)| *l == db.location)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
+            out!("{}", files.report(&owner))?;
+            if a.doit {
+                out!("{}", files.unlinking())?;
+            }
         }
     }
-    dry_run_note(a.doit);
+    if found == 0 && !a.ignore_no_data {
+        return Err(no_entries(shown.as_ref()));
+    }
+    Ok(())
+}
+
+pub fn purge(a: DoitArgs, session: &Session) -> Result<()> {
+    for arg in a.given() {
+        purge_request(&a, arg, session)?;
+    }
+    if session.fdb5_output && !a.doit && !a.porcelain {
+        out!("{}", fdb5::RERUN)?;
+    }
+    if !session.fdb5_output {
+        dry_run_note(a.doit);
+    }
+    Ok(())
+}
+
+/// One request of `purge`: FDB5's block and report per database, or fieldstore's lines.
+fn purge_request(a: &DoitArgs, arg: Option<&str>, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let reqs = visit(arg, a.all, session)?;
+    if session.fdb5_output && !a.porcelain {
+        let shown = match (a.all, reqs.first()) {
+            (false, Some(r)) => Some(fdb5_request(r, session)?),
+            _ => None,
+        };
+        out!("{}", fdb5::header("Purging for request", shown.as_ref()))?;
+        for req in &reqs {
+            if a.nothing_there(fdb, req)? {
+                continue;
+            }
+            // The figures are taken before the purge changes them.
+            let before: Vec<(String, fdb5::BeforePurge)> = fdb
+                .stats(req)?
+                .iter()
+                .map(|s| {
+                    let per_file = reachable_per_data_file(fdb, &s.db)?;
+                    let figures = fdb5::Figures::of(s, fdb5::DbFiles::of(&s.location));
+                    Ok((
+                        s.location.clone(),
+                        fdb5::BeforePurge {
+                            figures: Some(figures),
+                            reachable_per_data_file: per_file,
+                        },
+                    ))
+                })
+                .collect::<Result<_>>()?;
+            for db in fdb.purge(req, a.doit)? {
+                let empty = fdb5::BeforePurge::default();
+                let b = before
+                    .iter()
+                    .find(|(l, _)| *l == db.location)
+                    .map_or(&empty, |(_, b)| b);
+                out!("{}", fdb5::purge_report(&db, b))?;
+            }
+        }
+        return Ok(());
+    }
+    for req in &reqs {
+        if a.nothing_there(fdb, req)? {
+            continue;
+        }
+        for db in fdb.purge(req, a.doit)? {
+            if a.porcelain {
+                // FDB5's order: the data files, then the index files.
+                for f in db.objects.iter().chain(&db.indexes) {
+                    outln!("{}", fdb5::path_of(f))?;
+                }
+                continue;
+            }
+            let verb = if db.doit { "removed" } else { "would remove" };
+            outln!(
+                "{}: {} masked fields; {verb} {} index files and {} data files",
+                db.location,
+                db.masked_fields,
+                db.indexes.len(),
+                db.objects.len()
+            )?;
+            for f in db.indexes.iter().chain(&db.objects) {
+                outln!("  {f}")?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -360,12 +705,78 @@ fn dry_run_note(doit: bool) {
     }
 }
 
-pub fn stats(request: String, session: &Session) -> Result<()> {
-    let req = one_request(Some(&request), false)?;
-    for line in stats_lines(&session.fdb()?.stats(&req)?) {
+/// How many reachable fields each data file of a database holds (zero for one only masked
+/// fields are in), by path.
+fn reachable_per_data_file(
+    fdb: &dyn fieldstore::api::Fdb,
+    db: &fieldstore::model::Key,
+) -> Result<Vec<(String, u64)>> {
+    let mut req = Request::new(None);
+    for (k, v) in db.iter() {
+        req.set(k, vec![v.to_string()]);
+    }
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let all = ListOptions {
+        include_masked: true,
+        depth: 3,
+    };
+    for el in fdb.list(&req, all)? {
+        let el = el?;
+        if let Some(l) = &el.location {
+            *counts.entry(fdb5::path_of(&l.uri)).or_default() += u64::from(!el.masked);
+        }
+    }
+    Ok(counts.into_iter().collect())
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file); several are summed.
+    #[arg(num_args = 0..)]
+    requests: Vec<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+    /// With the FDB5 form (`fdb-stats --details`): each database's report before the summary;
+    /// fieldstore's own form always shows each database.
+    #[arg(long, hide = true)]
+    details: bool,
+}
+
+pub fn stats(a: StatsArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let mut all = Vec::new();
+    let given: Vec<Option<&str>> = if a.requests.is_empty() {
+        vec![None]
+    } else {
+        a.requests.iter().map(|r| Some(r.as_str())).collect()
+    };
+    for arg in given {
+        for req in visit(arg, a.all, session)? {
+            all.extend(fdb.stats(&req)?);
+        }
+        // As FDB5: a request (the first, or any after) adding no database is an error.
+        if all.is_empty() && session.fdb5_output {
+            let req = arg.map(one_request_of).transpose()?;
+            return Err(no_entries(req.as_ref()));
+        }
+    }
+    if session.fdb5_output {
+        let figures: Vec<fdb5::Figures> = all
+            .iter()
+            .map(|s| fdb5::Figures::of(s, fdb5::DbFiles::of(&s.location)))
+            .collect();
+        out!("{}", fdb5::stats(&figures, a.details))?;
+        return Ok(());
+    }
+    for line in stats_lines(&all) {
         outln!("{line}")?;
     }
     Ok(())
+}
+
+fn one_request_of(arg: &str) -> Result<Request> {
+    one_request(Some(arg), false)
 }
 
 /// One line per database, and a total per run of databases reached through the same lanes
@@ -413,10 +824,35 @@ pub fn compact(request: String, session: &Session) -> Result<()> {
     Ok(())
 }
 
-pub fn dump(request: String, session: &Session) -> Result<()> {
-    let req = one_request(Some(&request), false)?;
-    for db in session.fdb()?.dump(&req)? {
-        outln!("{db}")?;
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file).
+    request: Option<String>,
+    /// Every database.
+    #[arg(long)]
+    all: bool,
+    /// With the FDB5 form (`fdb-dump --simple`): one line per record; fieldstore's own form
+    /// is one line per record already.
+    #[arg(long, hide = true)]
+    simple: bool,
+}
+
+pub fn dump(a: DumpArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let mut found = 0usize;
+    for req in visit(a.request.as_deref(), a.all, session)? {
+        for db in fdb.dump(&req)? {
+            found += 1;
+            if session.fdb5_output {
+                out!("{}", fdb5::dump(&db, &fdb5::owner(&db.location), a.simple))?;
+            } else {
+                outln!("{db}")?;
+            }
+        }
+    }
+    if found == 0 && session.fdb5_output {
+        let req = a.request.as_deref().map(one_request_of).transpose()?;
+        return Err(no_entries(req.as_ref()));
     }
     Ok(())
 }

@@ -560,7 +560,10 @@ impl LocalFdb {
         let mut out = Vec::new();
         for db in self.catalogue.databases() {
             let db = db?;
-            if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
+            if expansions
+                .iter()
+                .any(|e| e.levels[0].matches_exactly(&db.key))
+            {
                 out.push(db);
             }
         }
@@ -1331,7 +1334,10 @@ impl Fdb for LocalFdb {
         let mut out = Vec::new();
         for db in self.catalogue.databases() {
             let db = db?;
-            if expansions.iter().any(|e| e.levels[0].matches(&db.key)) {
+            if expansions
+                .iter()
+                .any(|e| e.levels[0].matches_exactly(&db.key))
+            {
                 out.push(WhereElement {
                     location: location(&db),
                     db: db.key,

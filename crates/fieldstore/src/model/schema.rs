@@ -142,6 +142,15 @@ pub struct LevelSelection {
 }
 
 impl LevelSelection {
+    /// [`matches`](Self::matches) for a key of this very rule (exactly its keywords): a
+    /// database of another rule is not named by it, though the values it shares agree (a
+    /// climatology rule without `date` would otherwise take every database of the class).
+    pub fn matches_exactly(&self, key: &Key) -> bool {
+        key.len() == self.keywords.len()
+            && self.keywords.iter().all(|(kw, _)| key.contains(kw))
+            && self.matches(key)
+    }
+
     pub fn matches(&self, key: &Key) -> bool {
         self.keywords.iter().all(|(kw, vals)| match vals {
             None => true,
@@ -909,6 +918,46 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_of_another_rule_is_not_matched_exactly() {
+        let db = Key::from_pairs([
+            ("class", "od"),
+            ("expver", "0001"),
+            ("stream", "oper"),
+            ("date", "20261123"),
+        ]);
+        let sel = |kws: &[(&str, Option<&str>)]| LevelSelection {
+            keywords: kws
+                .iter()
+                .map(|(k, v)| (Atom::from(*k), v.map(|v| vec![v.to_string()])))
+                .collect(),
+        };
+        let dated = sel(&[
+            ("class", Some("od")),
+            ("expver", None),
+            ("stream", None),
+            ("date", Some("20261123")),
+        ]);
+        assert!(dated.matches_exactly(&db));
+        let other_day = sel(&[
+            ("class", Some("od")),
+            ("expver", None),
+            ("stream", None),
+            ("date", Some("20261122")),
+        ]);
+        assert!(!other_day.matches_exactly(&db));
+        // A rule with `refdate` where this database has `date`: same length, not its rule.
+        let refdate = sel(&[
+            ("class", Some("od")),
+            ("expver", None),
+            ("stream", None),
+            ("refdate", None),
+        ]);
+        assert!(refdate.matches(&db) && !refdate.matches_exactly(&db));
+        let shorter = sel(&[("class", Some("od")), ("expver", None), ("stream", None)]);
+        assert!(shorter.matches(&db) && !shorter.matches_exactly(&db));
+    }
 
     const SMALL: &str = "
 param: Param; step: Step; expver: Expver; time: Time; levelist: Double; date: Date;
