@@ -226,8 +226,12 @@ fn fortran_example_built_against_upstream_fdb5_runs_unchanged_on_fieldstore() {
         return;
     };
     let Some(upstream) = upstream_fdb5() else {
-        // Made by scripts/python-test, which scripts/test runs after the cargo tests: a fresh
-        // CI machine has none yet, so this skips loudly there too.
+        // Made by scripts/python-test, which scripts/test runs after the cargo tests, then
+        // runs this test again with FIELDSTORE_NEED_FDB5LIB=1: absent then is a failure.
+        assert!(
+            std::env::var_os("FIELDSTORE_NEED_FDB5LIB").is_none(),
+            "{test}: FIELDSTORE_NEED_FDB5LIB is set but target/py-venv-ref has no fdb5lib"
+        );
         let _ = writeln!(
             std::io::stderr(),
             "SKIP {test}: upstream FDB5 (PyPI fdb5lib in target/py-venv-ref, made by scripts/python-test) not found"
