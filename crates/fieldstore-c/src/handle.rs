@@ -82,8 +82,10 @@ fn bytes<'a>(data: *const c_char, length: usize) -> Result<&'a [u8]> {
     Ok(unsafe { std::slice::from_raw_parts(data as *const u8, length) })
 }
 
-/// Stores `data` as one object under `key`, checked against the schema first (the bytes are
-/// not decoded). Visible after `fdb_flush`.
+/// Stores `data` as one object under `key`, checked against the schema by the store (values
+/// canonicalised as FDB5 does). The bytes are not decoded: FDB5 documents that key and data are
+/// not checked for consistency, and a model archiving field by field cannot pay for a decode.
+/// Visible after `fdb_flush`.
 #[no_mangle]
 pub extern "C" fn fdb_archive(
     fdb: *mut fdb_handle_t,
@@ -98,8 +100,7 @@ pub extern "C" fn fdb_archive(
         if data.is_empty() {
             return Err(CError::Invalid(format!("no data to archive under {key}")));
         }
-        h.check(&key)?;
-        h.fdb.archive(Some(&key), data)?;
+        h.fdb.archive_grib(&key, data)?;
         Ok(())
     })
 }
