@@ -724,7 +724,7 @@ impl Canonicals {
                 return r.clone();
             }
         }
-        let r = p.ty.canonical(&p.keyword, value, cx).map(Atom::from);
+        let r = p.ty.canonical_atom(&p.keyword, value, cx);
         if let Some(slot @ None) = slot {
             *slot = Some((p.ty, r.clone()));
         }
