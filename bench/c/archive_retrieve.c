@@ -237,11 +237,13 @@ int main(int argc, char** argv) {
 
     check(fdb_delete_datareader(dr), "fdb_delete_datareader");
     check(fdb_delete_handle(fdb), "fdb_delete_handle");
-    const char* vcs = "?";
+    /* Which library ran: fieldstore's vcs version is fieldstore-<version>; FDB5's may be empty. */
+    const char *version = "?", *vcs = "?";
+    check(fdb_version(&version), "fdb_version");
     check(fdb_vcs_version(&vcs), "fdb_vcs_version");
     printf("fields=%zu bytes=%zu archive_s=%.6f retrieve_each_s=%.6f retrieve_all_s=%.6f "
-           "archive_fps=%.0f retrieve_each_fps=%.0f retrieve_all_fps=%.0f checked=%zu library=%s\n",
+           "archive_fps=%.0f retrieve_each_fps=%.0f retrieve_all_fps=%.0f checked=%zu version=%s library=%s\n",
            n, total, archive_s, each_s, all_s, n / archive_s, n / each_s, n / all_s,
-           each_bytes + all_bytes, vcs);
+           each_bytes + all_bytes, version, *vcs ? vcs : "-");
     return 0;
 }

@@ -62,9 +62,9 @@ for r in $(seq 1 "$R"); do
 done
 
 # The program ran on the library each side names: fieldstore's reports fieldstore-<version>.
-lastlib() { tail -1 "$work/$1.out" | grep -o 'library=.*' | cut -d= -f2; }
+lastlib() { tail -1 "$work/$1.out" | grep -o 'version=.*' | sed 's/version=\([^ ]*\) library=/\1 /'; }
 fs_vcs=$(lastlib fieldstore); fdb5_vcs=$(lastlib fdb5)
-case $fs_vcs in fieldstore*) ;; *) echo "LD_LIBRARY_PATH did not load fieldstore's library ($fs_vcs)" >&2; exit 1;; esac
+case $fs_vcs in *" fieldstore"*) ;; *) echo "LD_LIBRARY_PATH did not load fieldstore's library ($fs_vcs)" >&2; exit 1;; esac
 
 # col SYS KEY: the values of KEY=... from SYS's runs, one a line.
 col() { grep -o "$2=[0-9.]*" "$work/$1.out" | cut -d= -f2 > "$work/$1.$2"; echo "$work/$1.$2"; }
@@ -90,4 +90,4 @@ mem=$(stats "$work/memcpy.limit" | cut -d' ' -f1)
 echo
 echo "machine limit, archive: the same $((size / 1048576)) MiB copied with dd conv=fdatasync to the same filesystem: median $dd_s s ($(echo "$size / $dd_s / 1048576" | bc) MiB/s, $(echo "$fields / $dd_s" | bc) fields/s)"
 echo "machine limit, retrieve: memcpy (mbw, 512 MiB) median ${mem%.*} MiB/s ($(echo "$mem * 1048576 / ($size / $fields)" | bc) fields/s)"
-echo "libraries: FDB5 $fdb5_vcs (/usr/lib/x86_64-linux-gnu/libfdb5.so.0d), fieldstore $fs_vcs ($lib as libfdb5.so.0d); $R rounds, alternating which goes first; every round checked every field's bytes (one request per field: equal to what was archived; one request for all: same messages)"
+echo "libraries (fdb_version, fdb_vcs_version): FDB5 $fdb5_vcs (/usr/lib/x86_64-linux-gnu/libfdb5.so.0d), fieldstore $fs_vcs ($lib as libfdb5.so.0d); $R rounds, alternating which goes first; every round checked every field's bytes (one request per field: equal to what was archived; one request for all: same messages)"
