@@ -36,7 +36,7 @@ size=$(stat -c %s "$work/small.grib")
 # What a round touches (the program's copy of the corpus and its retrieve buffer, each store's
 # pages), touched once before anything is timed: on this VM first-touched memory costs a fault per
 # page, which would land on whichever system runs first.
-warm_memory $(( (6 * size >> 30) + 1 )) "$work"
+warm_memory $(( 6 * size >> 30 )) "$work"
 
 # prog SYS: runs the program on SYS's fresh store; appends its figures to $work/SYS.out.
 prog() {
