@@ -42,6 +42,20 @@ static void die(const char* msg) {
     exit(1);
 }
 
+static void* xmalloc(size_t n) {
+    void* p = malloc(n ? n : 1);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
+static void* xrealloc(void* p, size_t n) {
+    p = realloc(p, n);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -112,22 +126,22 @@ int main(int argc, char** argv) {
     fseek(f, 0, SEEK_END);
     size_t total = (size_t)ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char* corpus = malloc(total);
-    if (!corpus || fread(corpus, 1, total, f) != total)
+    unsigned char* corpus = xmalloc(total);
+    if (fread(corpus, 1, total, f) != total)
         die("cannot read the corpus");
     fclose(f);
 
     size_t n = 0, cap = 1024, maxlen = 0;
-    size_t* off = malloc(cap * sizeof(size_t));
-    size_t* len = malloc(cap * sizeof(size_t));
+    size_t* off = xmalloc(cap * sizeof(size_t));
+    size_t* len = xmalloc(cap * sizeof(size_t));
     for (size_t p = 0; p < total;) {
         size_t l = grib_length(corpus + p, total - p);
         if (l == 0)
             die("the corpus is not a sequence of GRIB messages");
         if (n == cap) {
             cap *= 2;
-            off = realloc(off, cap * sizeof(size_t));
-            len = realloc(len, cap * sizeof(size_t));
+            off = xrealloc(off, cap * sizeof(size_t));
+            len = xrealloc(len, cap * sizeof(size_t));
         }
         off[n] = p;
         len[n] = l;
@@ -169,7 +183,7 @@ int main(int argc, char** argv) {
     check(fdb_new_handle(&fdb), "fdb_new_handle");
     fdb_datareader_t* dr = NULL;
     check(fdb_new_datareader(&dr), "fdb_new_datareader");
-    unsigned char* one = malloc(maxlen + 1);
+    unsigned char* one = xmalloc(maxlen + 1);
     size_t each_bytes = 0;
     t0 = now();
     for (size_t i = 0; i < n; i++) {
@@ -195,10 +209,10 @@ int main(int argc, char** argv) {
 
     /* (b) One request naming every field; its order is the library's, so the messages are
      * compared as a multiset of digests. */
-    unsigned char* all = malloc(total + 1);
-    char** stepv = malloc(steps * sizeof(char*));
+    unsigned char* all = xmalloc(total + 1);
+    char** stepv = xmalloc(steps * sizeof(char*));
     for (size_t s = 0; s < steps; s++) {
-        stepv[s] = malloc(24);
+        stepv[s] = xmalloc(24);
         snprintf(stepv[s], 24, "%zu", s);
     }
     t0 = now();
@@ -216,8 +230,8 @@ int main(int argc, char** argv) {
 
     if (all_bytes != total)
         die("retrieving everything gave a different number of bytes than were archived");
-    uint64_t* want = malloc(n * sizeof(uint64_t));
-    uint64_t* have = malloc(n * sizeof(uint64_t));
+    uint64_t* want = xmalloc(n * sizeof(uint64_t));
+    uint64_t* have = xmalloc(n * sizeof(uint64_t));
     size_t m = 0;
     for (size_t p = 0; p < all_bytes; m++) {
         size_t l = grib_length(all + p, all_bytes - p);
