@@ -33,10 +33,10 @@ $fs sample --out "$work/small.grib" --params t/u/v/q --levels 1000/925/850/700/5
   --steps "$(seq -s/ 0 $((steps - 1)))" --points "${POINTS:-1000}" 2>/dev/null
 fields=$((steps * 40))
 size=$(stat -c %s "$work/small.grib")
-# What a round touches (the program's copy of the corpus and its retrieve buffer, each store's
-# pages), touched once before anything is timed: on this VM first-touched memory costs a fault per
-# page, which would land on whichever system runs first.
-warm_memory $(( 6 * size >> 30 )) "$work"
+# What a round touches (the corpus, each system's store, each program's copy of the corpus and
+# its retrieve buffer: about 7 times the corpus), touched once before anything is timed: on this
+# VM first-touched memory costs a fault per page, which would land on whichever system meets it.
+[ "$N" -ge 10000 ] && warm_memory $(( (8 * size >> 30) + 1 )) "$work"
 
 # prog SYS: runs the program on SYS's fresh store; appends its figures to $work/SYS.out.
 prog() {
