@@ -87,8 +87,10 @@ fn bytes<'a>(data: *const c_char, length: usize) -> Result<&'a [u8]> {
     Ok(unsafe { std::slice::from_raw_parts(data as *const u8, length) })
 }
 
-/// Stores `data` as one object under `key`, checked against the schema first (the bytes are
-/// not decoded). Visible after `fdb_flush`.
+/// Stores `data` as one object under `key`, checked against the schema by the store (values
+/// canonicalised as FDB5 does). The bytes are not decoded: FDB5 documents that key and data are
+/// not checked for consistency, and a model archiving field by field cannot pay for a decode.
+/// Visible after `fdb_flush`.
 #[no_mangle]
 pub extern "C" fn fdb_archive(
     fdb: *mut fdb_handle_t,
@@ -103,8 +105,7 @@ pub extern "C" fn fdb_archive(
         if data.is_empty() {
             return Err(CError::Invalid(format!("no data to archive under {key}")));
         }
-        h.check(&key)?;
-        h.fdb.archive(Some(&key), data)?;
+        h.fdb.archive_grib(&key, data)?;
         Ok(())
     })
 }
@@ -205,4 +206,96 @@ pub extern "C" fn fdb_delete_handle(fdb: *mut fdb_handle_t) -> c_int {
         flushed?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CString;
+    use std::ptr;
+
+    use super::*;
+    use crate::key::{fdb_delete_key, fdb_key_add, fdb_new_key};
+    use crate::reader::{
+        fdb_datareader_read, fdb_delete_datareader, fdb_new_datareader, fdb_retrieve,
+    };
+    use crate::request::{fdb_delete_request, fdb_new_request, fdb_request_add};
+
+    const KEY: [(&str, &str); 11] = [
+        ("class", "od"),
+        ("expver", "0001"),
+        ("stream", "oper"),
+        ("date", "20261122"),
+        ("time", "1200"),
+        ("domain", "g"),
+        ("type", "fc"),
+        ("levtype", "pl"),
+        ("levelist", "500"),
+        ("param", "130"),
+        ("step", "12"),
+    ];
+
+    fn c(s: &str) -> CString {
+        CString::new(s).unwrap()
+    }
+
+    /// FDB5 does not check a key against the bytes archived under it, and neither does
+    /// fieldstore: a GRIB message saying step 6 is stored, and found, under the step 12 given.
+    #[test]
+    fn archive_stores_under_the_key_given_without_decoding() {
+        let dir = std::env::temp_dir().join(format!("fieldstore-c-archive-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fieldstore/tests/fixtures/ecmwf-fdb5-schema"
+        );
+        let yaml = format!(
+            "type: local\nschema: {schema}\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+            dir.display()
+        );
+        let mut h = ptr::null_mut();
+        assert_eq!(
+            fdb_new_handle_from_yaml(&mut h, c(&yaml).as_ptr(), ptr::null()),
+            0
+        );
+
+        let mut grib_keys = KEY.to_vec();
+        grib_keys.retain(|(k, _)| !matches!(*k, "domain" | "step"));
+        grib_keys.push(("step", "6"));
+        let field = fieldstore::grib::sample::make_field(&grib_keys, 50, 1).unwrap();
+        let mut key = ptr::null_mut();
+        assert_eq!(fdb_new_key(&mut key), 0);
+        for (k, v) in KEY {
+            assert_eq!(fdb_key_add(key, c(k).as_ptr(), c(v).as_ptr()), 0);
+        }
+        let rc = fdb_archive(h, key, field.as_ptr() as *const c_char, field.len());
+        // SAFETY: fdb_error_string gives a NUL-terminated string kept for this thread.
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::errors::fdb_error_string(rc)) };
+        assert_eq!(rc, 0, "{}", msg.to_string_lossy());
+        assert_eq!(fdb_delete_key(key), 0);
+        assert_eq!(fdb_flush(h), 0);
+
+        let mut req = ptr::null_mut();
+        assert_eq!(fdb_new_request(&mut req), 0);
+        for (k, v) in KEY {
+            let v = c(v);
+            let vals = [v.as_ptr()];
+            assert_eq!(fdb_request_add(req, c(k).as_ptr(), vals.as_ptr(), 1), 0);
+        }
+        let mut dr = ptr::null_mut();
+        assert_eq!(fdb_new_datareader(&mut dr), 0);
+        assert_eq!(fdb_retrieve(h, req, dr), 0);
+        let mut buf = vec![0u8; field.len() + 16];
+        let mut got = 0;
+        let n = buf.len() as std::ffi::c_long;
+        assert_eq!(
+            fdb_datareader_read(dr, buf.as_mut_ptr().cast(), n, &mut got),
+            0
+        );
+        assert_eq!(&buf[..got as usize], &field[..]);
+
+        assert_eq!(fdb_delete_datareader(dr), 0);
+        assert_eq!(fdb_delete_request(req), 0);
+        assert_eq!(fdb_delete_handle(h), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -2,26 +2,27 @@
 
 use std::ffi::{c_char, c_int};
 
-use fieldstore::model::Key;
+use fieldstore::model::{Atom, Key};
 
 use crate::errors::run;
 use crate::strings::{drop_obj, give, obj, text};
 
-/// Pairs in the order added; adding a keyword again replaces its value, as in FDB5.
+/// Pairs in the order added; adding a keyword again replaces its value, as in FDB5. Atoms:
+/// a model builds a key per field, and short strings then need no allocation.
 #[derive(Debug, Default)]
 pub struct fdb_key_t {
-    pairs: Vec<(String, String)>,
+    pairs: Vec<(Atom, Atom)>,
 }
 
 impl fdb_key_t {
     pub fn key(&self) -> Key {
-        Key::from_pairs(self.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        Key::from_pairs(self.pairs.iter().cloned())
     }
 
     fn set(&mut self, keyword: &str, value: &str) {
         match self.pairs.iter_mut().find(|(k, _)| k == keyword) {
-            Some(p) => p.1 = value.to_string(),
-            None => self.pairs.push((keyword.to_string(), value.to_string())),
+            Some(p) => p.1 = Atom::from(value),
+            None => self.pairs.push((Atom::from(keyword), Atom::from(value))),
         }
     }
 }

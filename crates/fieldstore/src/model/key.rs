@@ -30,7 +30,8 @@ impl Key {
         V: Into<Atom>,
         I: IntoIterator<Item = (K, V)>,
     {
-        let mut out: Vec<(Atom, Atom)> = Vec::new();
+        let pairs = pairs.into_iter();
+        let mut out: Vec<(Atom, Atom)> = Vec::with_capacity(pairs.size_hint().0);
         for (k, v) in pairs {
             let (k, v) = (k.into(), v.into());
             match out.iter_mut().find(|(ek, _)| *ek == k) {

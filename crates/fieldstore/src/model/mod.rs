@@ -10,4 +10,4 @@ pub(crate) mod step;
 pub mod types;
 
 pub use error::ModelError;
-pub use key::{Key, KeyParseError};
+pub use key::{Atom, Key, KeyParseError};
