@@ -6,24 +6,15 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fieldstore::grib::sample::make_field;
+#[path = "../../libfdb5/tests/support/mod.rs"]
+mod support;
 
 const DEBIAN_HEADER: &str = "/usr/include/x86_64-linux-gnu/fdb5/api/fdb_c.h";
 const DEBIAN_LIB_DIR: &str = "/usr/lib/x86_64-linux-gnu";
 const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libfdb5.so.0d";
 
-/// Where cargo put libfdb5_510.so for this test: target/<profile>/deps, beside the test binary
-/// (target/<profile> after a plain `cargo build`).
 fn built_lib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap().to_path_buf();
-    let lib = deps.join("libfdb5_510.so");
-    if lib.exists() {
-        return lib;
-    }
-    let lib = deps.parent().unwrap().join("libfdb5_510.so");
-    assert!(lib.exists(), "libfdb5_510.so not built: {}", lib.display());
-    lib
+    support::built_lib_dir("libfdb5_510.so").join("libfdb5_510.so")
 }
 
 /// A directory holding our library under Debian's name, as a user would put it on
@@ -35,27 +26,8 @@ fn lib_dir(under: &Path) -> PathBuf {
     dir
 }
 
-/// Three fields at 850 hPa: param 130 at steps 0 and 6, param 131 at step 0.
 fn fields() -> Vec<Vec<u8>> {
-    [("0", "130"), ("6", "130"), ("0", "131")]
-        .iter()
-        .enumerate()
-        .map(|(i, (step, param))| {
-            let keys = [
-                ("class", "od"),
-                ("stream", "oper"),
-                ("type", "fc"),
-                ("expver", "0001"),
-                ("date", "20261122"),
-                ("time", "1200"),
-                ("step", *step),
-                ("levtype", "pl"),
-                ("levelist", "850"),
-                ("param", *param),
-            ];
-            make_field(&keys, 50, i as u64).unwrap()
-        })
-        .collect()
+    support::three_fields()
 }
 
 /// A store of its own under `dir`, with ECMWF's schema (FDB5 needs one named), configured

@@ -4,39 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fieldstore::grib::sample::make_field;
+mod support;
 
-/// Where cargo put libfdb5.so for this test: target/<profile>/deps, beside the test binary
-/// (target/<profile> after a plain `cargo build`).
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap().to_path_buf();
-    if deps.join("libfdb5.so").exists() {
-        return deps;
-    }
-    deps.parent().unwrap().to_path_buf()
-}
-
-fn fields() -> Vec<Vec<u8>> {
-    [("0", "130"), ("6", "130"), ("0", "131")]
-        .iter()
-        .enumerate()
-        .map(|(i, (step, param))| {
-            let keys = [
-                ("class", "od"),
-                ("stream", "oper"),
-                ("type", "fc"),
-                ("expver", "0001"),
-                ("date", "20261122"),
-                ("time", "1200"),
-                ("step", *step),
-                ("levtype", "pl"),
-                ("levelist", "850"),
-                ("param", *param),
-            ];
-            make_field(&keys, 50, i as u64).unwrap()
-        })
-        .collect()
+    support::built_lib_dir("libfdb5.so")
 }
 
 fn compile(source: &str, out: &Path, extra: &[&str]) {
@@ -67,7 +38,7 @@ fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
-    let fields = fields();
+    let fields = support::three_fields();
     let all: Vec<u8> = fields.concat();
     std::fs::write(dir.path().join("fields.grib"), &all).unwrap();
     let mut truncated = fields[0].clone();

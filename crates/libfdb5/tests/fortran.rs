@@ -8,19 +8,12 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fieldstore::grib::sample::make_field;
+mod support;
 
 const STEPS: [&str; 3] = ["0", "6", "12"];
 
-/// Where cargo put libfdb5.so for this test: target/<profile>/deps, beside the test binary
-/// (target/<profile> after a plain `cargo build`).
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap().to_path_buf();
-    if deps.join("libfdb5.so").exists() {
-        return deps;
-    }
-    deps.parent().unwrap().to_path_buf()
+    support::built_lib_dir("libfdb5.so")
 }
 
 fn gfortran() -> Option<String> {
@@ -49,21 +42,7 @@ fn fields() -> Vec<Vec<u8>> {
     STEPS
         .iter()
         .enumerate()
-        .map(|(i, step)| {
-            let keys = [
-                ("class", "od"),
-                ("stream", "oper"),
-                ("type", "fc"),
-                ("expver", "0001"),
-                ("date", "20261122"),
-                ("time", "1200"),
-                ("step", *step),
-                ("levtype", "pl"),
-                ("levelist", "850"),
-                ("param", "130"),
-            ];
-            make_field(&keys, 40 + 10 * i, i as u64).unwrap()
-        })
+        .map(|(i, step)| support::field(step, "130", 40 + 10 * i, i as u64))
         .collect()
 }
 
