@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use fieldstore::api::{ApiError, ArchiveError};
+use fieldstore::error_kind::full_message;
 use fieldstore::model::ModelError;
 
 pub const FDB_SUCCESS: c_int = 0;
@@ -76,7 +77,7 @@ fn panic_message(p: &(dyn Any + Send)) -> String {
 pub fn guard(f: impl FnOnce() -> Result<c_int>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(code)) => code,
-        Ok(Err(e)) => record(FDB_ERROR_GENERAL_EXCEPTION, e.to_string()),
+        Ok(Err(e)) => record(FDB_ERROR_GENERAL_EXCEPTION, full_message(&e)),
         Err(p) => record(FDB_ERROR_UNKNOWN_EXCEPTION, panic_message(p.as_ref())),
     }
 }
@@ -135,5 +136,25 @@ mod tests {
         assert!(msg.to_str().unwrap().contains("boom"));
         let ok = unsafe { CStr::from_ptr(fdb_error_string(FDB_SUCCESS)) };
         assert_eq!(ok.to_str().unwrap(), "Success");
+    }
+
+    /// A store's refusal of one message was reported as only "message 1 at offset 0", without
+    /// the reason the CLI prints under it.
+    #[test]
+    fn messages_carry_their_causes() {
+        let cause = ApiError::Invalid("no schema rule matches {levtype=sfc}".into());
+        let code = run(|| {
+            Err(CError::Archive(ArchiveError::Message {
+                source_name: "data".into(),
+                message: 1,
+                offset: 0,
+                cause: Box::new(cause),
+            }))
+        });
+        let msg = unsafe { CStr::from_ptr(fdb_error_string(code)) };
+        assert_eq!(
+            msg.to_str().unwrap(),
+            "data: message 1 at offset 0: no schema rule matches {levtype=sfc}"
+        );
     }
 }

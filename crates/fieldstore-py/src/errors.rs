@@ -4,6 +4,7 @@
 use std::error::Error as StdError;
 
 use fieldstore::api::{ApiError, ArchiveError};
+use fieldstore::error_kind::full_message;
 use fieldstore::grib::GribError;
 use fieldstore::model::config::ConfigError;
 use fieldstore::model::ModelError;
@@ -42,22 +43,6 @@ impl Kinded for ConfigError {
     fn error_kind(&self) -> ErrorKind {
         ErrorKind::Config
     }
-}
-
-/// The error's text followed by each cause not already part of it (`transparent` wrappers
-/// repeat their cause's text), so the Python message says as much as the CLI does.
-pub fn full_message(e: &dyn StdError) -> String {
-    let mut msg = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        cause = c.source();
-    }
-    msg
 }
 
 /// The exception for an error of a given kind, built by `fieldstore.errors._from_kind`.

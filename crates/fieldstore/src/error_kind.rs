@@ -2,8 +2,26 @@
 //! errors of bindings (Python exception classes, C error codes) map from one small, stable set
 //! instead of from each layer's variants.
 
+use std::error::Error as StdError;
 use std::fmt;
 use std::str::FromStr;
+
+/// The error's text followed by each cause not already part of it (`transparent` wrappers
+/// repeat their cause's text): bindings hand callers one string, which must say as much as the
+/// CLI's chain of causes does.
+pub fn full_message(e: &dyn StdError) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        cause = c.source();
+    }
+    msg
+}
 
 /// What went wrong, as a caller decides what to do about it. New kinds may be added, so match
 /// with a wildcard arm; the names (`as_str`) never change meaning.
