@@ -77,21 +77,42 @@ fn minio_put_get_and_create_only() {
     };
     let startup = started.elapsed();
     eprintln!("MinIO ready at {} in {startup:?}", server.endpoint);
-    assert!(startup < Duration::from_secs(10), "MinIO took {startup:?} to start");
+    assert!(
+        startup < Duration::from_secs(10),
+        "MinIO took {startup:?} to start"
+    );
 
     let (status, body) = send(&server, "PUT", "/fields", &[], b"");
-    assert_eq!(status, 200, "create bucket: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status,
+        200,
+        "create bucket: {}",
+        String::from_utf8_lossy(&body)
+    );
 
     let create_only = [("if-none-match", "*")];
     let (status, body) = send(&server, "PUT", "/fields/a/marker", &create_only, b"first");
-    assert_eq!(status, 200, "first create: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status,
+        200,
+        "first create: {}",
+        String::from_utf8_lossy(&body)
+    );
 
     let (status, body) = send(&server, "PUT", "/fields/a/marker", &create_only, b"second");
-    assert_eq!(status, 412, "second create: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status,
+        412,
+        "second create: {}",
+        String::from_utf8_lossy(&body)
+    );
 
     let (status, body) = send(&server, "GET", "/fields/a/marker", &[], b"");
     assert_eq!(status, 200);
-    assert_eq!(body, b"first", "the losing create must not have overwritten the object");
+    assert_eq!(
+        body, b"first",
+        "the losing create must not have overwritten the object"
+    );
 
     let pid = server.pid;
     drop(server);

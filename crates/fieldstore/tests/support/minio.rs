@@ -82,6 +82,9 @@ impl Minio {
 impl Drop for Minio {
     /// Stops the server, so a failing test leaves no MinIO running behind it.
     fn drop(&mut self) {
-        let _ = Command::new(script()).arg("stop").arg(self.dir.path()).status();
+        let _ = Command::new(script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
     }
 }
