@@ -36,7 +36,7 @@ impl Minio {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: MinIO is not built, and CI=true: run scripts/minio install");
             }
-            eprintln!("{test}: SKIPPED: MinIO is not built (scripts/minio install builds it)");
+            eprintln!("SKIP {test}: MinIO is not built (scripts/minio install builds it)");
             return None;
         }
         Some(Minio::start())
