@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::env::{process_env, Env};
 use super::{
     Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
-    Root, SelectLane, Space, HANDLERS, TYPES,
+    Root, SelectLane, Space, SpacesSource, HANDLERS, TYPES, UNSUPPORTED_HANDLERS,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -58,7 +58,58 @@ pub fn from_file_with(path: &Path, env: Env) -> Result<FdbConfig, ConfigError> {
         path: String::new(),
         message: format!("cannot read: {e}"),
     })?;
-    from_yaml_str_with(&text, &origin, path.parent(), env)
+    let mut config = from_yaml_str_with(&text, &origin, path.parent(), env)?;
+    let mut index = 0;
+    for_each_local(&mut config, &mut |l| {
+        l.spaces_source = Some(SpacesSource {
+            file: path.to_path_buf(),
+            local_index: index,
+        });
+        index += 1;
+    });
+    Ok(config)
+}
+
+/// The spaces of the `local_index`-th local config (depth first) of a config file, read again.
+pub fn spaces_from_file(source: &SpacesSource, env: Env) -> Result<Vec<Space>, ConfigError> {
+    let mut config = from_file_with(&source.file, env)?;
+    let mut found = None;
+    let mut index = 0;
+    for_each_local(&mut config, &mut |l| {
+        if index == source.local_index {
+            found = Some(std::mem::take(&mut l.spaces));
+        }
+        index += 1;
+    });
+    found.ok_or_else(|| ConfigError {
+        origin: source.file.display().to_string(),
+        path: String::new(),
+        message: format!(
+            "no longer has local config number {} (its frontends changed)",
+            source.local_index + 1
+        ),
+    })
+}
+
+/// `30d`, `2w`, `1y` (365 days) or a plain number of days.
+fn parse_days(text: &str) -> Option<u32> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "d" | "day" | "days" => 1,
+        "w" | "week" | "weeks" => 7,
+        "y" | "year" | "years" => 365,
+        _ => return None,
+    };
+    num.parse::<u32>().ok()?.checked_mul(factor)
+}
+
+/// `90%` or `90`: a percentage from 1 to 100.
+fn parse_percent(text: &str) -> Option<u8> {
+    let t = text.trim();
+    let n: u8 = t.strip_suffix('%').unwrap_or(t).trim().parse().ok()?;
+    (1..=100).contains(&n).then_some(n)
 }
 
 /// Splits a `select`/`excludes` expression (`class=od,stream=oper/enfo`) into keyword and value
@@ -830,6 +881,7 @@ impl Walk<'_> {
             statistics: self.boolean(m, "statistics", path, false)?,
             fdb_home,
             memory,
+            spaces_source: None,
         })
     }
 
@@ -865,18 +917,27 @@ impl Walk<'_> {
                 format!("invalid regular expression: {e}"),
             ));
         }
-        let handler = self
-            .string(m, "handler", path)?
-            .unwrap_or_else(|| "Default".into());
-        if !HANDLERS.contains(&handler.as_str()) {
-            return Err(self.err(
-                &join(path, "handler"),
-                format!(
-                    "unknown handler '{handler}' (known: {}){}",
-                    HANDLERS.join(", "),
-                    hint(&handler, HANDLERS)
-                ),
-            ));
+        let handler = self.string(m, "handler", path)?;
+        if let Some(h) = &handler {
+            if UNSUPPORTED_HANDLERS.contains(&h.as_str()) {
+                return Err(self.err(
+                    &join(path, "handler"),
+                    format!(
+                        "handler '{h}' is an FDB5 handler fieldstore does not support (it needs FDB5's site files or environment); supported: {}",
+                        HANDLERS.join(", ")
+                    ),
+                ));
+            }
+            if !HANDLERS.contains(&h.as_str()) {
+                return Err(self.err(
+                    &join(path, "handler"),
+                    format!(
+                        "unknown handler '{h}' (known: {}){}",
+                        HANDLERS.join(", "),
+                        hint(h, HANDLERS)
+                    ),
+                ));
+            }
         }
         let roots_path = join(path, "roots");
         let roots = match self.list(m, "roots", path)? {
@@ -893,6 +954,14 @@ impl Walk<'_> {
                 .map(|(i, r)| self.root(r, &format!("{roots_path}[{i}]"), fdb_home))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        // Limits without a handler mean "fill the first root, then the next".
+        let handler = handler.unwrap_or_else(|| {
+            if roots.iter().any(Root::has_limits) {
+                "Fill".into()
+            } else {
+                "Default".into()
+            }
+        });
         Ok(Space {
             name: self.string(m, "name", path)?,
             regex,
@@ -907,8 +976,36 @@ impl Walk<'_> {
             path,
             &[
                 "path", "name", "writable", "visit", "list", "retrieve", "archive", "wipe",
+                "capacity", "max_fill", "max_age",
             ],
         )?;
+        let capacity = match self.string(m, "capacity", path)? {
+            None => None,
+            Some(c) => Some(parse_size(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "capacity"),
+                    format!("'{c}' is not a size above zero like 500KiB, 10GiB or 1000000 (bytes)"),
+                )
+            })?),
+        };
+        let max_fill = match self.string(m, "max_fill", path)? {
+            None => None,
+            Some(c) => Some(parse_percent(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "max_fill"),
+                    format!("'{c}' is not a percentage from 1 to 100 like 90%"),
+                )
+            })?),
+        };
+        let max_age_days = match self.string(m, "max_age", path)? {
+            None => None,
+            Some(c) => Some(parse_days(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "max_age"),
+                    format!("'{c}' is not an age in days like 30d, 2w or 1y"),
+                )
+            })?),
+        };
         let raw = self
             .string(m, "path", path)?
             .ok_or_else(|| self.err(path, "missing required key 'path'"))?;
@@ -923,6 +1020,9 @@ impl Walk<'_> {
             retrieve: self.boolean(m, "retrieve", path, visit)?,
             archive: self.boolean(m, "archive", path, writable)?,
             wipe: self.boolean(m, "wipe", path, writable)?,
+            capacity,
+            max_fill,
+            max_age_days,
         })
     }
 
@@ -1231,7 +1331,7 @@ mod tests {
             ("spaces: [{roots: [{path: [a]}]}]", "config t.yaml: spaces[0].roots[0].path: expected a string, found a list"),
             ("spaces: [{roots: {path: /a}}]", "config t.yaml: spaces[0].roots: expected a list, found a mapping"),
             ("spaces: [{regex: '(', roots: [{path: /a}]}]", "config t.yaml: spaces[0].regex: invalid regular expression: regex parse error:\n    (\n    ^\nerror: unclosed group"),
-            ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
+            ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, Fill, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent) (did you mean 'RoundRobin'?)"),
             ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
             ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
             ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory)"),
