@@ -98,6 +98,12 @@ pub fn run(a: MoveArgs, session: &Session) -> Result<()> {
     };
     let moved = fdb.move_databases(&request, &a.to, &options)?;
     bar.finish_and_clear();
+    if moved.is_empty() {
+        eprintln!(
+            "nothing to move: no database that old outside {}",
+            a.to.display()
+        );
+    }
     for m in moved {
         let verb = if m.done { "moved" } else { "would move" };
         outln!(

@@ -1553,12 +1553,30 @@ impl Fdb for LocalFdb {
                 })
             })
             .collect();
+        // Ageing by date is a routine job: nothing old enough is nothing to do.
+        if dbs.is_empty() && options.older_than_days.is_some() {
+            return Ok(Vec::new());
+        }
         if dbs.is_empty() {
             return Err(ApiError::NothingMatched(format!(
-                "no database matches {request}{}",
-                options
-                    .older_than_days
-                    .map_or(String::new(), |d| format!(" older than {d} days"))
+                "no database matches {request}"
+            )));
+        }
+        // Those already there have nothing to do; a request naming only such is an error.
+        let (there, dbs): (Vec<DbRef>, Vec<DbRef>) =
+            dbs.into_iter().partition(|db| toc.is_in_root(db, dest));
+        if dbs.is_empty() && options.older_than_days.is_some() {
+            return Ok(Vec::new());
+        }
+        if dbs.is_empty() {
+            return Err(ApiError::Invalid(format!(
+                "every database matching {request} is already in {} ({})",
+                dest.display(),
+                there
+                    .iter()
+                    .map(|d| d.key.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         let mut out = Vec::new();

@@ -167,20 +167,20 @@ impl TocCatalogue {
     /// The configured root at `dest` (as written in the config, or the same directory).
     fn configured_root(&self, dest: &Path) -> Result<Root, StorageError> {
         let layout = self.layout();
-        let same = |a: &Path| {
-            a == dest || matches!((a.canonicalize(), dest.canonicalize()), (Ok(x), Ok(y)) if x == y)
-        };
         let all: Vec<&Root> = layout.spaces.iter().flat_map(|s| &s.roots).collect();
-        let root = all.iter().find(|r| same(&r.path)).ok_or_else(|| {
-            config(format!(
-                "{} is not a root of this config; its roots: {}",
-                dest.display(),
-                all.iter()
-                    .map(|r| r.path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let root = all
+            .iter()
+            .find(|r| same_dir(&r.path, dest))
+            .ok_or_else(|| {
+                config(format!(
+                    "{} is not a root of this config; its roots: {}",
+                    dest.display(),
+                    all.iter()
+                        .map(|r| r.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
         if !root.archive || !root.list {
             return Err(config(format!(
                 "root {} cannot take a moved database: it must be archive- and list-enabled in the config (archive: {}, list: {})",
@@ -241,6 +241,13 @@ impl TocCatalogue {
         Ok(())
     }
 
+    /// Whether the database's directory is directly under `root`.
+    pub fn is_in_root(&self, db: &DbRef, root: &Path) -> bool {
+        Path::new(&db.id)
+            .parent()
+            .is_some_and(|p| same_dir(p, root))
+    }
+
     /// Moves the database `db` into the configured root `dest`.
     pub fn move_database(
         &self,
@@ -254,10 +261,7 @@ impl TocCatalogue {
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| config(format!("{} is not a database directory", db.id)))?;
         let root = self.configured_root(dest)?;
-        if from.parent().is_some_and(|p| {
-            p == root.path
-                || matches!((p.canonicalize(), root.path.canonicalize()), (Ok(x), Ok(y)) if x == y)
-        }) {
+        if from.parent().is_some_and(|p| same_dir(p, &root.path)) {
             return Err(config(format!(
                 "database {} is already in root {}",
                 db.key,
@@ -396,6 +400,11 @@ impl TocCatalogue {
             from.display()
         )))
     }
+}
+
+/// The same directory, as written or once links are resolved.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
 
 /// Makes an old copy invisible in one rename of its journal; its files stay for readers.
