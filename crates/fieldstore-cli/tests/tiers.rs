@@ -386,7 +386,8 @@ fn move_is_atomic_for_a_reader_running_throughout() {
         std::thread::sleep(Duration::from_millis(300));
         let slow = s.path("slow");
         let fast = s.path("fast");
-        for (to, grace) in [(&slow, "1"), (&fast, "0.5"), (&slow, "0")] {
+        // A grace of 0 would delete files a reader may be reading: that is the option's point.
+        for (to, grace) in [(&slow, "1"), (&fast, "0.5"), (&slow, "0.5")] {
             let out = s.ok(&[
                 "move",
                 "class=od,date=20260101",
@@ -506,4 +507,35 @@ fn fdb_move_keeps_fdb5s_rules() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(s.root_of("20260101"), ["slow"]);
     assert_eq!(s.root_of("20260102"), ["fast"]);
+}
+
+#[test]
+fn move_stays_within_the_database_space() {
+    let s = Store::new();
+    let base = s.dir.path().display();
+    std::fs::write(
+        s.path("config.yaml"),
+        format!("spaces:\n- {{regex: 'rd:.*', roots: [{{path: {base}/rd}}]}}\n- {{roots: [{{path: {base}/od}}, {{path: {base}/od-slow}}]}}\n"),
+    )
+    .unwrap();
+    s.write("20260101");
+    assert_eq!(s.root_of("20260101"), ["od"]);
+    let err = s.fails(&["move", "class=od", "--to", s.path("rd").to_str().unwrap()]);
+    assert!(err.contains("is not in the space of database"), "{err}");
+    assert!(err.contains("od-slow"), "{err}");
+    s.ok(&[
+        "move",
+        "class=od",
+        "--to",
+        s.path("od-slow").to_str().unwrap(),
+        "--grace",
+        "0",
+    ]);
+    assert_eq!(s.root_of("20260101"), ["od-slow"]);
+    let info = s.ok(&["info"]);
+    assert!(
+        info.contains("space - (regex rd:.*, handler Default)"),
+        "{info}"
+    );
+    assert!(info.contains("od-slow: 1 databases"), "{info}");
 }

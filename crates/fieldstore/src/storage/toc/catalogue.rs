@@ -56,7 +56,7 @@ impl Layout {
     }
 
     /// The first space whose regex matches the database fingerprint.
-    fn space(&self, db: &Key) -> Option<&Space> {
+    pub(crate) fn space(&self, db: &Key) -> Option<&Space> {
         let fp = db.fingerprint();
         self.spaces
             .iter()

@@ -23,6 +23,9 @@ pub const MOVING: &str = ".moving.";
 pub const MOVED_PREFIX: &str = "toc.moved.";
 /// In the old copy while both exist: names where the new copy is.
 const LEAVING: &str = "moving-out";
+/// How long both copies stay visible: a reader that listed the databases just before the new
+/// copy appeared opens the old one's journal within it.
+const OVERLAP: Duration = Duration::from_secs(1);
 /// Written into the archive lock a move takes, so a lock left by a killed move is told from an
 /// operator's.
 const LOCK_TAG: &str = "move by pid ";
@@ -164,8 +167,9 @@ fn stale_move_lock(dir: &Path) -> bool {
 }
 
 impl TocCatalogue {
-    /// The configured root at `dest` (as written in the config, or the same directory).
-    fn configured_root(&self, dest: &Path) -> Result<Root, StorageError> {
+    /// The configured root at `dest` (as written in the config, or the same directory), of the
+    /// database's space: writers look for an existing database only in its space's roots.
+    fn configured_root(&self, db: &DbRef, dest: &Path) -> Result<Root, StorageError> {
         let layout = self.layout();
         let all: Vec<&Root> = layout.spaces.iter().flat_map(|s| &s.roots).collect();
         let root = all
@@ -181,6 +185,22 @@ impl TocCatalogue {
                         .join(", ")
                 ))
             })?;
+        let space = layout.space(&db.key);
+        if !space.is_some_and(|s| s.roots.iter().any(|r| same_dir(&r.path, dest))) {
+            return Err(config(format!(
+                "root {} is not in the space of database {} (a database stays in the roots of the first space whose regex matches it{})",
+                root.path.display(),
+                db.key,
+                space.map_or(String::new(), |s| format!(
+                    ": {}",
+                    s.roots
+                        .iter()
+                        .map(|r| r.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            )));
+        }
         if !root.archive || !root.list {
             return Err(config(format!(
                 "root {} cannot take a moved database: it must be archive- and list-enabled in the config (archive: {}, list: {})",
@@ -260,7 +280,7 @@ impl TocCatalogue {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| config(format!("{} is not a database directory", db.id)))?;
-        let root = self.configured_root(dest)?;
+        let root = self.configured_root(db, dest)?;
         if from.parent().is_some_and(|p| same_dir(p, &root.path)) {
             return Err(config(format!(
                 "database {} is already in root {}",
@@ -354,7 +374,7 @@ impl TocCatalogue {
             self.forget_usage(p);
         }
         // A reader that chose the old copy just before the new one appeared gets to open it.
-        std::thread::sleep(Duration::from_millis(500).min(opts.grace));
+        std::thread::sleep(OVERLAP);
         hide(from)?;
         let dest_lock = maintenance::lock_path(to, "archive");
         std::fs::remove_file(&dest_lock).map_err(io("remove", &dest_lock))?;
