@@ -68,10 +68,12 @@ pub fn fs_space(path: &Path) -> Option<FsSpace> {
     }
     // SAFETY: statvfs returned 0, so it filled `st`.
     let st = unsafe { st.assume_init() };
-    let frsize = st.f_frsize as u64;
+    // The field types are u64 here but 32-bit on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (frsize, blocks, avail) = (st.f_frsize as u64, st.f_blocks as u64, st.f_bavail as u64);
     Some(FsSpace {
-        total: (st.f_blocks as u64).saturating_mul(frsize),
-        free: (st.f_bavail as u64).saturating_mul(frsize),
+        total: blocks.saturating_mul(frsize),
+        free: avail.saturating_mul(frsize),
     })
 }
 
