@@ -470,6 +470,19 @@ fn move_checks_before_copying_and_cleans_up_after_a_killed_move() {
         s.ok(&["list", "class=od", "--porcelain"]).lines().count(),
         12
     );
+    // Purge clears such leftovers too.
+    let partial = s.path("fast").join(format!(".{name}.moving.dead"));
+    std::fs::create_dir_all(&partial).unwrap();
+    s.ok(&[
+        "purge",
+        "class=od,expver=0001,stream=oper,date=20260101,time=1200",
+        "--doit",
+    ]);
+    assert!(!partial.exists());
+    assert_eq!(
+        s.ok(&["list", "class=od", "--porcelain"]).lines().count(),
+        12
+    );
     // An operator's lock is not a move's: refused, kept.
     s.ok(&["control", "lock", "class=od", "--archive"]);
     let err = s.fails(&["move", "class=od", "--to", s.path("fast").to_str().unwrap()]);

@@ -559,7 +559,13 @@ impl Catalogue for TocCatalogue {
         maintenance::wipe_done(&*self.fs, dir(db))
     }
 
+    /// Also clears what a killed move of the database left (not while a move of it runs).
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
+        if doit {
+            if let Err(e) = self.recover_moves(&Self::dir_name(&db.key)) {
+                tracing::info!("purge leaves move leftovers alone: {e}");
+            }
+        }
         maintenance::purge(&self.fs, dir(db), doit)
     }
 

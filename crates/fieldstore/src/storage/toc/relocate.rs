@@ -158,12 +158,14 @@ fn pid_alive(pid: u32) -> bool {
 
 /// Whether the archive lock in `dir` was taken by a move whose process is gone.
 fn stale_move_lock(dir: &Path) -> bool {
+    move_pid(dir).is_some_and(|p| !pid_alive(p))
+}
+
+/// The process that holds the archive lock in `dir` for a move, if a move took it.
+fn move_pid(dir: &Path) -> Option<u32> {
     let lock = maintenance::lock_path(dir, "archive");
-    std::fs::read_to_string(lock).is_ok_and(|t| {
-        t.strip_prefix(LOCK_TAG)
-            .and_then(|p| p.trim().parse::<u32>().ok())
-            .is_some_and(|p| !pid_alive(p))
-    })
+    let text = std::fs::read_to_string(lock).ok()?;
+    text.strip_prefix(LOCK_TAG)?.trim().parse().ok()
 }
 
 impl TocCatalogue {
@@ -214,9 +216,19 @@ impl TocCatalogue {
 
     /// Finishes or undoes what a killed move of the database named `name` left in any root:
     /// hidden partial copies, an old copy still marked as being left, a lock of a dead move.
-    fn recover_moves(&self, name: &str) -> Result<(), StorageError> {
+    ///
+    /// Refused while a move of it runs (on this host): its partial copy is not a leftover.
+    pub(crate) fn recover_moves(&self, name: &str) -> Result<(), StorageError> {
         let layout = self.layout();
         let roots: Vec<PathBuf> = layout.visit_roots().map(|r| r.path.clone()).collect();
+        if let Some(pid) = roots
+            .iter()
+            .find_map(|r| move_pid(&r.join(name)).filter(|p| pid_alive(*p)))
+        {
+            return Err(config(format!(
+                "database {name} is being moved by process {pid}; wait for it to finish"
+            )));
+        }
         let partial = format!(".{name}{MOVING}");
         for root in &roots {
             if let Ok(rd) = std::fs::read_dir(root) {
