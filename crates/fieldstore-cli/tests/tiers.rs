@@ -552,3 +552,41 @@ fn move_stays_within_the_database_space() {
     );
     assert!(info.contains("od-slow: 1 databases"), "{info}");
 }
+
+#[test]
+fn a_move_killed_between_its_renames_leaves_one_readable_copy() {
+    let s = Store::new();
+    s.config(None, &["{path: {root}/fast}", "{path: {root}/slow}"]);
+    s.write("20260101");
+    let name = "od:0001:oper:20260101:1200:g";
+    let (old, new) = (s.path("fast").join(name), s.path("slow").join(name));
+    // The state a move killed after renaming its copy into place leaves: both copies, the old
+    // one marked as being left, the new one still under the dead move's lock.
+    std::fs::create_dir_all(&new).unwrap();
+    for f in std::fs::read_dir(&old).unwrap().flatten() {
+        std::fs::copy(f.path(), new.join(f.file_name())).unwrap();
+    }
+    std::fs::write(new.join("archive.lock"), "move by pid 999999999").unwrap();
+    std::fs::write(old.join("moving-out"), new.display().to_string()).unwrap();
+    let list = s.ok(&["list", "class=od", "--porcelain"]);
+    assert_eq!(list.lines().count(), 8, "{list}");
+    let whereis = s.ok(&["where", "class=od"]);
+    assert!(whereis.contains(&new.display().to_string()), "{whereis}");
+    assert!(!whereis.contains(&old.display().to_string()), "{whereis}");
+    // The next move finishes the old one's work, then does its own.
+    s.ok(&[
+        "move",
+        "class=od",
+        "--to",
+        s.path("fast").to_str().unwrap(),
+        "--grace",
+        "0",
+    ]);
+    assert_eq!(s.root_of("20260101"), ["fast"]);
+    assert!(!new.exists());
+    assert!(!old.join("moving-out").exists() && !old.join("archive.lock").exists());
+    assert_eq!(
+        s.ok(&["list", "class=od", "--porcelain"]).lines().count(),
+        8
+    );
+}

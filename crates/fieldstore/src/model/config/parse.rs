@@ -1166,6 +1166,77 @@ mod tests {
     }
 
     #[test]
+    fn tier_limits_and_their_default_handler() {
+        let l = local(
+            parse("spaces: [{roots: [{path: /f, capacity: 10GiB, max_fill: 90%, max_age: 2w}, {path: /s}]}]")
+                .unwrap(),
+        );
+        let s = &l.spaces[0];
+        assert_eq!(s.handler, "Fill");
+        let f = &s.roots[0];
+        assert_eq!(
+            (f.capacity, f.max_fill, f.max_age_days),
+            (Some(10 << 30), Some(90), Some(14))
+        );
+        assert!(!s.roots[1].has_limits());
+        // Given explicitly, the handler stays; without limits it is Default.
+        let l = local(
+            parse("spaces: [{handler: RoundRobin, roots: [{path: /f, max_age: 30}]}]").unwrap(),
+        );
+        assert_eq!(l.spaces[0].handler, "RoundRobin");
+        assert_eq!(l.spaces[0].roots[0].max_age_days, Some(30));
+        assert_eq!(
+            local(parse("spaces: [{roots: [{path: /f}]}]").unwrap()).spaces[0].handler,
+            "Default"
+        );
+        assert_eq!(parse_percent("100"), Some(100));
+        assert_eq!(parse_percent("0%"), None);
+        assert_eq!(parse_days("1y"), Some(365));
+    }
+
+    #[test]
+    fn a_file_config_knows_where_to_read_its_spaces_again() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.yaml");
+        std::fs::write(
+            &f,
+            "type: select
+fdbs:
+- {select: class=od, spaces: [{roots: [{path: /a}]}]}
+- {select: class=rd, spaces: [{roots: [{path: /b}]}]}
+",
+        )
+        .unwrap();
+        let c = from_file_with(&f, &|_| None).unwrap();
+        let FdbConfig::Select { lanes, .. } = c else {
+            panic!("{c:?}")
+        };
+        let second = local(lanes[1].config.clone()).spaces_source.unwrap();
+        assert_eq!(second.local_index, 1);
+        std::fs::write(
+            &f,
+            "type: select
+fdbs:
+- {select: class=od, spaces: [{roots: [{path: /a}]}]}
+- {select: class=rd, spaces: [{roots: [{path: /new}, {path: /b}]}]}
+",
+        )
+        .unwrap();
+        let spaces = spaces_from_file(&second, &|_| None).unwrap();
+        assert_eq!(spaces[0].roots[0].path, PathBuf::from("/new"));
+        std::fs::write(
+            &f,
+            "spaces: [{roots: [{path: /a}]}]
+",
+        )
+        .unwrap();
+        let err = spaces_from_file(&second, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no longer has local config number 2"), "{err}");
+    }
+
+    #[test]
     fn full_local_from_the_reference() {
         let text = "type: local\nengine: toc\nstore: file\nschema: ~fdb/etc/fdb/schema\n\
             spaces:\n- name: od\n  regex: \"od:.*\"\n  handler: RoundRobin\n  roots:\n\

@@ -405,11 +405,15 @@ impl Catalogue for TocCatalogue {
             }
         }
         let mut out = Vec::with_capacity(found.len() + failed.len());
+        let names: Vec<String> = found.iter().map(|(k, _)| k.sorted().to_string()).collect();
+        let mut copies: HashMap<&str, usize> = HashMap::new();
+        for n in &names {
+            *copies.entry(n).or_default() += 1;
+        }
         let mut seen = HashSet::new();
-        for (key, d) in &found {
-            let twice = found.iter().filter(|(k, _)| same_key(k, key)).count() > 1;
-            if twice {
-                if !seen.insert(key.sorted().to_string()) {
+        for ((key, d), name) in found.iter().zip(&names) {
+            if copies.get(name.as_str()).is_some_and(|&c| c > 1) {
+                if !seen.insert(name) {
                     continue;
                 }
                 // The copy `find` gives.
