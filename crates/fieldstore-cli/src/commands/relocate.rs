@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use fieldstore::model::config::parse_days;
 use fieldstore::model::request::Request;
 use fieldstore::storage::toc::relocate::MoveOptions;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,21 +39,10 @@ pub struct MoveArgs {
     single: bool,
 }
 
-/// `7d`, `2w`, `1y`, or a number of days.
+/// `7d`, `2w`, `1y`, or a number of days, as the config's `max_age`.
 fn days(text: &str) -> Result<u32> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (n, unit) = t.split_at(split);
-    let factor = match unit {
-        "" | "d" => 1,
-        "w" => 7,
-        "y" => 365,
-        _ => bail!("--older-than {text}: expected an age like 7d, 2w or 1y"),
-    };
-    let n: u32 = n
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--older-than {text}: expected an age like 7d, 2w or 1y"))?;
-    Ok(n.saturating_mul(factor))
+    parse_days(text)
+        .ok_or_else(|| anyhow::anyhow!("--older-than {text}: expected an age like 7d, 2w or 1y"))
 }
 
 pub fn run(a: MoveArgs, session: &Session) -> Result<()> {

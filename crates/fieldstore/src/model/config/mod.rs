@@ -16,7 +16,8 @@ pub use discover::{
 };
 pub use env::{process_env, Env};
 pub use parse::{
-    from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection, spaces_from_file,
+    from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_days, parse_selection,
+    spaces_from_file,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

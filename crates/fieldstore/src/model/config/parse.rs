@@ -92,7 +92,7 @@ pub fn spaces_from_file(source: &SpacesSource, env: Env) -> Result<Vec<Space>, C
 }
 
 /// `30d`, `2w`, `1y` (365 days) or a plain number of days.
-fn parse_days(text: &str) -> Option<u32> {
+pub fn parse_days(text: &str) -> Option<u32> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
