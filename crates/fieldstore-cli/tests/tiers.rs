@@ -590,3 +590,18 @@ fn a_move_killed_between_its_renames_leaves_one_readable_copy() {
         8
     );
 }
+
+#[test]
+fn move_through_a_composing_frontend_is_refused_by_name() {
+    let s = Store::new();
+    let base = s.dir.path().display();
+    std::fs::write(
+        s.path("config.yaml"),
+        format!("type: select\nfdbs:\n- {{select: class=od, spaces: [{{roots: [{{path: {base}/a}}, {{path: {base}/b}}]}}]}}\n"),
+    )
+    .unwrap();
+    s.write("20260101");
+    let err = s.fails(&["move", "class=od", "--to", s.path("b").to_str().unwrap()]);
+    assert!(err.contains("cannot move databases between roots"), "{err}");
+    assert_eq!(s.root_of("20260101"), ["a"]);
+}
