@@ -3,5 +3,7 @@
 
 pub mod client;
 pub mod credentials;
+pub mod store;
 
 pub use client::{ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client};
+pub use store::S3Store;
