@@ -1317,6 +1317,13 @@ mod tests {
     }
 
     #[test]
+    fn clients_are_shared_between_threads() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        shareable::<S3Client>();
+        shareable::<Multipart>();
+    }
+
+    #[test]
     fn names() {
         let c = client(Some("ops/"));
         assert_eq!(c.uri("a/b"), "s3://bucket/ops/a/b");
