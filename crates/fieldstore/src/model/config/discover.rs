@@ -81,6 +81,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         fdb_home: None,
         memory: None,
         spaces_source: None,
+        s3: None,
     })
 }
 

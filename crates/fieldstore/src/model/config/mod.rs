@@ -114,6 +114,83 @@ pub struct LocalConfig {
     pub memory: Option<MemoryConfig>,
     /// Set when the config came from a file: the toc catalogue re-reads its spaces from there.
     pub spaces_source: Option<SpacesSource>,
+    /// `engine: s3` or `store: s3`: the `s3:` section (required then, refused otherwise).
+    pub s3: Option<S3Config>,
+}
+
+/// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Config {
+    /// `http(s)://host:port`.
+    pub endpoint: String,
+    pub bucket: String,
+    /// `None`: [`S3Config::DEFAULT_REGION`].
+    pub region: Option<String>,
+    /// Every key lives under it (`ops/`), so one bucket can hold several stores.
+    pub prefix: Option<String>,
+    /// Else `AWS_ACCESS_KEY_ID`, else the credentials file's profile.
+    pub access_key_id: Option<String>,
+    /// Else `AWS_SECRET_ACCESS_KEY`, else the credentials file's profile.
+    pub secret_access_key: Option<String>,
+    /// Section of `~/.aws/credentials` (else `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+    /// A server that ignores `If-None-Match: *` on PUT is refused unless this is set, because
+    /// two writers could then overwrite each other's objects unnoticed.
+    pub allow_unconditional_writes: bool,
+    pub create_bucket: bool,
+    /// Age before garbage or wiped objects are deleted: longer than any writer may take between
+    /// writing an object and committing it.
+    pub grace: std::time::Duration,
+    /// PEM file of extra CA certificates for an `https` endpoint with a private CA (else
+    /// `AWS_CA_BUNDLE`); trusted besides the built-in roots.
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for S3Config {
+    /// Never prints the secret key: configs end up in logs and error reports.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("prefix", &self.prefix)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("profile", &self.profile)
+            .field(
+                "allow_unconditional_writes",
+                &self.allow_unconditional_writes,
+            )
+            .field("create_bucket", &self.create_bucket)
+            .field("grace", &self.grace)
+            .field("ca_bundle", &self.ca_bundle)
+            .finish()
+    }
+}
+
+impl S3Config {
+    pub const DEFAULT_REGION: &'static str = "us-east-1";
+    pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+    /// A section with the defaults for everything but where the server is.
+    pub fn new(endpoint: impl Into<String>, bucket: impl Into<String>) -> S3Config {
+        S3Config {
+            endpoint: endpoint.into(),
+            bucket: bucket.into(),
+            region: None,
+            prefix: None,
+            access_key_id: None,
+            secret_access_key: None,
+            profile: None,
+            allow_unconditional_writes: false,
+            create_bucket: true,
+            grace: Self::DEFAULT_GRACE,
+            ca_bundle: None,
+        }
+    }
 }
 
 /// The `memory:` section of an `engine: memory` config.
@@ -179,6 +256,9 @@ pub struct RemoteTls {
     pub server_name: Option<String>,
 }
 
+// A config is parsed once per handle, so the size of its largest variant costs nothing, while
+// boxing `Local` would burden every user of the tree.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FdbConfig {
     Local(LocalConfig),
