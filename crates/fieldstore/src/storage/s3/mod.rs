@@ -1,0 +1,5 @@
+//! S3-compatible object storage: a catalogue (`engine: s3`) and a store (`store: s3`) over one
+//! bucket and prefix (docs/s3-format.md describes the objects).
+
+mod layout;
+mod view;
