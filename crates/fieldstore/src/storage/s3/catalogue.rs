@@ -60,8 +60,6 @@ struct Listing {
 struct Loaded {
     listing: Listing,
     sources: Vec<Source>,
-    /// Live flush markers (those no compaction covers).
-    live_flushes: usize,
     /// Markers that failed their checksum or did not parse: (uri, why).
     damaged: Vec<(String, String)>,
 }
@@ -247,7 +245,6 @@ impl S3Catalogue {
             }
             return Ok(Loaded {
                 listing,
-                live_flushes: live_flushes.len(),
                 sources,
                 damaged,
             });
@@ -327,12 +324,6 @@ impl S3Catalogue {
             }
         }
         let entries = indexes.iter().map(|i| i.entries.len()).sum();
-        let newest = loaded
-            .sources
-            .iter()
-            .filter_map(|s| s.rank.clone())
-            .max()
-            .unwrap_or_default();
         let body = Body {
             format: FORMAT,
             stamp: stamp(),
@@ -346,7 +337,6 @@ impl S3Catalogue {
             layout::rank(next_micros(0), writer_id(), 0)
         );
         let key = format!("{}{name}", g.prefix());
-        let _ = newest;
         match self.client.create(&key, &layout::encode(&body))? {
             Created::New => Ok((name, entries, masked)),
             Created::Existed(_) => Err(self.corrupt(&key, "a compaction of this name exists already (two processes with the same writer id?)")),
