@@ -120,6 +120,11 @@ impl S3Catalogue {
         }
     }
 
+    /// Bodies are cached by server and URI: two servers may have equal bucket names.
+    fn cache_key(&self, key: &str) -> String {
+        format!("{} {}", self.client.describe(), key)
+    }
+
     fn db_ref(&self, key: Key, g: &Gen) -> DbRef {
         let prefix = g.prefix();
         let id = self.client.uri(prefix.trim_end_matches('/'));
@@ -190,7 +195,7 @@ impl S3Catalogue {
 
     /// An immutable body, from the process cache or one GET; `Ok(None)` when it is gone.
     fn body(&self, key: &str) -> Result<Option<Result<Arc<Body>, String>>, StorageError> {
-        let uri = self.client.uri(key);
+        let uri = self.cache_key(key);
         if let Some(b) = cache::get(&uri) {
             return Ok(Some(Ok(b)));
         }
@@ -267,7 +272,7 @@ impl S3Catalogue {
         names: &[String],
     ) -> Result<Vec<Option<Result<Arc<Body>, String>>>, StorageError> {
         let keys: Vec<String> = names.iter().map(|n| format!("{prefix}{n}")).collect();
-        let missing = keys.iter().filter(|k| cache::get(&self.client.uri(k)).is_none()).count();
+        let missing = keys.iter().filter(|k| cache::get(&self.cache_key(k)).is_none()).count();
         if missing <= 1 {
             return keys.iter().map(|k| self.body(k)).collect();
         }
@@ -332,9 +337,16 @@ impl S3Catalogue {
             supersedes,
             indexes,
         };
+        // Named after everything it holds, so a writer ranking after it ranks after them.
+        let newest = loaded
+            .sources
+            .iter()
+            .filter_map(|s| s.name.split_once('/').and_then(|(_, r)| layout::rank_micros(r)))
+            .max()
+            .map_or(0, |m| m + 1);
         let name = format!(
             "compact/{}",
-            layout::rank(next_micros(0), writer_id(), 0)
+            layout::rank(next_micros(newest), writer_id(), 0)
         );
         let key = format!("{}{name}", g.prefix());
         match self.client.create(&key, &layout::encode(&body))? {
@@ -738,7 +750,8 @@ impl CatalogueWriter for S3CatalogueWriter {
         let seen = listing
             .flushes
             .iter()
-            .filter_map(|f| f.key.strip_prefix("flush/").and_then(layout::rank_micros))
+            .chain(&listing.compactions)
+            .filter_map(|f| f.key.split_once('/').and_then(|(_, r)| layout::rank_micros(r)))
             .max()
             .map_or(0, |m| m + 1);
         let mut compactions = Vec::new();
@@ -785,7 +798,7 @@ impl CatalogueWriter for S3CatalogueWriter {
         if let Created::Existed(_) = c.client.create(&key, &bytes)? {
             return Err(c.corrupt(&key, "a flush marker of this rank exists already (two processes with the same writer id?)"));
         }
-        cache::put(c.client.uri(&key), Arc::new(body));
+        cache::put(c.cache_key(&key), Arc::new(body));
         // A wipe that came before the marker took the generation: the flush went with it.
         if c
             .client
