@@ -1,9 +1,12 @@
-//! S3-compatible object storage: a catalogue (`engine: s3`) and a store (`store: s3`) over one
-//! bucket and prefix (docs/s3-format.md describes the catalogue's objects).
+//! S3-compatible object storage (see docs/s3.md): a synchronous client, a catalogue
+//! (`engine: s3`, docs/s3-format.md) and a store keeping fields' bytes in objects.
 
 mod cache;
 mod catalogue;
+pub mod client;
+pub mod credentials;
 mod layout;
 mod view;
 
-pub use catalogue::S3Catalogue;
+pub use catalogue::{S3Catalogue, COMPACT_AFTER};
+pub use client::{ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client};
