@@ -73,10 +73,7 @@ fn the_cli_writes_lists_reads_purges_and_wipes_on_s3() {
         ),
     )
     .unwrap();
-    let cli = Cli {
-        config,
-        minio: &m,
-    };
+    let cli = Cli { config, minio: &m };
     let first = dir.path().join("first.grib");
     let second = dir.path().join("second.grib");
     sample(&cli, &first, "0/6", "100");

@@ -40,7 +40,11 @@ fn field(object: &str) -> FieldRef {
 fn flush(cat: &S3Catalogue, db: &DbRef, fields: &[(&str, &str)]) -> Result<usize, StorageError> {
     let mut w = cat.writer(db)?;
     for (param, object) in fields {
-        w.add(&key("type=an"), &key(&format!("param={param}")), field(object))?;
+        w.add(
+            &key("type=an"),
+            &key(&format!("param={param}")),
+            field(object),
+        )?;
     }
     w.commit()
 }
@@ -170,22 +174,31 @@ fn compaction_keeps_masking_exact_and_bounds_the_markers() {
     let n = fieldstore::storage::s3::COMPACT_AFTER + 5;
     let mut live = 0;
     for i in 0..n {
-        live = flush(&cat, &db, &[("t", &format!("t{i}")), (&format!("p{i}"), "x")]).unwrap();
+        live = flush(
+            &cat,
+            &db,
+            &[("t", &format!("t{i}")), (&format!("p{i}"), "x")],
+        )
+        .unwrap();
     }
     assert!(live < n, "the writer compacted ({live} live markers)");
     let s = cat.stats(&db).unwrap();
     assert_eq!((s.fields, s.masked), (n as u64 + 1, n as u64 - 1));
-    assert_eq!(get(&cat, &db, "t").as_deref(), Some(&*format!("t{}", n - 1)));
+    assert_eq!(
+        get(&cat, &db, "t").as_deref(),
+        Some(&*format!("t{}", n - 1))
+    );
 
     // A slow writer's marker with a rank below the compaction's newest entry: masked by it.
     let slow = "db/class=od,expver=3/0000000001/flush/00000000000000002.slow.0000000001";
-    let body = format!(
-        "{{\"format\":1,\"stamp\":\"slow\",\"created\":0,\"indexes\":[{{\"key\":[[\"type\",\"an\"]],\"keywords\":[\"param\"],\"axes\":{{\"param\":[\"t\",\"q\"]}},\"entries\":[{{\"values\":[\"t\"],\"object\":\"slow\",\"offset\":0,\"length\":10}},{{\"values\":[\"q\"],\"object\":\"q\",\"offset\":0,\"length\":10}}]}}]}}"
-    );
+    let body = r#"{"format":1,"stamp":"slow","created":0,"indexes":[{"key":[["type","an"]],"keywords":["param"],"axes":{"param":["t","q"]},"entries":[{"values":["t"],"object":"slow","offset":0,"length":10},{"values":["q"],"object":"q","offset":0,"length":10}]}]}"#;
     let crc = fieldstore::checksum::crc32c(body.as_bytes());
     c.put(slow, format!("{body}\ncrc32c={crc:08x}\n").as_bytes())
         .unwrap();
-    assert_eq!(get(&cat, &db, "t").as_deref(), Some(&*format!("t{}", n - 1)));
+    assert_eq!(
+        get(&cat, &db, "t").as_deref(),
+        Some(&*format!("t{}", n - 1))
+    );
     assert_eq!(get(&cat, &db, "q").as_deref(), Some("q"));
 
     // Purge drops the masked copies; with no grace the replaced markers go at once.

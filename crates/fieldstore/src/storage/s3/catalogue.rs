@@ -181,10 +181,14 @@ impl S3Catalogue {
             let m = m?;
             let rel = m.key.strip_prefix(&prefix).unwrap_or(&m.key).to_string();
             match DbObject::parse(&rel) {
-                Some(DbObject::Flush(_)) => l.flushes.push(ObjectMeta { key: rel, ..m.clone() }),
-                Some(DbObject::Compaction(_)) => {
-                    l.compactions.push(ObjectMeta { key: rel, ..m.clone() })
-                }
+                Some(DbObject::Flush(_)) => l.flushes.push(ObjectMeta {
+                    key: rel,
+                    ..m.clone()
+                }),
+                Some(DbObject::Compaction(_)) => l.compactions.push(ObjectMeta {
+                    key: rel,
+                    ..m.clone()
+                }),
                 Some(DbObject::Lock(a)) => l.locks.push(a),
                 None => {}
             }
@@ -221,7 +225,9 @@ impl S3Catalogue {
                 match self.body(&format!("{prefix}{}", c.key))? {
                     None => continue 'relist,
                     Some(Ok(b)) => compactions.push((c.key.clone(), b)),
-                    Some(Err(why)) => damaged.push((self.client.uri(&format!("{prefix}{}", c.key)), why)),
+                    Some(Err(why)) => {
+                        damaged.push((self.client.uri(&format!("{prefix}{}", c.key)), why))
+                    }
                 }
             }
             let flush_names: Vec<String> = listing.flushes.iter().map(|f| f.key.clone()).collect();
@@ -245,7 +251,9 @@ impl S3Catalogue {
                         rank: name.strip_prefix("flush/").map(str::to_string),
                         body,
                     }),
-                    Some(Err(why)) => damaged.push((self.client.uri(&format!("{prefix}{name}")), why)),
+                    Some(Err(why)) => {
+                        damaged.push((self.client.uri(&format!("{prefix}{name}")), why))
+                    }
                 }
             }
             return Ok(Loaded {
@@ -272,7 +280,10 @@ impl S3Catalogue {
         names: &[String],
     ) -> Result<Vec<Option<Result<Arc<Body>, String>>>, StorageError> {
         let keys: Vec<String> = names.iter().map(|n| format!("{prefix}{n}")).collect();
-        let missing = keys.iter().filter(|k| cache::get(&self.cache_key(k)).is_none()).count();
+        let missing = keys
+            .iter()
+            .filter(|k| cache::get(&self.cache_key(k)).is_none())
+            .count();
         if missing <= 1 {
             return keys.iter().map(|k| self.body(k)).collect();
         }
@@ -341,7 +352,11 @@ impl S3Catalogue {
         let newest = loaded
             .sources
             .iter()
-            .filter_map(|s| s.name.split_once('/').and_then(|(_, r)| layout::rank_micros(r)))
+            .filter_map(|s| {
+                s.name
+                    .split_once('/')
+                    .and_then(|(_, r)| layout::rank_micros(r))
+            })
             .max()
             .map_or(0, |m| m + 1);
         let name = format!(
@@ -351,7 +366,10 @@ impl S3Catalogue {
         let key = format!("{}{name}", g.prefix());
         match self.client.create(&key, &layout::encode(&body))? {
             Created::New => Ok((name, entries, masked)),
-            Created::Existed(_) => Err(self.corrupt(&key, "a compaction of this name exists already (two processes with the same writer id?)")),
+            Created::Existed(_) => Err(self.corrupt(
+                &key,
+                "a compaction of this name exists already (two processes with the same writer id?)",
+            )),
         }
     }
 
@@ -383,7 +401,11 @@ impl S3Catalogue {
 
     /// Deletes what wiped generations of this database left (once older than the grace
     /// period); returns the URIs deleted and those deferred.
-    fn clean_wiped(&self, name: &str, doit: bool) -> Result<(Vec<String>, Vec<String>), StorageError> {
+    fn clean_wiped(
+        &self,
+        name: &str,
+        doit: bool,
+    ) -> Result<(Vec<String>, Vec<String>), StorageError> {
         let mut wiped = BTreeSet::new();
         for m in self.client.list(&layout::gens_prefix(name)) {
             if let Some((_, GenObject::Tombstone(g))) = layout::parse_gen_key(&m?.key) {
@@ -527,8 +549,11 @@ impl Catalogue for S3Catalogue {
     fn is_locked(&self, db: &DbRef, action: &str) -> bool {
         self.gen_of(db)
             .and_then(|g| {
-                self.client
-                    .head(&format!("{}{}", g.prefix(), DbObject::Lock(action.into()).rel()))
+                self.client.head(&format!(
+                    "{}{}",
+                    g.prefix(),
+                    DbObject::Lock(action.into()).rel()
+                ))
             })
             .is_ok_and(|m| m.is_some())
     }
@@ -565,7 +590,9 @@ impl Catalogue for S3Catalogue {
         };
         out.extend(gone);
         out.extend(deferred.into_iter().map(|u| {
-            format!("{u} (deferred: younger than the grace period; a later wipe or purge deletes it)")
+            format!(
+                "{u} (deferred: younger than the grace period; a later wipe or purge deletes it)"
+            )
         }));
         Ok(out)
     }
@@ -641,9 +668,11 @@ impl Catalogue for S3Catalogue {
         let g = self.gen_of(db)?;
         let gen_key = layout::gen_key(&g.name, g.gen);
         let created = match self.client.get(&gen_key)? {
-            Some(b) => serde_json::from_slice::<Generation>(&b)
-                .map_err(|e| self.corrupt(&gen_key, format!("bad JSON: {e}")))?
-                .created,
+            Some(b) => {
+                serde_json::from_slice::<Generation>(&b)
+                    .map_err(|e| self.corrupt(&gen_key, format!("bad JSON: {e}")))?
+                    .created
+            }
             None => 0,
         };
         let listing = self.list_gen(&g)?;
@@ -661,19 +690,28 @@ impl Catalogue for S3Catalogue {
             let body = body.map_err(|why| self.corrupt(&key, why))?;
             let entries = body.indexes.iter().map(|i| i.entries.len() as u64).sum();
             let timestamp = body.created;
-            records.push(if body.covers.is_empty() && body.supersedes.is_empty() && m.key.starts_with("flush/") {
-                DumpRecord::Flush {
-                    entries,
-                    indexes: body.indexes.iter().map(|i| format!("{}:{}", m.key, i.key)).collect(),
-                    timestamp,
-                }
-            } else {
-                DumpRecord::Compact {
-                    merged_indexes: (body.covers.len() + body.supersedes.len()) as u64,
-                    new_indexes: body.indexes.len() as u64,
-                    timestamp,
-                }
-            });
+            records.push(
+                if body.covers.is_empty()
+                    && body.supersedes.is_empty()
+                    && m.key.starts_with("flush/")
+                {
+                    DumpRecord::Flush {
+                        entries,
+                        indexes: body
+                            .indexes
+                            .iter()
+                            .map(|i| format!("{}:{}", m.key, i.key))
+                            .collect(),
+                        timestamp,
+                    }
+                } else {
+                    DumpRecord::Compact {
+                        merged_indexes: (body.covers.len() + body.supersedes.len()) as u64,
+                        new_indexes: body.indexes.len() as u64,
+                        timestamp,
+                    }
+                },
+            );
         }
         Ok(CatalogueDump {
             journal_bytes: Some(listing.all.iter().map(|m| m.size).sum()),
@@ -714,11 +752,14 @@ struct S3CatalogueWriter {
 
 impl CatalogueWriter for S3CatalogueWriter {
     fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError> {
-        let p = self.pending.entry(index.clone()).or_insert_with(|| Pending {
-            keywords: datum.keywords().map(str::to_string).collect(),
-            entries: BTreeMap::new(),
-            axes: BTreeMap::new(),
-        });
+        let p = self
+            .pending
+            .entry(index.clone())
+            .or_insert_with(|| Pending {
+                keywords: datum.keywords().map(str::to_string).collect(),
+                entries: BTreeMap::new(),
+                axes: BTreeMap::new(),
+            });
         let values: Vec<String> = p
             .keywords
             .iter()
@@ -751,7 +792,11 @@ impl CatalogueWriter for S3CatalogueWriter {
             .flushes
             .iter()
             .chain(&listing.compactions)
-            .filter_map(|f| f.key.split_once('/').and_then(|(_, r)| layout::rank_micros(r)))
+            .filter_map(|f| {
+                f.key
+                    .split_once('/')
+                    .and_then(|(_, r)| layout::rank_micros(r))
+            })
             .max()
             .map_or(0, |m| m + 1);
         let mut compactions = Vec::new();
@@ -800,8 +845,7 @@ impl CatalogueWriter for S3CatalogueWriter {
         }
         cache::put(c.cache_key(&key), Arc::new(body));
         // A wipe that came before the marker took the generation: the flush went with it.
-        if c
-            .client
+        if c.client
             .head(&layout::tombstone_key(&self.gen.name, self.gen.gen))?
             .is_some()
         {

@@ -64,8 +64,11 @@ pub struct View {
     /// (index key, datum keywords) of each group.
     groups: Vec<(Key, Vec<String>)>,
     /// Per group, per values: the winning rank and copy.
-    best: Vec<HashMap<Vec<String>, (Arc<str>, FieldRef)>>,
+    best: Vec<Winners>,
 }
+
+/// Per datum values: the winning rank and copy.
+type Winners = HashMap<Vec<String>, (Arc<str>, FieldRef)>;
 
 fn micros_to_secs(rank: &str) -> u64 {
     super::layout::rank_micros(rank).map_or(0, |m| m / 1_000_000)
@@ -204,7 +207,8 @@ impl View {
             .into_values()
             .filter(|b| !b.entries.is_empty())
             .map(|mut b| {
-                b.entries.sort_by(|x, y| x.values.cmp(&y.values).then(y.rank.cmp(&x.rank)));
+                b.entries
+                    .sort_by(|x, y| x.values.cmp(&y.values).then(y.rank.cmp(&x.rank)));
                 b
             })
             .collect();
@@ -213,15 +217,20 @@ impl View {
 
     /// Every field with its masked flag, for statistics.
     pub fn all(&self) -> impl Iterator<Item = (&FieldRef, bool)> {
-        self.indexes
-            .iter()
-            .flat_map(move |ix| ix.entries.iter().map(move |e| (&e.field, self.is_masked(ix, e))))
+        self.indexes.iter().flat_map(move |ix| {
+            ix.entries
+                .iter()
+                .map(move |e| (&e.field, self.is_masked(ix, e)))
+        })
     }
 }
 
 fn summary(name: String, ix: &IndexBody, newest: &str, entries: usize) -> IndexSummary {
-    let mut axes: HashMap<String, BTreeSet<String>> =
-        ix.axes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut axes: HashMap<String, BTreeSet<String>> = ix
+        .axes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (k, v) in ix.key.iter() {
         axes.entry(k.to_string()).or_default().insert(v.to_string());
     }
