@@ -327,8 +327,17 @@ impl S3Catalogue {
         loaded: &Loaded,
         view: &View,
         purge: bool,
-    ) -> Result<(String, usize, Vec<FieldRef>), StorageError> {
-        let (indexes, masked) = view.merged(purge);
+    ) -> Result<(usize, Body), StorageError> {
+        let (indexes, _) = view.merged(purge);
+        // Only names still listed: what earlier compactions replaced is deleted (or will be by
+        // this compaction's clean-up), so bodies stay small however many flushes there were.
+        let present: BTreeSet<&str> = loaded
+            .listing
+            .flushes
+            .iter()
+            .chain(&loaded.listing.compactions)
+            .map(|m| m.key.as_str())
+            .collect();
         let mut covers = BTreeSet::new();
         let mut supersedes = Vec::new();
         for s in &loaded.sources {
@@ -336,7 +345,13 @@ impl S3Catalogue {
                 covers.insert(s.name.clone());
             } else {
                 supersedes.push(s.name.clone());
-                covers.extend(s.body.covers.iter().cloned());
+                covers.extend(
+                    s.body
+                        .covers
+                        .iter()
+                        .filter(|n| present.contains(n.as_str()))
+                        .cloned(),
+                );
             }
         }
         let entries = indexes.iter().map(|i| i.entries.len()).sum();
@@ -365,7 +380,7 @@ impl S3Catalogue {
         );
         let key = format!("{}{name}", g.prefix());
         match self.client.create(&key, &layout::encode(&body))? {
-            Created::New => Ok((name, entries, masked)),
+            Created::New => Ok((entries, body)),
             Created::Existed(_) => Err(self.corrupt(
                 &key,
                 "a compaction of this name exists already (two processes with the same writer id?)",
@@ -373,24 +388,36 @@ impl S3Catalogue {
         }
     }
 
-    /// Deletes markers and compactions a compaction older than the grace period replaced:
-    /// every reader that listed them has had time to read them.
-    fn collect_garbage(&self, g: &Gen, listing: &Listing) -> Result<usize, StorageError> {
+    /// Deletes the markers and compactions that listed compactions (and `new`, just written)
+    /// replaced. No grace period is needed: a reader that listed one of them before the
+    /// compaction existed and finds it gone lists again, and then sees the compaction.
+    fn collect_garbage(
+        &self,
+        g: &Gen,
+        listing: &Listing,
+        new: Option<&Body>,
+    ) -> Result<usize, StorageError> {
         let prefix = g.prefix();
-        let grace = self.client.grace();
-        let mut doomed = Vec::new();
+        let mut replaced: Vec<String> = Vec::new();
         for c in &listing.compactions {
-            if !older_than(c, grace) {
-                continue;
+            if let Some(Ok(b)) = self.body(&format!("{prefix}{}", c.key))? {
+                replaced.extend(b.covers.iter().chain(&b.supersedes).cloned());
             }
-            let Some(Ok(b)) = self.body(&format!("{prefix}{}", c.key))? else {
-                continue;
-            };
-            doomed.extend(b.covers.iter().map(|n| format!("{prefix}{n}")));
-            doomed.extend(b.supersedes.iter().map(|n| format!("{prefix}{n}")));
         }
-        let present: BTreeSet<&str> = listing.all.iter().map(|m| m.key.as_str()).collect();
-        doomed.retain(|k| present.contains(k.as_str()));
+        if let Some(b) = new {
+            replaced.extend(b.covers.iter().chain(&b.supersedes).cloned());
+        }
+        let present: BTreeSet<&str> = listing
+            .flushes
+            .iter()
+            .chain(&listing.compactions)
+            .map(|m| m.key.as_str())
+            .collect();
+        let mut doomed: Vec<String> = replaced
+            .into_iter()
+            .filter(|n| present.contains(n.as_str()))
+            .map(|n| format!("{prefix}{n}"))
+            .collect();
         doomed.sort();
         doomed.dedup();
         if !doomed.is_empty() {
@@ -624,10 +651,12 @@ impl Catalogue for S3Catalogue {
             report.indexes = loaded.sources.iter().map(|s| s.name.clone()).collect();
         }
         if doit {
-            if report.masked_fields > 0 {
-                self.write_compaction(&g, &loaded, &view, true)?;
-            }
-            self.collect_garbage(&g, &loaded.listing)?;
+            let new = if report.masked_fields > 0 {
+                Some(self.write_compaction(&g, &loaded, &view, true)?.1)
+            } else {
+                None
+            };
+            self.collect_garbage(&g, &loaded.listing, new.as_ref())?;
             self.clean_wiped(&g.name, true)?;
         }
         Ok(report)
@@ -724,14 +753,16 @@ impl Catalogue for S3Catalogue {
         let g = self.gen_of(db)?;
         let loaded = self.load(&g)?;
         let mut report = CompactReport::default();
+        let mut new = None;
         if loaded.sources.len() > 1 {
             let view = View::build(&loaded.sources);
-            let (_, entries, _) = self.write_compaction(&g, &loaded, &view, false)?;
+            let (entries, body) = self.write_compaction(&g, &loaded, &view, false)?;
             report.merged_indexes = loaded.sources.len();
             report.new_indexes = 1;
             report.entries = entries;
+            new = Some(body);
         }
-        self.collect_garbage(&g, &loaded.listing)?;
+        self.collect_garbage(&g, &loaded.listing, new.as_ref())?;
         Ok(report)
     }
 }
