@@ -1158,6 +1158,11 @@ impl Multipart {
         &self.upload_id
     }
 
+    /// `s3://bucket/prefix<key>`.
+    pub fn uri(&self) -> String {
+        self.client.uri(&self.key)
+    }
+
     pub fn put_part(&self, number: u16, body: &[u8]) -> Result<Part, StorageError> {
         let c = &self.client;
         if !(1..=10000).contains(&number) {

@@ -6,7 +6,9 @@ mod catalogue;
 pub mod client;
 pub mod credentials;
 mod layout;
+pub mod store;
 mod view;
 
 pub use catalogue::{S3Catalogue, COMPACT_AFTER};
 pub use client::{ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client};
+pub use store::S3Store;
