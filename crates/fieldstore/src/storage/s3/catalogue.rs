@@ -125,18 +125,20 @@ impl S3Catalogue {
         format!("{} {}", self.client.describe(), key)
     }
 
+    /// The id is `<name>/<gen>`: the S3 store keeps the generation's bytes under
+    /// `data/<name>/<gen>/`, so a database made again after a wipe never meets the old bytes.
     fn db_ref(&self, key: Key, g: &Gen) -> DbRef {
-        let prefix = g.prefix();
-        let id = self.client.uri(prefix.trim_end_matches('/'));
-        DbRef { key, id }
+        DbRef {
+            key,
+            id: format!("{}/{}", g.name, layout::gen_str(g.gen)),
+        }
     }
 
     /// The generation a DbRef names (made by [`S3Catalogue::db_ref`]).
     fn gen_of(&self, db: &DbRef) -> Result<Gen, StorageError> {
-        let base = self.client.uri("db/");
         db.id
-            .strip_prefix(&base)
-            .and_then(|rest| rest.rsplit_once('/'))
+            .split_once('/')
+            .filter(|(name, _)| layout::db_key(name).is_some())
             .and_then(|(name, g)| Some((name, g.parse::<u64>().ok()?)))
             .map(|(name, gen)| Gen {
                 name: name.to_string(),

@@ -19,8 +19,10 @@ pub const DEFAULT_PART_SIZE: usize = 16 << 20;
 const MIN_PART_SIZE: usize = 5 << 20;
 /// Parts in flight per writer: enough to keep a link busy, bounded in memory.
 const PARTS_IN_FLIGHT: usize = 4;
-/// The read-ahead window never grows past this.
-const MAX_READ_AHEAD: usize = 8 << 20;
+/// The read-ahead window never grows past this: a retrieve read in small pieces holds at most
+/// this much (the conformance suite bounds a streamed retrieve's heap growth); a caller asking
+/// for more at once gets one GET of that size.
+const MAX_READ_AHEAD: usize = 512 << 10;
 /// A read this close after the window's end still counts as sequential (skipped fields).
 const SEQUENTIAL_SLACK: u64 = 64 << 10;
 
@@ -314,7 +316,7 @@ struct Window {
 }
 
 /// An object opened for reads, with a read-ahead window: the first GET asks for what the
-/// caller wants, each read that follows on grows the next GET (doubling, up to 8 MiB), and a
+/// caller wants, each read that follows on grows the next GET (doubling, up to 512 KiB), and a
 /// read elsewhere starts small again.
 struct S3Object {
     client: S3Client,
@@ -346,6 +348,8 @@ impl ObjectReader for S3Object {
             } else {
                 want
             };
+            // The old window goes first, so only one is held at a time.
+            w.data = Vec::new();
             let mut data = vec![0u8; size];
             let n = self.client.get_range(&self.key, pos, &mut data)?;
             data.truncate(n);
