@@ -225,7 +225,8 @@ fn small_buffer_reads_cost_few_gets() {
     }
     let gets = s.client().stats().requests - before;
     assert!(
-        gets <= 12,
+        // Doubling from 4 KiB to the 512 KiB cap, then 512 KiB GETs: 14 for 3 MB.
+        gets <= 16,
         "{gets} GETs for 1000 fields of 3 MB in object order"
     );
 
