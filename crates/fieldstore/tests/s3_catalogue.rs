@@ -229,3 +229,43 @@ fn locks_are_objects_beside_the_markers() {
     cat.set_locked(&db, "archive", false).unwrap();
     assert!(!cat.is_locked(&db, "archive"));
 }
+
+#[test]
+fn concurrent_writers_lose_nothing_and_never_conflict() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=5"), "").unwrap();
+    let (writers, flushes) = (8, 12);
+    // Enough flushes that several writers compact at once, overlapping each other.
+    assert!(writers * flushes > fieldstore::storage::s3::COMPACT_AFTER);
+    let before = c.stats();
+    std::thread::scope(|s| {
+        for w in 0..writers {
+            let cat = S3Catalogue::new(c.clone());
+            let db = db.clone();
+            s.spawn(move || {
+                for f in 0..flushes {
+                    let p = format!("w{w}f{f}");
+                    flush(&cat, &db, &[(&p, &p), ("shared", &p)]).unwrap();
+                }
+            });
+        }
+    });
+    let after = c.stats();
+    assert_eq!(after.conflicts, before.conflicts, "no writer's create met another's");
+    let s = cat.stats(&db).unwrap();
+    assert_eq!(s.fields, (writers * flushes + 1) as u64);
+    assert_eq!(s.masked, (writers * flushes - 1) as u64);
+    for w in 0..writers {
+        for f in 0..flushes {
+            let p = format!("w{w}f{f}");
+            assert_eq!(get(&cat, &db, &p).as_deref(), Some(p.as_str()));
+        }
+    }
+    // Every reader agrees on the winner of the field all of them wrote.
+    let winner = get(&cat, &db, "shared").unwrap();
+    assert_eq!(get(&S3Catalogue::new(c.clone()), &db, "shared"), Some(winner));
+}
