@@ -201,9 +201,21 @@ fn compaction_keeps_masking_exact_and_bounds_the_markers() {
     );
     assert_eq!(get(&cat, &db, "q").as_deref(), Some("q"));
 
-    // Purge drops the masked copies; with no grace the replaced markers go at once.
+    // Purge drops the masked copies, and names the data objects no entry references (a
+    // killed writer's) once older than the grace period (none here) for the store to delete.
+    let orphan = format!(
+        "{}orphan.data",
+        fieldstore::storage::s3::store::S3Store::data_prefix(&db)
+    );
+    c.put(&orphan, b"bytes of a writer killed before its flush")
+        .unwrap();
     let report = cat.purge(&db, true).unwrap();
     assert_eq!(report.masked_fields, n);
+    assert!(
+        report.objects.contains(&"orphan.data".to_string()),
+        "{:?}",
+        report.objects
+    );
     let s = cat.stats(&db).unwrap();
     assert_eq!((s.fields, s.masked), (n as u64 + 2, 0));
     cat.compact(&db).unwrap();
@@ -255,7 +267,10 @@ fn concurrent_writers_lose_nothing_and_never_conflict() {
         }
     });
     let after = c.stats();
-    assert_eq!(after.conflicts, before.conflicts, "no writer's create met another's");
+    assert_eq!(
+        after.conflicts, before.conflicts,
+        "no writer's create met another's"
+    );
     let s = cat.stats(&db).unwrap();
     assert_eq!(s.fields, (writers * flushes + 1) as u64);
     assert_eq!(s.masked, (writers * flushes - 1) as u64);
@@ -267,5 +282,8 @@ fn concurrent_writers_lose_nothing_and_never_conflict() {
     }
     // Every reader agrees on the winner of the field all of them wrote.
     let winner = get(&cat, &db, "shared").unwrap();
-    assert_eq!(get(&S3Catalogue::new(c.clone()), &db, "shared"), Some(winner));
+    assert_eq!(
+        get(&S3Catalogue::new(c.clone()), &db, "shared"),
+        Some(winner)
+    );
 }

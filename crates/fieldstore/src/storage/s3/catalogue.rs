@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::cache;
 use super::client::{Created, ObjectMeta, S3Client};
 use super::layout::{self, Body, DbObject, Entry, GenObject, Generation, IndexBody, FORMAT};
+use super::store::S3Store;
 use super::view::{self, Source, View};
 use crate::model::Key;
 use crate::storage::catalogue::{
@@ -648,6 +649,21 @@ impl Catalogue for S3Catalogue {
                 }
             }
         }
+        // Data objects no entry references (a killed writer's, or a flush that failed), once
+        // older than the grace period: younger ones may belong to a flush still committing.
+        // Skipped while a marker is unreadable, since its references are unknown.
+        let data = S3Store::data_prefix(db);
+        let grace = self.client.grace();
+        if loaded.damaged.is_empty() {
+            let referenced: BTreeSet<&str> = view.all().map(|(f, _)| f.object.as_str()).collect();
+            for m in self.client.list(&data) {
+                let m = m?;
+                let rel = m.key.strip_prefix(&data).unwrap_or(&m.key);
+                if !referenced.contains(rel) && older_than(&m, grace) {
+                    dead.insert(rel.to_string());
+                }
+            }
+        }
         report.objects = dead.into_iter().collect();
         if report.masked_fields > 0 {
             report.indexes = loaded.sources.iter().map(|s| s.name.clone()).collect();
@@ -660,6 +676,7 @@ impl Catalogue for S3Catalogue {
             };
             self.collect_garbage(&g, &loaded.listing, new.as_ref())?;
             self.clean_wiped(&g.name, true)?;
+            self.client.abort_stale_uploads(&data, grace)?;
         }
         Ok(report)
     }
