@@ -481,3 +481,44 @@ fn tls_with_a_private_ca() {
     let e = S3Client::connect(&cfg).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config, "{e}");
 }
+
+#[test]
+fn a_watched_server_stops_when_its_owner_exits() {
+    if minio::Minio::shared("a_watched_server_stops_when_its_owner_exits").is_none() {
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/minio");
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let out = std::process::Command::new(&script)
+        .arg("start")
+        .arg(&dir)
+        .args(["--watch-pid", &owner.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid: i32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
+    assert!(alive(pid));
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (alive(pid) || dir.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!alive(pid), "MinIO {pid} outlived the process it watched");
+    assert!(!dir.exists(), "{} was not deleted", dir.display());
+}
