@@ -287,3 +287,40 @@ fn concurrent_writers_lose_nothing_and_never_conflict() {
         Some(winner)
     );
 }
+
+#[test]
+fn a_wipe_defers_young_objects_and_a_later_purge_deletes_them() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let grace = Duration::from_secs(2);
+    let c = client(m, grace);
+    let cat = S3Catalogue::new(c.clone());
+    let k = key("class=od,expver=6");
+    let db = cat.create(&k, "").unwrap();
+    let data = fieldstore::storage::s3::store::S3Store::data_prefix(&db);
+    c.put(&format!("{data}x.data"), b"bytes").unwrap();
+    flush(&cat, &db, &[("t", "x.data")]).unwrap();
+    let said = cat.wipe(&db, true).unwrap();
+    assert!(
+        said.iter()
+            .any(|s| s.contains("/flush/") && s.contains("deferred")),
+        "{said:?}"
+    );
+    let gen1 = "db/class=od,expver=6/0000000001/";
+    assert_eq!(
+        c.list(gen1).count(),
+        1,
+        "young objects stay for the grace period"
+    );
+
+    std::thread::sleep(grace + Duration::from_millis(200));
+    let db2 = cat.create(&k, "").unwrap();
+    cat.purge(&db2, true).unwrap();
+    assert_eq!(
+        c.list(gen1).count(),
+        0,
+        "the purge deleted the old catalogue objects"
+    );
+    assert_eq!(c.list(&data).count(), 0, "and the old generation's data");
+}

@@ -429,12 +429,14 @@ impl S3Catalogue {
         Ok(doomed.len())
     }
 
-    /// Deletes what wiped generations of this database left (once older than the grace
-    /// period); returns the URIs deleted and those deferred.
+    /// Deletes what wiped generations of this database left, catalogue and S3 store objects
+    /// (once older than the grace period); returns the URIs deleted and those deferred. The
+    /// store's objects of generation `store_wipes` are left to the store's own wipe.
     fn clean_wiped(
         &self,
         name: &str,
         doit: bool,
+        store_wipes: Option<u64>,
     ) -> Result<(Vec<String>, Vec<String>), StorageError> {
         let mut wiped = BTreeSet::new();
         for m in self.client.list(&layout::gens_prefix(name)) {
@@ -450,7 +452,14 @@ impl S3Catalogue {
                 gen,
             };
             let mut doomed = Vec::new();
-            for m in self.client.list(&g.prefix()) {
+            // The generation's catalogue objects, and the S3 store's objects of it.
+            let data = S3Store::data_prefix(&self.db_ref(Key::new(), &g));
+            let data = (store_wipes != Some(gen)).then(|| self.client.list(&data));
+            let listed = self
+                .client
+                .list(&g.prefix())
+                .chain(data.into_iter().flatten());
+            for m in listed {
                 let m = m?;
                 if older_than(&m, self.client.grace()) {
                     doomed.push(m.key);
@@ -609,7 +618,7 @@ impl Catalogue for S3Catalogue {
             self.client.create(&tomb, stamp().as_bytes())?;
         }
         let (gone, deferred) = if doit {
-            self.clean_wiped(&g.name, true)?
+            self.clean_wiped(&g.name, true, Some(g.gen))?
         } else {
             let names = self
                 .client
@@ -675,7 +684,7 @@ impl Catalogue for S3Catalogue {
                 None
             };
             self.collect_garbage(&g, &loaded.listing, new.as_ref())?;
-            self.clean_wiped(&g.name, true)?;
+            self.clean_wiped(&g.name, true, None)?;
             self.client.abort_stale_uploads(&data, grace)?;
         }
         Ok(report)

@@ -116,16 +116,35 @@ impl Store for S3Store {
         self.client.uri(&Self::key(db, object))
     }
 
+    /// Objects younger than the grace period stay (a reader that opened before the wipe may
+    /// still be streaming them) and are reported deferred: a later wipe or purge deletes them.
     fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
-        let keys: Vec<String> = self
-            .client
-            .list(&Self::data_prefix(db))
-            .map(|m| m.map(|m| m.key))
-            .collect::<Result<_, _>>()?;
-        if doit {
-            self.client.delete_many(&keys)?;
+        let grace = self.client.grace();
+        let (mut old, mut young) = (Vec::new(), Vec::new());
+        for m in self.client.list(&Self::data_prefix(db)) {
+            let m = m?;
+            let aged = std::time::SystemTime::now()
+                .duration_since(m.last_modified)
+                .is_ok_and(|age| age >= grace);
+            if aged {
+                old.push(m.key)
+            } else {
+                young.push(m.key)
+            }
         }
-        Ok(keys.iter().map(|k| self.client.uri(k)).collect())
+        if doit {
+            self.client.delete_many(&old)?;
+        }
+        old.sort();
+        young.sort();
+        let mut out: Vec<String> = old.iter().map(|k| self.client.uri(k)).collect();
+        out.extend(young.iter().map(|k| {
+            format!(
+                "{} (deferred: younger than the grace period; a later wipe or purge deletes it)",
+                self.client.uri(k)
+            )
+        }));
+        Ok(out)
     }
 
     /// Objects are immutable and never shared between writers, so an unreferenced one can go.
