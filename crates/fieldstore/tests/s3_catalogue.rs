@@ -324,3 +324,29 @@ fn a_wipe_defers_young_objects_and_a_later_purge_deletes_them() {
     );
     assert_eq!(c.list(&data).count(), 0, "and the old generation's data");
 }
+
+#[test]
+fn compaction_after_flushes_is_size_tiered() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=7"), "").unwrap();
+    let round = fieldstore::storage::s3::COMPACT_AFTER + 1;
+    let mut compactions = Vec::new();
+    for i in 0..3 * round {
+        let p = format!("p{i}");
+        flush(&cat, &db, &[(&p, &p)]).unwrap();
+        if (i + 1) % round == 0 {
+            compactions.push(c.list("db/class=od,expver=7/0000000001/compact/").count());
+        }
+    }
+    // Round 1 makes one; round 2 merges into it (equal size); round 3 leaves it and adds one.
+    assert_eq!(compactions, vec![1, 1, 2]);
+    assert_eq!(cat.stats(&db).unwrap().fields, 3 * round as u64);
+    // An explicit compact merges everything.
+    cat.compact(&db).unwrap();
+    assert_eq!(c.list("db/class=od,expver=7/0000000001/").count(), 1);
+    assert_eq!(get(&cat, &db, "p0").as_deref(), Some("p0"));
+}

@@ -327,23 +327,23 @@ impl S3Catalogue {
     fn write_compaction(
         &self,
         g: &Gen,
-        loaded: &Loaded,
+        listing: &Listing,
+        chosen: &[Source],
         view: &View,
         purge: bool,
     ) -> Result<(usize, Body), StorageError> {
         let (indexes, _) = view.merged(purge);
         // Only names still listed: what earlier compactions replaced is deleted (or will be by
         // this compaction's clean-up), so bodies stay small however many flushes there were.
-        let present: BTreeSet<&str> = loaded
-            .listing
+        let present: BTreeSet<&str> = listing
             .flushes
             .iter()
-            .chain(&loaded.listing.compactions)
+            .chain(&listing.compactions)
             .map(|m| m.key.as_str())
             .collect();
         let mut covers = BTreeSet::new();
         let mut supersedes = Vec::new();
-        for s in &loaded.sources {
+        for s in chosen {
             if s.rank.is_some() {
                 covers.insert(s.name.clone());
             } else {
@@ -367,8 +367,7 @@ impl S3Catalogue {
             indexes,
         };
         // Named after everything it holds, so a writer ranking after it ranks after them.
-        let newest = loaded
-            .sources
+        let newest = chosen
             .iter()
             .filter_map(|s| {
                 s.name
@@ -679,7 +678,10 @@ impl Catalogue for S3Catalogue {
         }
         if doit {
             let new = if report.masked_fields > 0 {
-                Some(self.write_compaction(&g, &loaded, &view, true)?.1)
+                Some(
+                    self.write_compaction(&g, &loaded.listing, &loaded.sources, &view, true)?
+                        .1,
+                )
             } else {
                 None
             };
@@ -778,14 +780,49 @@ impl Catalogue for S3Catalogue {
     }
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
+        self.compact_some(db, true)
+    }
+}
+
+impl S3Catalogue {
+    /// Merges all live markers and compactions into one, or (`all` false, after a flush) the
+    /// live markers with the smallest compactions, size-tiered: a compaction joins while it
+    /// holds at most what is merged so far (as a binary counter carries). So each entry is
+    /// rewritten O(log n) times however large the database grows, and O(log n) compactions
+    /// stay live.
+    fn compact_some(&self, db: &DbRef, all: bool) -> Result<CompactReport, StorageError> {
         let g = self.gen_of(db)?;
         let loaded = self.load(&g)?;
+        let size = |s: &Source| -> usize { s.body.indexes.iter().map(|i| i.entries.len()).sum() };
+        let chosen: Vec<Source> = if all {
+            loaded.sources.clone()
+        } else {
+            let mut chosen: Vec<Source> = loaded
+                .sources
+                .iter()
+                .filter(|s| s.rank.is_some())
+                .cloned()
+                .collect();
+            let mut merged: usize = chosen.iter().map(size).sum();
+            let mut compactions: Vec<&Source> =
+                loaded.sources.iter().filter(|s| s.rank.is_none()).collect();
+            compactions.sort_by_key(|s| size(s));
+            for c in compactions {
+                if size(c) > merged.max(1) {
+                    break;
+                }
+                merged += size(c);
+                chosen.push(c.clone());
+            }
+            chosen
+        };
         let mut report = CompactReport::default();
         let mut new = None;
-        if loaded.sources.len() > 1 {
-            let view = View::build(&loaded.sources);
-            let (entries, body) = self.write_compaction(&g, &loaded, &view, false)?;
-            report.merged_indexes = loaded.sources.len();
+        if chosen.len() > 1 {
+            let view = View::build(&chosen);
+            let (entries, body) =
+                self.write_compaction(&g, &loaded.listing, &chosen, &view, false)?;
+            report.merged_indexes = chosen.len();
             report.new_indexes = 1;
             report.entries = entries;
             new = Some(body);
@@ -915,7 +952,7 @@ impl CatalogueWriter for S3CatalogueWriter {
         let live = live_flushes.len() + 1;
         if live > COMPACT_AFTER {
             // Compaction only makes reads cheaper: a failure leaves the flush committed.
-            if let Err(e) = c.compact(&self.db) {
+            if let Err(e) = c.compact_some(&self.db, false) {
                 tracing::warn!("compaction of {} after a flush failed: {e}", self.db.id);
             }
             return Ok(1);
