@@ -293,6 +293,9 @@ enum Fault {
     LoseFirstCreateAnswer,
     /// `If-None-Match` never reaches MinIO: a server without conditional create.
     StripIfNoneMatch,
+    /// While armed, requests are answered `503 SlowDown` (counted in `dropped`) instead of
+    /// being relayed.
+    SlowDown,
 }
 
 /// A TCP proxy in front of MinIO, one request per connection (it asks both sides to close).
@@ -354,6 +357,16 @@ fn relay(
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     if client.read_exact(&mut body).is_err() {
+        return;
+    }
+    if fault == Fault::SlowDown && armed.load(Ordering::SeqCst) {
+        dropped.fetch_add(1, Ordering::SeqCst);
+        let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+        let answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes());
         return;
     }
     lines.retain(|l| {
@@ -429,6 +442,57 @@ fn a_server_without_conditional_create_is_refused() {
     cfg.allow_unconditional_writes = false;
     cfg.endpoint = server.endpoint.clone();
     S3Client::connect(&cfg).unwrap();
+}
+
+#[test]
+fn throttling_is_retried_with_bounded_backoff() {
+    let Some(server) = minio::Minio::shared("throttling_is_retried_with_bounded_backoff") else {
+        return;
+    };
+    let p = proxy(&server.endpoint, Fault::SlowDown);
+    let c = S3Client::connect(&config(server, &p.endpoint, &minio::fresh_bucket("slow"))).unwrap();
+    // Three refusals, then MinIO again.
+    let disarm = {
+        let (armed, dropped) = (p.armed.clone(), p.dropped.clone());
+        armed.store(true, Ordering::SeqCst);
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while dropped.load(Ordering::SeqCst) < 3 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            armed.store(false, Ordering::SeqCst);
+        })
+    };
+    c.put("k", b"v").unwrap();
+    disarm.join().unwrap();
+    assert_eq!(c.stats().retries, 3, "{:?}", c.stats());
+    assert_eq!(c.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+
+    // Refused for good: reported with the server's code, after bounded attempts.
+    p.armed.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let e = c.get("k").unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(31),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(
+        matches!(
+            e,
+            StorageError::S3 {
+                status: Some(503),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("SlowDown") && msg.contains("10 attempts"),
+        "{msg}"
+    );
 }
 
 #[test]
