@@ -113,6 +113,17 @@ pub struct LocalFdb {
     lost: Mutex<Vec<String>>,
 }
 
+/// The S3 client of an `engine: s3` or `store: s3` config (its `s3:` section).
+fn s3_client(config: &LocalConfig) -> Result<crate::storage::s3::S3Client, ApiError> {
+    let s3 = config.s3.as_ref().ok_or_else(|| {
+        ApiError::Config(
+            "engine or store s3 needs an s3: section (s3: {endpoint: http://host:9000, bucket: NAME})"
+                .into(),
+        )
+    })?;
+    Ok(crate::storage::s3::S3Client::connect(s3)?)
+}
+
 /// Archives retry at most this often when the database they write into is wiped meanwhile.
 const WIPE_RETRIES: usize = 3;
 
@@ -156,9 +167,25 @@ impl LocalFdb {
                     )?;
                     (Arc::new(backend.catalogue()), Arc::new(backend.store()))
                 }
+                ("s3", "s3" | "") => {
+                    let client = s3_client(&config)?;
+                    (
+                        Arc::new(crate::storage::s3::S3Catalogue::new(client.clone())),
+                        Arc::new(crate::storage::s3::S3Store::new(client)),
+                    )
+                }
+                ("toc" | "", "s3") => (
+                    Arc::new(TocCatalogue::with_fs(config.spaces.clone(), fs)?),
+                    Arc::new(crate::storage::s3::S3Store::new(s3_client(&config)?)),
+                ),
+                ("s3", store) => {
+                    return Err(ApiError::Config(format!(
+                        "engine 's3' with store '{store}' is refused: an S3 catalogue's entries would outlive (or lose) bytes kept outside the bucket; use store: s3"
+                    )))
+                }
                 (engine, store) => {
                     return Err(ApiError::Config(format!(
-                        "engine '{engine}' with store '{store}' is not known (this version has: toc with file, memory with memory)"
+                        "engine '{engine}' with store '{store}' is not known (this version has: toc with file, toc with s3, s3 with s3, memory with memory)"
                     )))
                 }
             };
@@ -1624,6 +1651,38 @@ mod tests {
             crate::model::config::FdbConfig::Local(l) => LocalFdb::new(l).unwrap(),
             other => panic!("expected a local config, got {other:?}"),
         }
+    }
+
+    /// Pairs a YAML config cannot express (the parser refuses them first) are refused here
+    /// too, naming what is allowed; no server is contacted.
+    #[test]
+    fn s3_pairs_are_checked_before_connecting() {
+        let yaml = "spaces: [{roots: [{path: /nonexistent}]}]";
+        let crate::model::config::FdbConfig::Local(mut l) =
+            crate::model::config::from_yaml_str(yaml, "test").unwrap()
+        else {
+            panic!("a local config");
+        };
+        l.s3 = Some(crate::model::config::S3Config::new(
+            "http://127.0.0.1:1",
+            "fields",
+        ));
+        let err = |engine: &str, store: &str| {
+            let mut c = l.clone();
+            c.engine = engine.into();
+            c.store = store.into();
+            match LocalFdb::new(c) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{engine}/{store} opened"),
+            }
+        };
+        let e = err("s3", "file");
+        assert!(
+            e.contains("engine 's3' with store 'file' is refused"),
+            "{e}"
+        );
+        let e = err("memory", "s3");
+        assert!(e.contains("s3 with s3") && e.contains("toc with s3"), "{e}");
     }
 
     /// Archives t/u on levels 1000/500, steps 0/6/12, members 1/2 (enfo, pf) on `date`.

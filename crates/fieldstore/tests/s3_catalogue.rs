@@ -1,0 +1,352 @@
+//! The S3 catalogue on a real MinIO, through the `Catalogue` trait: what the conformance suite
+//! cannot reach from the API (concurrent creators, a wipe racing a commit, a damaged marker,
+//! compaction against a slow writer's marker, the grace period).
+
+#[path = "support/minio.rs"]
+#[allow(dead_code)]
+mod minio;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fieldstore::model::config::S3Config;
+use fieldstore::model::Key;
+use fieldstore::storage::s3::{S3Catalogue, S3Client};
+use fieldstore::storage::{Catalogue, DbRef, FieldRef, StorageError};
+
+fn client(m: &minio::Minio, grace: Duration) -> S3Client {
+    let mut cfg = S3Config::new(m.endpoint.clone(), minio::fresh_bucket("s3cat"));
+    cfg.access_key_id = Some(m.access_key.clone());
+    cfg.secret_access_key = Some(m.secret_key.clone());
+    cfg.prefix = Some("t/".into());
+    cfg.grace = grace;
+    S3Client::connect(&cfg).unwrap()
+}
+
+fn key(s: &str) -> Key {
+    Key::parse(s).unwrap()
+}
+
+fn field(object: &str) -> FieldRef {
+    FieldRef {
+        object: object.into(),
+        offset: 0,
+        length: 10,
+        checksum: None,
+    }
+}
+
+fn flush(cat: &S3Catalogue, db: &DbRef, fields: &[(&str, &str)]) -> Result<usize, StorageError> {
+    let mut w = cat.writer(db)?;
+    for (param, object) in fields {
+        w.add(
+            &key("type=an"),
+            &key(&format!("param={param}")),
+            field(object),
+        )?;
+    }
+    w.commit()
+}
+
+fn get(cat: &S3Catalogue, db: &DbRef, param: &str) -> Option<String> {
+    cat.reader(db)
+        .unwrap()
+        .lookup(&key("type=an"), &key(&format!("param={param}")))
+        .unwrap()
+        .map(|f| f.object)
+}
+
+fn listed(cat: &S3Catalogue, db: &DbRef, masked: bool) -> Vec<(String, bool)> {
+    let r = cat.reader(db).unwrap();
+    let mut out = Vec::new();
+    for i in 0..r.indexes().len() {
+        for e in r.entries(i, masked).unwrap() {
+            let e = e.unwrap();
+            out.push((e.field.object, e.masked));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn concurrent_creators_agree_on_one_generation() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let k = key("class=od,expver=a/b,date=1");
+    let ids: BTreeSet<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let c = c.clone();
+                let k = k.clone();
+                s.spawn(move || S3Catalogue::new(c).create(&k, "schema").unwrap().id)
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let cat = S3Catalogue::new(c);
+    let dbs: Vec<DbRef> = cat.databases().into_iter().map(Result::unwrap).collect();
+    assert_eq!(dbs.len(), 1);
+    assert_eq!(dbs[0].key, k, "the key comes back from the name alone");
+    assert_eq!(cat.find(&k).unwrap().unwrap().id, dbs[0].id);
+}
+
+#[test]
+fn later_flushes_mask_and_a_wipe_hides_at_once() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let cat = S3Catalogue::new(client(m, Duration::from_secs(600)));
+    let k = key("class=od,expver=1");
+    let db = cat.create(&k, "").unwrap();
+    flush(&cat, &db, &[("t", "one"), ("u", "u1")]).unwrap();
+    flush(&cat, &db, &[("t", "two")]).unwrap();
+    assert_eq!(get(&cat, &db, "t").as_deref(), Some("two"));
+    assert_eq!(
+        listed(&cat, &db, true),
+        vec![
+            ("one".into(), true),
+            ("two".into(), false),
+            ("u1".into(), false)
+        ]
+    );
+
+    // A writer opened before the wipe commits after it: it is told, and nothing shows.
+    let mut late = cat.writer(&db).unwrap();
+    late.add(&key("type=an"), &key("param=v"), field("late"))
+        .unwrap();
+    let removed = cat.wipe(&db, true).unwrap();
+    assert!(
+        removed.iter().any(|r| r.contains("deferred")),
+        "young objects are deferred: {removed:?}"
+    );
+    assert!(cat.find(&k).unwrap().is_none());
+    assert!(cat.databases().is_empty());
+    assert!(matches!(late.commit(), Err(StorageError::Wiped { .. })));
+
+    // The next create makes a new generation with none of the old fields.
+    let db2 = cat.create(&k, "").unwrap();
+    assert_ne!(db2.id, db.id);
+    assert!(listed(&cat, &db2, true).is_empty());
+}
+
+#[test]
+fn a_damaged_marker_is_named_and_the_others_stay_readable() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=2"), "").unwrap();
+    flush(&cat, &db, &[("t", "good")]).unwrap();
+    let bad = "db/class=od,expver=2/0000000001/flush/00000000000000001.x.0000000001";
+    c.put(bad, b"{\"format\":1}\ncrc32c=00000000\n").unwrap();
+    let r = cat.reader(&db).unwrap();
+    assert_eq!(r.indexes().len(), 2);
+    let mut errors = Vec::new();
+    let mut fields = Vec::new();
+    for i in 0..r.indexes().len() {
+        match r.entries(i, false) {
+            Ok(it) => fields.extend(it.map(|e| e.unwrap().field.object)),
+            Err(e) => errors.push(e),
+        }
+    }
+    assert_eq!(fields, vec!["good".to_string()]);
+    assert_eq!(errors.len(), 1);
+    let msg = errors[0].to_string();
+    assert!(msg.contains(bad) && msg.contains("checksum"), "{msg}");
+    assert_eq!(errors[0].kind(), fieldstore::ErrorKind::Corrupt);
+}
+
+#[test]
+fn compaction_keeps_masking_exact_and_bounds_the_markers() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::ZERO);
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=3"), "").unwrap();
+    // More flushes than the threshold: a commit compacts on its own.
+    let n = fieldstore::storage::s3::COMPACT_AFTER + 5;
+    let mut live = 0;
+    for i in 0..n {
+        live = flush(
+            &cat,
+            &db,
+            &[("t", &format!("t{i}")), (&format!("p{i}"), "x")],
+        )
+        .unwrap();
+    }
+    assert!(live < n, "the writer compacted ({live} live markers)");
+    let s = cat.stats(&db).unwrap();
+    assert_eq!((s.fields, s.masked), (n as u64 + 1, n as u64 - 1));
+    assert_eq!(
+        get(&cat, &db, "t").as_deref(),
+        Some(&*format!("t{}", n - 1))
+    );
+
+    // A slow writer's marker with a rank below the compaction's newest entry: masked by it.
+    let slow = "db/class=od,expver=3/0000000001/flush/00000000000000002.slow.0000000001";
+    let body = r#"{"format":1,"stamp":"slow","created":0,"indexes":[{"key":[["type","an"]],"keywords":["param"],"axes":{"param":["t","q"]},"entries":[{"values":["t"],"object":"slow","offset":0,"length":10},{"values":["q"],"object":"q","offset":0,"length":10}]}]}"#;
+    let crc = fieldstore::checksum::crc32c(body.as_bytes());
+    c.put(slow, format!("{body}\ncrc32c={crc:08x}\n").as_bytes())
+        .unwrap();
+    assert_eq!(
+        get(&cat, &db, "t").as_deref(),
+        Some(&*format!("t{}", n - 1))
+    );
+    assert_eq!(get(&cat, &db, "q").as_deref(), Some("q"));
+
+    // Purge drops the masked copies, and names the data objects no entry references (a
+    // killed writer's) once older than the grace period (none here) for the store to delete.
+    let orphan = format!(
+        "{}orphan.data",
+        fieldstore::storage::s3::store::S3Store::data_prefix(&db)
+    );
+    c.put(&orphan, b"bytes of a writer killed before its flush")
+        .unwrap();
+    let report = cat.purge(&db, true).unwrap();
+    assert_eq!(report.masked_fields, n);
+    assert!(
+        report.objects.contains(&"orphan.data".to_string()),
+        "{:?}",
+        report.objects
+    );
+    let s = cat.stats(&db).unwrap();
+    assert_eq!((s.fields, s.masked), (n as u64 + 2, 0));
+    cat.compact(&db).unwrap();
+    let objects: Vec<String> = c
+        .list("db/class=od,expver=3/0000000001/")
+        .map(|m| m.unwrap().key)
+        .collect();
+    assert_eq!(objects.len(), 1, "one compaction left: {objects:?}");
+    assert_eq!(get(&cat, &db, "p3").as_deref(), Some("x"));
+}
+
+#[test]
+fn locks_are_objects_beside_the_markers() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let cat = Arc::new(S3Catalogue::new(client(m, Duration::from_secs(600))));
+    let db = cat.create(&key("class=od,expver=4"), "").unwrap();
+    assert!(!cat.is_locked(&db, "archive"));
+    cat.set_locked(&db, "archive", true).unwrap();
+    assert!(cat.is_locked(&db, "archive"));
+    assert!(!cat.is_locked(&db, "list"));
+    cat.set_locked(&db, "archive", false).unwrap();
+    assert!(!cat.is_locked(&db, "archive"));
+}
+
+#[test]
+fn concurrent_writers_lose_nothing_and_never_conflict() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=5"), "").unwrap();
+    let (writers, flushes) = (8, 12);
+    // Enough flushes that several writers compact at once, overlapping each other.
+    assert!(writers * flushes > fieldstore::storage::s3::COMPACT_AFTER);
+    let before = c.stats();
+    std::thread::scope(|s| {
+        for w in 0..writers {
+            let cat = S3Catalogue::new(c.clone());
+            let db = db.clone();
+            s.spawn(move || {
+                for f in 0..flushes {
+                    let p = format!("w{w}f{f}");
+                    flush(&cat, &db, &[(&p, &p), ("shared", &p)]).unwrap();
+                }
+            });
+        }
+    });
+    let after = c.stats();
+    assert_eq!(
+        after.conflicts, before.conflicts,
+        "no writer's create met another's"
+    );
+    let s = cat.stats(&db).unwrap();
+    assert_eq!(s.fields, (writers * flushes + 1) as u64);
+    assert_eq!(s.masked, (writers * flushes - 1) as u64);
+    for w in 0..writers {
+        for f in 0..flushes {
+            let p = format!("w{w}f{f}");
+            assert_eq!(get(&cat, &db, &p).as_deref(), Some(p.as_str()));
+        }
+    }
+    // Every reader agrees on the winner of the field all of them wrote.
+    let winner = get(&cat, &db, "shared").unwrap();
+    assert_eq!(
+        get(&S3Catalogue::new(c.clone()), &db, "shared"),
+        Some(winner)
+    );
+}
+
+#[test]
+fn a_wipe_defers_young_objects_and_a_later_purge_deletes_them() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let grace = Duration::from_secs(2);
+    let c = client(m, grace);
+    let cat = S3Catalogue::new(c.clone());
+    let k = key("class=od,expver=6");
+    let db = cat.create(&k, "").unwrap();
+    let data = fieldstore::storage::s3::store::S3Store::data_prefix(&db);
+    c.put(&format!("{data}x.data"), b"bytes").unwrap();
+    flush(&cat, &db, &[("t", "x.data")]).unwrap();
+    let said = cat.wipe(&db, true).unwrap();
+    assert!(
+        said.iter()
+            .any(|s| s.contains("/flush/") && s.contains("deferred")),
+        "{said:?}"
+    );
+    let gen1 = "db/class=od,expver=6/0000000001/";
+    assert_eq!(
+        c.list(gen1).count(),
+        1,
+        "young objects stay for the grace period"
+    );
+
+    std::thread::sleep(grace + Duration::from_millis(200));
+    let db2 = cat.create(&k, "").unwrap();
+    cat.purge(&db2, true).unwrap();
+    assert_eq!(
+        c.list(gen1).count(),
+        0,
+        "the purge deleted the old catalogue objects"
+    );
+    assert_eq!(c.list(&data).count(), 0, "and the old generation's data");
+}
+
+#[test]
+fn compaction_after_flushes_is_size_tiered() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=7"), "").unwrap();
+    let round = fieldstore::storage::s3::COMPACT_AFTER + 1;
+    let mut compactions = Vec::new();
+    for i in 0..3 * round {
+        let p = format!("p{i}");
+        flush(&cat, &db, &[(&p, &p)]).unwrap();
+        if (i + 1) % round == 0 {
+            compactions.push(c.list("db/class=od,expver=7/0000000001/compact/").count());
+        }
+    }
+    // Round 1 makes one; round 2 merges into it (equal size); round 3 leaves it and adds one.
+    assert_eq!(compactions, vec![1, 1, 2]);
+    assert_eq!(cat.stats(&db).unwrap().fields, 3 * round as u64);
+    // An explicit compact merges everything.
+    cat.compact(&db).unwrap();
+    assert_eq!(c.list("db/class=od,expver=7/0000000001/").count(), 1);
+    assert_eq!(get(&cat, &db, "p0").as_deref(), Some("p0"));
+}
