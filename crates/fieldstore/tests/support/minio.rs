@@ -31,7 +31,9 @@ fn script() -> PathBuf {
         Ok("rgw") => "rgw",
         _ => "minio",
     };
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name)
 }
 
 impl Minio {
