@@ -10,7 +10,7 @@ use super::element::{
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use super::operation::Operation;
-use super::reader::{field_at, DataReader, FieldSpan};
+use super::reader::{copy_with, field_at, DataReader, FieldSpan, COPY_CHUNK};
 use super::results::{
     CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
     WhereElement, WipeElement,
@@ -1022,6 +1022,7 @@ impl DataReader for FieldStream {
 
     fn copy_to_file(&mut self, out: &mut std::fs::File) -> std::io::Result<u64> {
         let from = self.pos;
+        let mut buf = Vec::new();
         while self.pos < self.size {
             if !self.copy_mapped(out)? {
                 // Not at a field start, or no OS file: the ordinary path to the next field end.
@@ -1030,7 +1031,13 @@ impl DataReader for FieldStream {
                     break;
                 };
                 let left = span_end - self.pos;
-                let n = std::io::copy(&mut self.by_ref().take(left), out)?;
+                // Large pieces: `io::copy`'s 8 KiB reads would cost an object store one
+                // request per few KiB of a large field.
+                if buf.is_empty() {
+                    let rest = usize::try_from(self.size - self.pos).unwrap_or(usize::MAX);
+                    buf = vec![0u8; rest.min(COPY_CHUNK)];
+                }
+                let n = copy_with(&mut self.by_ref().take(left), out, &mut buf)?;
                 if n < left {
                     let at = self.pos - self.spans[i].offset;
                     return Err(std::io::Error::other(self.short(i, at)));
@@ -2094,6 +2101,85 @@ mod tests {
             }
             self.inner.sync()
         }
+    }
+
+    /// The POSIX store, but its objects are not OS files (as an object store's are not), and
+    /// every read is counted.
+    struct CountingStore(Arc<std::sync::atomic::AtomicUsize>);
+
+    struct CountingReader(Box<dyn ObjectReader>, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl ObjectReader for CountingReader {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(offset, buf)
+        }
+    }
+
+    impl Store for CountingStore {
+        fn kind(&self) -> &'static str {
+            "counting"
+        }
+        fn writer(&self, db: &DbRef) -> Result<Box<dyn StoreWriter>, StorageError> {
+            PosixStore::default().writer(db)
+        }
+        fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
+            PosixStore::default().read(db, field)
+        }
+        fn open_object(
+            &self,
+            db: &DbRef,
+            object: &str,
+        ) -> Result<Box<dyn ObjectReader>, StorageError> {
+            let inner = PosixStore::default().open_object(db, object)?;
+            Ok(Box::new(CountingReader(inner, self.0.clone())))
+        }
+        fn uri(&self, db: &DbRef, object: &str) -> String {
+            PosixStore::default().uri(db, object)
+        }
+        fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
+            PosixStore::default().remove(db, objects)
+        }
+        fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
+            PosixStore::default().wipe(db, doit)
+        }
+        fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
+            PosixStore::default().object_size(db, object)
+        }
+    }
+
+    /// Regression: a retrieve into a file from a store without OS files (S3) copied through
+    /// `io::copy`'s 8 KiB buffer, so an object store got one request per 8 KiB of a large
+    /// field (a quarter of a plain GET's speed in bench/s3/run.sh).
+    #[test]
+    fn a_retrieve_into_a_file_reads_a_large_field_in_one_piece() {
+        let d = tempfile::tempdir().unwrap();
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut f = fdb(d.path());
+        f.store = Arc::new(CountingStore(reads.clone()));
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20261122"),
+            ("time", "1200"),
+            ("step", "6"),
+            ("levtype", "sfc"),
+            ("param", "167"),
+        ];
+        let big = grib::sample::make_field(&keys, 400_000, 1).unwrap();
+        assert!(big.len() > 500_000, "{} bytes", big.len());
+        f.archive(None, &big).unwrap();
+        f.flush().unwrap();
+        let mut reader = f
+            .retrieve(&request("class=od,expver=1,stream=oper,date=20261122,time=12,type=fc,levtype=sfc,step=6,param=167"))
+            .unwrap();
+        let mut out = tempfile::tempfile().unwrap();
+        reads.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(reader.copy_to_file(&mut out).unwrap(), big.len() as u64);
+        let n = reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(n <= 2, "{n} reads for one field of {} bytes", big.len());
     }
 
     fn gated(dir: &Path) -> (LocalFdb, Arc<Gate>) {

@@ -52,11 +52,21 @@ pub trait DataReader: Read + Seek + Send {
 /// Copies in large pieces: `io::copy` moves 8 KiB at a time, too little for large fields and
 /// for remote data frames that land straight in the caller's buffer.
 pub fn copy_chunked<R: Read + ?Sized>(from: &mut R, to: &mut dyn io::Write) -> io::Result<u64> {
-    const CHUNK: usize = 16 << 20;
-    let mut buf = vec![0u8; CHUNK];
+    copy_with(from, to, &mut vec![0u8; COPY_CHUNK])
+}
+
+/// The largest piece [`copy_chunked`] moves at once.
+pub(crate) const COPY_CHUNK: usize = 16 << 20;
+
+/// [`copy_chunked`] with the caller's buffer, for callers that copy many times.
+pub(crate) fn copy_with<R: Read + ?Sized>(
+    from: &mut R,
+    to: &mut dyn io::Write,
+    buf: &mut [u8],
+) -> io::Result<u64> {
     let mut total = 0u64;
     loop {
-        let n = match from.read(&mut buf) {
+        let n = match from.read(buf) {
             Ok(0) => return Ok(total),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -361,6 +361,17 @@ impl ObjectReader for S3Object {
                 break;
             }
             let want = buf.len() - filled;
+            if want >= MAX_READ_AHEAD {
+                // A read this large needs no read-ahead: the bytes go straight into the
+                // caller's buffer, one GET, no copy.
+                let n = self.client.get_range(&self.key, pos, &mut buf[filled..])?;
+                filled += n;
+                if n < want {
+                    w.end = Some(pos + n as u64);
+                    break;
+                }
+                continue;
+            }
             let sequential = w.last > 0 && pos >= w.start && pos <= w_end + SEQUENTIAL_SLACK;
             let size = if sequential {
                 (w.last * 2).max(want).min(MAX_READ_AHEAD.max(want))
