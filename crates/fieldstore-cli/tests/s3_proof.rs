@@ -259,11 +259,45 @@ enum Round {
     },
     /// `fieldstore hammer --mode write` of one member, 5 steps, a flush after each.
     Hammer { member: u32, exited_ok: bool },
+    /// `fieldstore write` of one 12 MB field (a multipart upload on S3), the same one each time:
+    /// the killed ones leave parts behind.
+    Large { flushed: bool },
 }
+
+/// The field of the `Large` rounds: its own level, so it masks nothing else.
+const LARGE_REQUEST: &str = "class=od,expver=kill,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,step=0,levelist=850,param=t";
 
 /// Starts a round's writer; `Write` rounds get their sample file made here.
 fn start_round(s: &Store, round: u32, expver: &str) -> (Child, Round) {
-    if round % 2 == 0 {
+    if round % 5 == 4 {
+        let file = s.path("large.grib");
+        if !file.exists() {
+            s.ok(&[
+                "sample",
+                "--out",
+                file.to_str().unwrap(),
+                "--steps",
+                "0",
+                "--params",
+                "t",
+                "--levels",
+                "850",
+                "--date",
+                DATE,
+                "--expver",
+                expver,
+                "--points",
+                "6000000",
+            ]);
+        }
+        let child = s
+            .cmd(&["write", file.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, Round::Large { flushed: false })
+    } else if round % 2 == 0 {
         let first = round * 5;
         let steps: Vec<String> = (first..first + 5).map(|k| k.to_string()).collect();
         let file = s.sample(&format!("r{round}.grib"), expver, &steps.join("/"), 200);
@@ -306,7 +340,7 @@ fn finish_round(mut child: Child, round: &mut Round, delay: Option<Duration>) ->
     }
     let status = child.wait().unwrap();
     match round {
-        Round::Write { flushed, .. } => {
+        Round::Write { flushed, .. } | Round::Large { flushed } => {
             let mut err = String::new();
             child
                 .stderr
@@ -328,11 +362,36 @@ fn finish_round(mut child: Child, round: &mut Round, delay: Option<Duration>) ->
 /// byte-exact. Returns the number of fields checked.
 fn check_rounds(s: &Store, expver: &str, rounds: &[Round]) -> usize {
     let oper = s.list(&format!("class=od,expver={expver},stream=oper"));
-    let by_step = count_by(&oper, "step");
+    let small: Vec<String> = oper
+        .iter()
+        .filter(|l| value(l, "levelist") != "850")
+        .cloned()
+        .collect();
+    let by_step = count_by(&small, "step");
     let enfo = s.list(&format!("class=od,expver={expver},stream=enfo"));
     let mut checked = 0;
+    let large_flushed = rounds
+        .iter()
+        .any(|r| matches!(r, Round::Large { flushed: true }));
+    let large_visible = oper.iter().any(|l| value(l, "levelist") == "850");
+    if large_flushed {
+        assert!(
+            large_visible,
+            "a large write flushed, but its field is not listed"
+        );
+    }
+    if large_visible {
+        let out = s.path("check-large.grib");
+        s.ok(&["read", LARGE_REQUEST, out.to_str().unwrap()]);
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(s.path("large.grib")).unwrap(),
+            "the large field is not byte-exact"
+        );
+        checked += 1;
+    }
     for (i, r) in rounds.iter().enumerate() {
         match r {
+            Round::Large { .. } => {}
             Round::Write {
                 file,
                 first,
@@ -424,9 +483,10 @@ fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
     // One uncut run of each kind sets the range the kill moments are drawn from.
     let started = Instant::now();
     let mut done = Vec::new();
-    let mut span = [Duration::ZERO; 2];
+    let mut span = [Duration::ZERO; 3];
     for (kind, slot) in span.iter_mut().enumerate() {
-        let (child, mut r) = start_round(s, kind as u32, expver);
+        // Rounds 0, 1 and 4 are one of each kind.
+        let (child, mut r) = start_round(s, [0, 1, 4][kind], expver);
         let t = Instant::now();
         let killed = finish_round(child, &mut r, None);
         assert!(!killed, "{}: the uncut round {kind} failed", s.name());
@@ -434,10 +494,10 @@ fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
         done.push(r);
     }
     let mut f = Figures {
-        rounds: 2,
+        rounds: 3,
         ..Figures::default()
     };
-    for round in 2..rounds + 2 {
+    for round in (2..rounds + 3).filter(|r| *r != 4) {
         if started.elapsed() > budget {
             eprintln!(
                 "{}: time budget of {budget:?} reached after {} rounds",
@@ -448,12 +508,13 @@ fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
         }
         let (child, mut r) = start_round(s, round, expver);
         // Up to 1.2x the uncut run: before, during and after the flushes.
-        let range = span[(round % 2) as usize].as_micros() as u64 * 6 / 5;
+        let kind = if round % 5 == 4 { 2 } else { round % 2 } as usize;
+        let range = span[kind].as_micros() as u64 * 6 / 5;
         let delay = Duration::from_micros(rng.below(range));
         if finish_round(child, &mut r, Some(delay)) {
             f.kills += 1;
         }
-        if let Round::Write { flushed: true, .. } = r {
+        if let Round::Write { flushed: true, .. } | Round::Large { flushed: true } = r {
             f.flushed_writes += 1;
         }
         f.rounds += 1;
@@ -466,7 +527,7 @@ fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
         "{}: seed {seed}: {} rounds ({} uncut), {} killed, {} writes flushed, {} fields checked byte-exact, in {:.1} s",
         s.name(),
         f.rounds,
-        2,
+        3,
         f.kills,
         f.flushed_writes,
         f.checked,
