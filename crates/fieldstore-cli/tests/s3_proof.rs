@@ -21,7 +21,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use fieldstore::api::{Fdb, ListOptions};
+use fieldstore::model::config::S3Config;
 use fieldstore::model::request::parse_request;
+use fieldstore::storage::s3::S3Client;
 use minio::Minio;
 
 /// The date every test writes: one database per expver.
@@ -149,6 +151,39 @@ impl Store {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// A client on the store's bucket and prefix, to count what is in it.
+    fn client(&self) -> S3Client {
+        let m = self.minio.as_ref().unwrap();
+        let mut cfg = S3Config::new(&m.endpoint, "fields");
+        cfg.prefix = Some("test/".into());
+        cfg.access_key_id = Some(m.access_key.clone());
+        cfg.secret_access_key = Some(m.secret_key.clone());
+        S3Client::connect(&cfg).unwrap()
+    }
+
+    /// Objects in the bucket, and those of them that are neither catalogue objects
+    /// (docs/s3-format.md: `dbs/...`, `db/<name>/<gen>/{flush,compact,lock}/...`) nor named by
+    /// any field's location: the garbage killed writers left.
+    fn garbage(&self) -> (usize, Vec<String>) {
+        let located = self.ok(&["list", "class=od", "--location", "--full"]);
+        let c = self.client();
+        let mut total = 0;
+        let mut unreferenced = Vec::new();
+        for o in c.list("") {
+            let key = o.unwrap().key;
+            total += 1;
+            let parts: Vec<&str> = key.split('/').collect();
+            let catalogue = parts[0] == "dbs"
+                || (parts[0] == "db"
+                    && parts.len() > 4
+                    && ["flush", "compact", "lock"].contains(&parts[3]));
+            if !catalogue && !located.contains(&c.uri(&key)) {
+                unreferenced.push(key);
+            }
+        }
+        (total, unreferenced)
     }
 
     /// An in-process handle on the same store, for readers that must poll fast.
@@ -461,6 +496,7 @@ struct Figures {
     kills: u32,
     flushed_writes: u32,
     checked: usize,
+    done: Vec<Round>,
 }
 
 fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
@@ -521,6 +557,7 @@ fn kill_rounds(s: &Store, default_rounds: u32, budget: Duration) -> Figures {
         done.push(r);
     }
     f.checked = check_rounds(s, expver, &done);
+    f.done = done;
     // The whole store lists cleanly.
     s.ok(&["list", "class=od", "--porcelain"]);
     eprintln!(
@@ -550,6 +587,21 @@ fn kill_nine_rounds_on_s3() {
     };
     let f = kill_rounds(&s, 100, Duration::from_secs(60));
     assert!(f.kills > 0, "no writer was ever killed");
+    // The garbage of the killed writers goes once it is older than the grace period.
+    let (before, garbage) = s.garbage();
+    std::thread::sleep(GRACE + Duration::from_millis(500));
+    s.ok(&["purge", "--all", "--doit", "--ignore-no-data"]);
+    let (after, left) = s.garbage();
+    let uploads = s.client().abort_stale_uploads("", GRACE).unwrap();
+    eprintln!(
+        "s3: objects in the bucket before purge {before} ({} unreferenced), after {after} ({} unreferenced); stale multipart uploads left after purge: {uploads}",
+        garbage.len(),
+        left.len()
+    );
+    assert!(left.is_empty(), "garbage left after purge: {left:?}");
+    assert_eq!(uploads, 0, "purge left stale multipart uploads");
+    // Still everything there after the collection.
+    check_rounds(&s, "kill", &f.done);
 }
 
 /// 8 writer processes (a member each, 10 flushes) into one database while 2 reader processes
