@@ -109,6 +109,17 @@ pub struct LocalFdb {
     lost: Mutex<Vec<String>>,
 }
 
+/// The S3 client of an `engine: s3` or `store: s3` config (its `s3:` section).
+fn s3_client(config: &LocalConfig) -> Result<crate::storage::s3::S3Client, ApiError> {
+    let s3 = config.s3.as_ref().ok_or_else(|| {
+        ApiError::Config(
+            "engine or store s3 needs an s3: section (s3: {endpoint: http://host:9000, bucket: NAME})"
+                .into(),
+        )
+    })?;
+    Ok(crate::storage::s3::S3Client::connect(s3)?)
+}
+
 /// Archives retry at most this often when the database they write into is wiped meanwhile.
 const WIPE_RETRIES: usize = 3;
 
@@ -147,9 +158,25 @@ impl LocalFdb {
                     )?;
                     (Arc::new(backend.catalogue()), Arc::new(backend.store()))
                 }
+                ("s3", "s3" | "") => {
+                    let client = s3_client(&config)?;
+                    (
+                        Arc::new(crate::storage::s3::S3Catalogue::new(client.clone())),
+                        Arc::new(crate::storage::s3::S3Store::new(client)),
+                    )
+                }
+                ("toc" | "", "s3") => (
+                    Arc::new(TocCatalogue::with_fs(config.spaces.clone(), fs)?),
+                    Arc::new(crate::storage::s3::S3Store::new(s3_client(&config)?)),
+                ),
+                ("s3", store) => {
+                    return Err(ApiError::Config(format!(
+                        "engine 's3' with store '{store}' is refused: an S3 catalogue's entries would outlive (or lose) bytes kept outside the bucket; use store: s3"
+                    )))
+                }
                 (engine, store) => {
                     return Err(ApiError::Config(format!(
-                        "engine '{engine}' with store '{store}' is not known (this version has: toc with file, memory with memory)"
+                        "engine '{engine}' with store '{store}' is not known (this version has: toc with file, toc with s3, s3 with s3, memory with memory)"
                     )))
                 }
             };

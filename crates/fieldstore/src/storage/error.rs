@@ -67,6 +67,20 @@ pub enum StorageError {
     /// what it was to publish went with the old one.
     #[error("database {db} was wiped while this handle had unflushed fields in it: they were not stored (archive them again to store them in the new database)")]
     Wiped { db: PathBuf },
+    /// An S3 request failed (after retries, for transient failures). `detail` carries the
+    /// server's error code and message, and the endpoint.
+    #[error("S3 {op} of {uri} failed{}: {detail}", status.map_or(String::new(), |s| format!(" (HTTP {s})")))]
+    S3 {
+        op: &'static str,
+        /// `s3://bucket/prefix/key`.
+        uri: String,
+        /// `None`: no answer (transport error).
+        status: Option<u16>,
+        detail: String,
+    },
+    /// The S3 server lacks something fieldstore relies on for correctness.
+    #[error("S3 server {endpoint} is not supported: {detail}")]
+    S3Unsupported { endpoint: String, detail: String },
     #[error("database {db} belongs to uid {owner}; uid {user} may not {action} it")]
     PermissionDenied {
         db: PathBuf,
@@ -95,6 +109,13 @@ impl StorageError {
             StorageError::PermissionDenied { .. } => ErrorKind::Permission,
             StorageError::Full { .. } => ErrorKind::Full,
             StorageError::Wiped { .. } => ErrorKind::NotFound,
+            StorageError::S3 { status, .. } => match status {
+                Some(401 | 403) => ErrorKind::Permission,
+                Some(404) => ErrorKind::NotFound,
+                Some(400) => ErrorKind::Config,
+                _ => ErrorKind::Io,
+            },
+            StorageError::S3Unsupported { .. } => ErrorKind::Unsupported,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod fs;
 pub mod memory;
 pub(crate) mod names;
 pub(crate) mod posix;
+pub mod s3;
 pub(crate) mod store;
 pub mod toc;
 

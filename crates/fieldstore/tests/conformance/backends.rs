@@ -10,6 +10,8 @@ use fieldstore::model::config::from_yaml_str;
 use fieldstore::remote::server::{FdbFactory, Server, ServerOptions, ShutdownHandle};
 use fieldstore::remote::RemoteFdb;
 
+use crate::minio::{fresh_bucket, Minio};
+
 /// A store under test: how to build it in an empty directory, and how it may differ.
 pub struct Backend {
     pub name: &'static str,
@@ -18,6 +20,17 @@ pub struct Backend {
     pub quirks: &'static [Quirk],
     /// `(case, "bug: ...")`: a real bug this backend has today; the case is reported, not run.
     pub known_bugs: &'static [(&'static str, &'static str)],
+    /// Whether what the backend needs is here (a MinIO binary); when not it says `SKIP ...`
+    /// and the cases skip it (under `CI=true` it panics instead).
+    pub available: fn() -> bool,
+}
+
+fn always() -> bool {
+    true
+}
+
+fn minio_built() -> bool {
+    Minio::shared("conformance on MinIO").is_some()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,18 +67,21 @@ pub static ALL: &[Backend] = &[
         open: local,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "remote (in-process server over local)",
         open: remote,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "select (two local lanes, split by date)",
         open: select,
         quirks: &[Quirk::RetrieveOrderPerChild],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "dist (two local lanes)",
@@ -76,38 +92,115 @@ pub static ALL: &[Backend] = &[
             Quirk::LocksWhereTheDatabaseIs,
         ],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "mirror (two local children)",
         open: mirror,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "filter (class=od over local)",
         open: filter,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "diagnostics (over local)",
         open: diagnostics,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "memory (engine: memory)",
         open: memory,
         quirks: &[],
         known_bugs: &[],
+        available: always,
     },
     Backend {
         name: "toc + POSIX over the simulated file system",
         open: simulated,
         quirks: &[],
         known_bugs: &[],
+        available: always,
+    },
+    Backend {
+        name: "s3 (MinIO: engine s3, store s3)",
+        open: s3,
+        quirks: &[],
+        known_bugs: &[],
+        available: minio_built,
+    },
+    Backend {
+        name: "toc + s3 store (MinIO)",
+        open: toc_s3,
+        quirks: &[],
+        known_bugs: &[],
+        available: minio_built,
+    },
+    Backend {
+        name: "dist over two buckets (MinIO)",
+        open: dist_s3,
+        quirks: &[
+            Quirk::RetrieveOrderPerChild,
+            Quirk::FlushPerChild,
+            Quirk::LocksWhereTheDatabaseIs,
+        ],
+        known_bugs: &[],
+        available: minio_built,
     },
 ];
+
+/// The `s3:` section for a fresh bucket of the process's shared MinIO (so cases never share).
+fn s3_section(extra: &str) -> String {
+    let m = Minio::shared("conformance on MinIO").expect("available() checked MinIO is built");
+    format!(
+        "{{endpoint: '{}', bucket: {}, access_key_id: '{}', secret_access_key: '{}'{extra}}}",
+        m.endpoint,
+        fresh_bucket("conformance"),
+        m.access_key,
+        m.secret_key
+    )
+}
+
+/// Catalogue and data in one bucket (under a prefix, as operators share buckets).
+fn s3(_dir: &Path) -> Instance {
+    from_yaml(format!(
+        "{{type: local, engine: s3, store: s3, s3: {}}}",
+        s3_section(", prefix: ops/")
+    ))
+}
+
+/// The toc catalogue on a POSIX root, the fields' bytes in S3.
+fn toc_s3(dir: &Path) -> Instance {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).expect("create a root");
+    from_yaml(format!(
+        "{{type: local, engine: toc, store: s3, spaces: [{{roots: [{{path: {}}}]}}], s3: {}}}",
+        root.display(),
+        s3_section("")
+    ))
+}
+
+/// Two lanes, each a bucket of its own; no grace period, so wipe and purge delete at once.
+fn dist_s3(_dir: &Path) -> Instance {
+    let lane = |id: &str| {
+        format!(
+            "{{id: {id}, type: local, engine: s3, s3: {}}}",
+            s3_section(", grace: 0s")
+        )
+    };
+    from_yaml(format!(
+        "type: dist\nlanes:\n- {}\n- {}\n",
+        lane("a"),
+        lane("b")
+    ))
+}
 
 /// A local config's YAML (one root, created) for nesting under a frontend.
 fn local_yaml(dir: &Path, sub: &str) -> String {

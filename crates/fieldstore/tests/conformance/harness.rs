@@ -53,6 +53,9 @@ fn run_with(case: &str, f: fn(&Env), alone: bool) {
             );
             continue;
         }
+        if !(backend.available)() {
+            continue;
+        }
         let outcome = {
             let _shared;
             let _alone;

@@ -25,6 +25,8 @@ mod errors;
 mod harness;
 mod listing;
 mod masking;
+#[path = "../support/minio.rs"]
+mod minio;
 mod ops;
 mod reader;
 mod retrieve;

@@ -49,6 +49,15 @@ impl FdbConfig {
                             .map_or(String::new(), |n| format!(" named {n}"))
                     )?;
                 }
+                if let Some(c) = &l.s3 {
+                    write!(
+                        s,
+                        ", s3: s3://{}/{} at {}",
+                        c.bucket,
+                        c.prefix.as_deref().unwrap_or(""),
+                        c.endpoint
+                    )?;
+                }
                 if l.actions != Actions::default() {
                     write!(s, ", actions: {}", flags(&l.actions))?;
                 }

@@ -77,6 +77,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         statistics: false,
         fdb_home: None,
         memory: None,
+        s3: None,
     })
 }
 

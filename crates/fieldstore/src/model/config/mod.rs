@@ -87,6 +87,58 @@ pub struct LocalConfig {
     pub fdb_home: Option<PathBuf>,
     /// `engine: memory` only: its `memory:` section (defaults when absent).
     pub memory: Option<MemoryConfig>,
+    /// `engine: s3` or `store: s3`: the `s3:` section (required then, refused otherwise).
+    pub s3: Option<S3Config>,
+}
+
+/// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Config {
+    /// `http(s)://host:port`.
+    pub endpoint: String,
+    pub bucket: String,
+    /// `None`: [`S3Config::DEFAULT_REGION`].
+    pub region: Option<String>,
+    /// Every key lives under it (`ops/`), so one bucket can hold several stores.
+    pub prefix: Option<String>,
+    /// Else `AWS_ACCESS_KEY_ID`, else the credentials file's profile.
+    pub access_key_id: Option<String>,
+    /// Else `AWS_SECRET_ACCESS_KEY`, else the credentials file's profile.
+    pub secret_access_key: Option<String>,
+    /// Section of `~/.aws/credentials` (else `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+    /// A server that ignores `If-None-Match: *` on PUT is refused unless this is set, because
+    /// two writers could then overwrite each other's objects unnoticed.
+    pub allow_unconditional_writes: bool,
+    pub create_bucket: bool,
+    /// Age before garbage or wiped objects are deleted: longer than any writer may take between
+    /// writing an object and committing it.
+    pub grace: std::time::Duration,
+    /// PEM file of extra CA certificates for an `https` endpoint with a private CA (else
+    /// `AWS_CA_BUNDLE`); trusted besides the built-in roots.
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl S3Config {
+    pub const DEFAULT_REGION: &'static str = "us-east-1";
+    pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+    /// A section with the defaults for everything but where the server is.
+    pub fn new(endpoint: impl Into<String>, bucket: impl Into<String>) -> S3Config {
+        S3Config {
+            endpoint: endpoint.into(),
+            bucket: bucket.into(),
+            region: None,
+            prefix: None,
+            access_key_id: None,
+            secret_access_key: None,
+            profile: None,
+            allow_unconditional_writes: false,
+            create_bucket: true,
+            grace: Self::DEFAULT_GRACE,
+            ca_bundle: None,
+        }
+    }
 }
 
 /// The `memory:` section of an `engine: memory` config.
@@ -152,6 +204,9 @@ pub struct RemoteTls {
     pub server_name: Option<String>,
 }
 
+// A config is parsed once per handle, so the size of its largest variant costs nothing, while
+// boxing `Local` would burden every user of the tree.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FdbConfig {
     Local(LocalConfig),

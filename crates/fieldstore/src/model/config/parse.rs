@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::env::{process_env, Env};
 use super::{
     Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
-    Root, SelectLane, Space, HANDLERS, TYPES,
+    Root, S3Config, SelectLane, Space, HANDLERS, TYPES,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -169,6 +169,24 @@ fn parse_size(text: &str) -> Option<u64> {
         num.parse::<u64>().ok()?.checked_mul(factor)?
     };
     (bytes > 0).then_some(bytes)
+}
+
+/// `10m`, `600s`, `1h`, `2d`, `600` (seconds); `None` for junk or overflow. Zero is allowed: a
+/// test store may delete garbage at once.
+fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor: u64 = match unit.trim() {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(
+        num.parse::<u64>().ok()?.checked_mul(factor)?,
+    ))
 }
 
 /// Levenshtein distance, for "did you mean" hints.
@@ -521,6 +539,7 @@ impl Walk<'_> {
                         "statistics",
                         "fdb_home",
                         "memory",
+                        "s3",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -745,25 +764,52 @@ impl Walk<'_> {
         let engine = self
             .string(m, "engine", path)?
             .unwrap_or_else(|| "toc".into());
-        if engine != "toc" && engine != "memory" {
+        if !matches!(engine.as_str(), "toc" | "memory" | "s3") {
             return Err(self.err(
                 &join(path, "engine"),
-                format!("unsupported engine '{engine}' (supported: toc, memory)"),
+                format!("unsupported engine '{engine}' (supported: toc, memory, s3)"),
             ));
         }
         let in_memory = engine == "memory";
+        let default_store = match engine.as_str() {
+            "memory" => "memory",
+            "s3" => "s3",
+            _ => "file",
+        };
         let store = self
             .string(m, "store", path)?
-            .unwrap_or_else(|| if in_memory { "memory" } else { "file" }.into());
+            .unwrap_or_else(|| default_store.into());
         // A catalogue and its store live and die together: a toc catalogue pointing into RAM
-        // would outlive its bytes, a memory catalogue would forget files.
-        let wanted = if in_memory { "memory" } else { "file" };
-        if store != wanted {
+        // would outlive its bytes, a memory catalogue would forget files. A toc catalogue may
+        // keep its fields' bytes in S3, since its entries name the objects.
+        let wanted: &[&str] = match engine.as_str() {
+            "memory" => &["memory"],
+            "s3" => &["s3"],
+            _ => &["file", "s3"],
+        };
+        if !wanted.contains(&store.as_str()) {
             return Err(self.err(
                 &join(path, "store"),
-                format!("unsupported store '{store}' for engine {engine} (supported: {wanted})"),
+                format!(
+                    "unsupported store '{store}' for engine {engine} (supported: {})",
+                    wanted.join(", ")
+                ),
             ));
         }
+        let uses_s3 = engine == "s3" || store == "s3";
+        let s3 = match (m.get("s3"), uses_s3) {
+            (None | Some(Value::Null), true) => {
+                return Err(self.err(
+                    path,
+                    "missing required key 's3' (engine or store s3 needs the server: s3: {endpoint: http://host:9000, bucket: NAME})",
+                ))
+            }
+            (Some(v), true) => Some(self.s3(v, &join(path, "s3"))?),
+            (None | Some(Value::Null), false) => None,
+            (Some(_), false) => {
+                return Err(self.err(&join(path, "s3"), "an s3 section needs engine: s3 or store: s3"))
+            }
+        };
         let memory = match (m.get("memory"), in_memory) {
             (None | Some(Value::Null), true) => Some(MemoryConfig {
                 name: None,
@@ -799,7 +845,7 @@ impl Walk<'_> {
         };
         let spaces_path = join(path, "spaces");
         let spaces = match self.list(m, "spaces", path)? {
-            None if in_memory => Vec::new(),
+            None if in_memory || engine == "s3" => Vec::new(),
             None => {
                 return Err(self.err(
                     path,
@@ -830,6 +876,94 @@ impl Walk<'_> {
             statistics: self.boolean(m, "statistics", path, false)?,
             fdb_home,
             memory,
+            s3,
+        })
+    }
+
+    /// `s3: {endpoint: http://host:9000, bucket: fdb, prefix: ops/, ...}`.
+    fn s3(&self, v: &Value, path: &str) -> Result<S3Config, ConfigError> {
+        let m = self.map(
+            v,
+            path,
+            &[
+                "endpoint",
+                "bucket",
+                "region",
+                "prefix",
+                "access_key_id",
+                "secret_access_key",
+                "profile",
+                "allow_unconditional_writes",
+                "create_bucket",
+                "grace",
+                "ca_bundle",
+            ],
+        )?;
+        let required = |key: &str, example: &str| -> Result<String, ConfigError> {
+            match self.string(m, key, path)? {
+                Some(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+                _ => Err(self.err(path, format!("missing required key '{key}' ({example})"))),
+            }
+        };
+        let endpoint = required("endpoint", "the server's URL, like http://host:9000")?;
+        let scheme_ok = ["http://", "https://"]
+            .iter()
+            .any(|p| endpoint.len() > p.len() && endpoint[..p.len()].eq_ignore_ascii_case(p));
+        if !scheme_ok {
+            return Err(self.err(
+                &join(path, "endpoint"),
+                format!("'{endpoint}' is not an http:// or https:// URL"),
+            ));
+        }
+        let bucket = required("bucket", "the bucket's name")?;
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !valid_bucket {
+            return Err(self.err(
+                &join(path, "bucket"),
+                format!("'{bucket}' is not a bucket name (3 to 63 of a-z, 0-9, '-', '.')"),
+            ));
+        }
+        let prefix = self
+            .string(m, "prefix", path)?
+            .map(|p| p.trim_start_matches('/').to_string())
+            .filter(|p| !p.is_empty())
+            .map(|p| if p.ends_with('/') { p } else { format!("{p}/") });
+        let grace = match self.string(m, "grace", path)? {
+            None => S3Config::DEFAULT_GRACE,
+            Some(g) => parse_duration(&g).ok_or_else(|| {
+                self.err(
+                    &join(path, "grace"),
+                    format!("'{g}' is not a duration like 10m, 600s, 1h or 600 (seconds)"),
+                )
+            })?,
+        };
+        let ca_bundle = match self.string(m, "ca_bundle", path)? {
+            Some(p) => Some(self.path_value(&p, None, &join(path, "ca_bundle"))?),
+            None => None,
+        };
+        let opt = |key: &str| -> Result<Option<String>, ConfigError> {
+            Ok(self.string(m, key, path)?.filter(|s| !s.is_empty()))
+        };
+        Ok(S3Config {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            bucket,
+            region: opt("region")?,
+            prefix,
+            access_key_id: opt("access_key_id")?,
+            secret_access_key: opt("secret_access_key")?,
+            profile: opt("profile")?,
+            allow_unconditional_writes: self.boolean(
+                m,
+                "allow_unconditional_writes",
+                path,
+                false,
+            )?,
+            create_bucket: self.boolean(m, "create_bucket", path, true)?,
+            grace,
+            ca_bundle,
         })
     }
 
@@ -1000,6 +1134,85 @@ mod tests {
             FdbConfig::Local(l) => l,
             other => panic!("not local: {other:?}"),
         }
+    }
+
+    #[test]
+    fn s3_section_with_defaults_and_every_key() {
+        let l = local(
+            parse("engine: s3\ns3: {endpoint: 'http://127.0.0.1:9000/', bucket: fdb}").unwrap(),
+        );
+        assert_eq!((l.engine.as_str(), l.store.as_str()), ("s3", "s3"));
+        assert_eq!(
+            l.s3.unwrap(),
+            S3Config::new("http://127.0.0.1:9000", "fdb"),
+            "defaults, and the trailing slash dropped"
+        );
+        let l = local(
+            parse(
+                "engine: toc\nstore: s3\nspaces: [{roots: [{path: /a}]}]\ns3: {endpoint: https://s3.example, bucket: my.bucket, region: eu-west-1, prefix: /ops, access_key_id: AK, secret_access_key: SK, profile: p, allow_unconditional_writes: yes, create_bucket: false, grace: 1h, ca_bundle: /etc/ca.pem}",
+            )
+            .unwrap(),
+        );
+        let c = l.s3.unwrap();
+        assert_eq!(c.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.prefix.as_deref(), Some("ops/"));
+        assert_eq!(
+            (c.access_key_id.as_deref(), c.secret_access_key.as_deref()),
+            (Some("AK"), Some("SK"))
+        );
+        assert_eq!(c.profile.as_deref(), Some("p"));
+        assert!(c.allow_unconditional_writes && !c.create_bucket);
+        assert_eq!(c.grace, std::time::Duration::from_secs(3600));
+        assert_eq!(c.ca_bundle, Some(PathBuf::from("/etc/ca.pem")));
+    }
+
+    #[test]
+    fn s3_section_errors() {
+        for (text, wanted) in [
+            ("engine: s3", "missing required key 's3'"),
+            (
+                "engine: s3\ns3: {bucket: fdb}",
+                "missing required key 'endpoint'",
+            ),
+            (
+                "engine: s3\ns3: {endpoint: 'host:9000', bucket: fdb}",
+                "s3.endpoint: 'host:9000' is not an http",
+            ),
+            (
+                "engine: s3\ns3: {endpoint: 'http://h', bucket: My_Bucket}",
+                "s3.bucket: 'My_Bucket' is not a bucket name",
+            ),
+            (
+                "engine: s3\ns3: {endpoint: 'http://h', bucket: fdb, grace: soon}",
+                "s3.grace: 'soon' is not a duration",
+            ),
+            (
+                "engine: s3\nstore: file\ns3: {endpoint: 'http://h', bucket: fdb}",
+                "unsupported store 'file' for engine s3",
+            ),
+            (
+                "engine: s3\ns3: {endpoint: 'http://h', bucket: fdb, region2: x}",
+                "unknown key 'region2'",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\ns3: {endpoint: 'http://h', bucket: fdb}",
+                "an s3 section needs engine: s3 or store: s3",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("600"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration(" 2d "), Some(Duration::from_secs(172800)));
+        assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
+        assert_eq!(parse_duration("1.5h"), None);
+        assert_eq!(parse_duration("99999999999999999999d"), None);
     }
 
     #[test]
@@ -1234,7 +1447,7 @@ mod tests {
             ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
             ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
             ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
-            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory)"),
+            ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory, s3)"),
             ("permissions: rw\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: permissions: 'rw' is not an octal file mode like \"0644\""),
             ("type: remote\nhost: h\nport: 99999", "config t.yaml: port: port 99999 is not in 1-65535"),
             ("type: remote\nport: 1", "config t.yaml: missing required key 'host'"),

@@ -1,0 +1,14 @@
+//! S3-compatible object storage (see docs/s3.md): a synchronous client, a catalogue
+//! (`engine: s3`, docs/s3-format.md) and a store keeping fields' bytes in objects.
+
+mod cache;
+mod catalogue;
+pub mod client;
+pub mod credentials;
+mod layout;
+pub mod store;
+mod view;
+
+pub use catalogue::{S3Catalogue, COMPACT_AFTER};
+pub use client::{ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client};
+pub use store::S3Store;
