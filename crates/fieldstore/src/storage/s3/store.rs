@@ -53,7 +53,10 @@ impl S3Store {
     /// names it.
     pub fn data_prefix(db: &DbRef) -> String {
         // The S3 catalogue's ids are URIs: `s3://` would put an empty segment in the key.
-        let id = db.id.split_once("://").map_or(db.id.as_str(), |(_, rest)| rest);
+        let id = db
+            .id
+            .split_once("://")
+            .map_or(db.id.as_str(), |(_, rest)| rest);
         let id = id.trim_matches('/');
         format!("data/{id}/")
     }
