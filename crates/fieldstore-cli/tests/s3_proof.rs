@@ -294,7 +294,7 @@ enum Round {
     },
     /// `fieldstore hammer --mode write` of one member, 5 steps, a flush after each.
     Hammer { member: u32, exited_ok: bool },
-    /// `fieldstore write` of one 12 MB field (a multipart upload on S3), the same one each time:
+    /// `fieldstore write` of one 20 MB field (a multipart upload on S3: parts of 16 MiB), the same one each time:
     /// the killed ones leave parts behind.
     Large { flushed: bool },
 }
@@ -593,10 +593,19 @@ fn kill_nine_rounds_on_s3() {
     s.ok(&["purge", "--all", "--doit", "--ignore-no-data"]);
     let (after, left) = s.garbage();
     let uploads = s.client().abort_stale_uploads("", GRACE).unwrap();
+    let kinds = |keys: &[String]| {
+        let mut m: BTreeMap<&str, usize> = BTreeMap::new();
+        for k in keys {
+            *m.entry(k.split('/').next().unwrap_or("")).or_insert(0) += 1;
+        }
+        m
+    };
     eprintln!(
-        "s3: objects in the bucket before purge {before} ({} unreferenced), after {after} ({} unreferenced); stale multipart uploads left after purge: {uploads}",
+        "s3: objects in the bucket before purge {before} ({} unreferenced: {:?}), after {after} ({} unreferenced: {:?}); stale multipart uploads left after purge: {uploads}",
         garbage.len(),
-        left.len()
+        kinds(&garbage),
+        left.len(),
+        kinds(&left)
     );
     assert!(left.is_empty(), "garbage left after purge: {left:?}");
     assert_eq!(uploads, 0, "purge left stale multipart uploads");
