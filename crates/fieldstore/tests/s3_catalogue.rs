@@ -201,9 +201,21 @@ fn compaction_keeps_masking_exact_and_bounds_the_markers() {
     );
     assert_eq!(get(&cat, &db, "q").as_deref(), Some("q"));
 
-    // Purge drops the masked copies; with no grace the replaced markers go at once.
+    // Purge drops the masked copies, and names the data objects no entry references (a
+    // killed writer's) once older than the grace period (none here) for the store to delete.
+    let orphan = format!(
+        "{}orphan.data",
+        fieldstore::storage::s3::store::S3Store::data_prefix(&db)
+    );
+    c.put(&orphan, b"bytes of a writer killed before its flush")
+        .unwrap();
     let report = cat.purge(&db, true).unwrap();
     assert_eq!(report.masked_fields, n);
+    assert!(
+        report.objects.contains(&"orphan.data".to_string()),
+        "{:?}",
+        report.objects
+    );
     let s = cat.stats(&db).unwrap();
     assert_eq!((s.fields, s.masked), (n as u64 + 2, 0));
     cat.compact(&db).unwrap();
@@ -228,4 +240,113 @@ fn locks_are_objects_beside_the_markers() {
     assert!(!cat.is_locked(&db, "list"));
     cat.set_locked(&db, "archive", false).unwrap();
     assert!(!cat.is_locked(&db, "archive"));
+}
+
+#[test]
+fn concurrent_writers_lose_nothing_and_never_conflict() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=5"), "").unwrap();
+    let (writers, flushes) = (8, 12);
+    // Enough flushes that several writers compact at once, overlapping each other.
+    assert!(writers * flushes > fieldstore::storage::s3::COMPACT_AFTER);
+    let before = c.stats();
+    std::thread::scope(|s| {
+        for w in 0..writers {
+            let cat = S3Catalogue::new(c.clone());
+            let db = db.clone();
+            s.spawn(move || {
+                for f in 0..flushes {
+                    let p = format!("w{w}f{f}");
+                    flush(&cat, &db, &[(&p, &p), ("shared", &p)]).unwrap();
+                }
+            });
+        }
+    });
+    let after = c.stats();
+    assert_eq!(
+        after.conflicts, before.conflicts,
+        "no writer's create met another's"
+    );
+    let s = cat.stats(&db).unwrap();
+    assert_eq!(s.fields, (writers * flushes + 1) as u64);
+    assert_eq!(s.masked, (writers * flushes - 1) as u64);
+    for w in 0..writers {
+        for f in 0..flushes {
+            let p = format!("w{w}f{f}");
+            assert_eq!(get(&cat, &db, &p).as_deref(), Some(p.as_str()));
+        }
+    }
+    // Every reader agrees on the winner of the field all of them wrote.
+    let winner = get(&cat, &db, "shared").unwrap();
+    assert_eq!(
+        get(&S3Catalogue::new(c.clone()), &db, "shared"),
+        Some(winner)
+    );
+}
+
+#[test]
+fn a_wipe_defers_young_objects_and_a_later_purge_deletes_them() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let grace = Duration::from_secs(2);
+    let c = client(m, grace);
+    let cat = S3Catalogue::new(c.clone());
+    let k = key("class=od,expver=6");
+    let db = cat.create(&k, "").unwrap();
+    let data = fieldstore::storage::s3::store::S3Store::data_prefix(&db);
+    c.put(&format!("{data}x.data"), b"bytes").unwrap();
+    flush(&cat, &db, &[("t", "x.data")]).unwrap();
+    let said = cat.wipe(&db, true).unwrap();
+    assert!(
+        said.iter()
+            .any(|s| s.contains("/flush/") && s.contains("deferred")),
+        "{said:?}"
+    );
+    let gen1 = "db/class=od,expver=6/0000000001/";
+    assert_eq!(
+        c.list(gen1).count(),
+        1,
+        "young objects stay for the grace period"
+    );
+
+    std::thread::sleep(grace + Duration::from_millis(200));
+    let db2 = cat.create(&k, "").unwrap();
+    cat.purge(&db2, true).unwrap();
+    assert_eq!(
+        c.list(gen1).count(),
+        0,
+        "the purge deleted the old catalogue objects"
+    );
+    assert_eq!(c.list(&data).count(), 0, "and the old generation's data");
+}
+
+#[test]
+fn compaction_after_flushes_is_size_tiered() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=7"), "").unwrap();
+    let round = fieldstore::storage::s3::COMPACT_AFTER + 1;
+    let mut compactions = Vec::new();
+    for i in 0..3 * round {
+        let p = format!("p{i}");
+        flush(&cat, &db, &[(&p, &p)]).unwrap();
+        if (i + 1) % round == 0 {
+            compactions.push(c.list("db/class=od,expver=7/0000000001/compact/").count());
+        }
+    }
+    // Round 1 makes one; round 2 merges into it (equal size); round 3 leaves it and adds one.
+    assert_eq!(compactions, vec![1, 1, 2]);
+    assert_eq!(cat.stats(&db).unwrap().fields, 3 * round as u64);
+    // An explicit compact merges everything.
+    cat.compact(&db).unwrap();
+    assert_eq!(c.list("db/class=od,expver=7/0000000001/").count(), 1);
+    assert_eq!(get(&cat, &db, "p0").as_deref(), Some("p0"));
 }

@@ -293,6 +293,9 @@ enum Fault {
     LoseFirstCreateAnswer,
     /// `If-None-Match` never reaches MinIO: a server without conditional create.
     StripIfNoneMatch,
+    /// While armed, requests are answered `503 SlowDown` (counted in `dropped`) instead of
+    /// being relayed.
+    SlowDown,
 }
 
 /// A TCP proxy in front of MinIO, one request per connection (it asks both sides to close).
@@ -354,6 +357,16 @@ fn relay(
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     if client.read_exact(&mut body).is_err() {
+        return;
+    }
+    if fault == Fault::SlowDown && armed.load(Ordering::SeqCst) {
+        dropped.fetch_add(1, Ordering::SeqCst);
+        let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+        let answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes());
         return;
     }
     lines.retain(|l| {
@@ -432,6 +445,57 @@ fn a_server_without_conditional_create_is_refused() {
 }
 
 #[test]
+fn throttling_is_retried_with_bounded_backoff() {
+    let Some(server) = minio::Minio::shared("throttling_is_retried_with_bounded_backoff") else {
+        return;
+    };
+    let p = proxy(&server.endpoint, Fault::SlowDown);
+    let c = S3Client::connect(&config(server, &p.endpoint, &minio::fresh_bucket("slow"))).unwrap();
+    // Three refusals, then MinIO again.
+    let disarm = {
+        let (armed, dropped) = (p.armed.clone(), p.dropped.clone());
+        armed.store(true, Ordering::SeqCst);
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while dropped.load(Ordering::SeqCst) < 3 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            armed.store(false, Ordering::SeqCst);
+        })
+    };
+    c.put("k", b"v").unwrap();
+    disarm.join().unwrap();
+    assert_eq!(c.stats().retries, 3, "{:?}", c.stats());
+    assert_eq!(c.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+
+    // Refused for good: reported with the server's code, after bounded attempts.
+    p.armed.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let e = c.get("k").unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(31),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(
+        matches!(
+            e,
+            StorageError::S3 {
+                status: Some(503),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("SlowDown") && msg.contains("10 attempts"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn tls_with_a_private_ca() {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -480,4 +544,45 @@ fn tls_with_a_private_ca() {
     cfg.ca_bundle = Some(not_pem);
     let e = S3Client::connect(&cfg).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+}
+
+#[test]
+fn a_watched_server_stops_when_its_owner_exits() {
+    if minio::Minio::shared("a_watched_server_stops_when_its_owner_exits").is_none() {
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/minio");
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let out = std::process::Command::new(&script)
+        .arg("start")
+        .arg(&dir)
+        .args(["--watch-pid", &owner.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid: i32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
+    assert!(alive(pid));
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (alive(pid) || dir.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!alive(pid), "MinIO {pid} outlived the process it watched");
+    assert!(!dir.exists(), "{} was not deleted", dir.display());
 }

@@ -1555,6 +1555,38 @@ mod tests {
         }
     }
 
+    /// Pairs a YAML config cannot express (the parser refuses them first) are refused here
+    /// too, naming what is allowed; no server is contacted.
+    #[test]
+    fn s3_pairs_are_checked_before_connecting() {
+        let yaml = "spaces: [{roots: [{path: /nonexistent}]}]";
+        let crate::model::config::FdbConfig::Local(mut l) =
+            crate::model::config::from_yaml_str(yaml, "test").unwrap()
+        else {
+            panic!("a local config");
+        };
+        l.s3 = Some(crate::model::config::S3Config::new(
+            "http://127.0.0.1:1",
+            "fields",
+        ));
+        let err = |engine: &str, store: &str| {
+            let mut c = l.clone();
+            c.engine = engine.into();
+            c.store = store.into();
+            match LocalFdb::new(c) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{engine}/{store} opened"),
+            }
+        };
+        let e = err("s3", "file");
+        assert!(
+            e.contains("engine 's3' with store 'file' is refused"),
+            "{e}"
+        );
+        let e = err("memory", "s3");
+        assert!(e.contains("s3 with s3") && e.contains("toc with s3"), "{e}");
+    }
+
     /// Archives t/u on levels 1000/500, steps 0/6/12, members 1/2 (enfo, pf) on `date`.
     fn ensemble(f: &LocalFdb, date: &str) {
         for step in ["0", "6", "12"] {

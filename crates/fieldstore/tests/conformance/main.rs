@@ -7,7 +7,10 @@
 //! `Backend { name: "memory", open: |dir| from_yaml(format!("{{engine: memory, ...}}")), .. }`
 //! (handles of a store that lives in one process must share it: hand out clones of one `Arc`).
 //!
-//! Run: `cargo test -p fieldstore --test conformance` (debug is fine; about 25 s). Where a store legitimately behaves differently (a `select` retrieves lane by
+//! Run: `cargo test -p fieldstore --test conformance` (debug is fine; under a minute). The S3
+//! backends run on one MinIO per test process, a fresh bucket per case; without a MinIO binary
+//! (`scripts/minio install`) they print `SKIP` and are left out, and under `CI=true` they fail.
+//! Where a store legitimately behaves differently (a `select` retrieves lane by
 //! lane), the entry names the [`backends::Quirk`] and the case checks the weaker promise
 //! explicitly. A case that fails on one backend because of a real bug stays in the suite: the
 //! entry lists it in `known_bugs` with the reason, and the run prints it loudly instead of

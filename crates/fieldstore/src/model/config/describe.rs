@@ -230,4 +230,19 @@ select (3 lanes)
             "local (engine toc, store file), schema: built-in default, actions: archive,wipe\n"
         ));
     }
+
+    #[test]
+    fn the_s3_section_names_the_bucket_and_server() {
+        let c = from_yaml_str_with(
+            "engine: s3\ns3: {endpoint: 'http://h:9000', bucket: fdb, prefix: ops}",
+            "t",
+            None,
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.describe(),
+            "local (engine s3, store s3), schema: built-in default, s3: s3://fdb/ops/ at http://h:9000\n"
+        );
+    }
 }

@@ -92,7 +92,7 @@ pub struct LocalConfig {
 }
 
 /// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct S3Config {
     /// `http(s)://host:port`.
     pub endpoint: String,
@@ -117,6 +117,31 @@ pub struct S3Config {
     /// PEM file of extra CA certificates for an `https` endpoint with a private CA (else
     /// `AWS_CA_BUNDLE`); trusted besides the built-in roots.
     pub ca_bundle: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for S3Config {
+    /// Never prints the secret key: configs end up in logs and error reports.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("prefix", &self.prefix)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("profile", &self.profile)
+            .field(
+                "allow_unconditional_writes",
+                &self.allow_unconditional_writes,
+            )
+            .field("create_bucket", &self.create_bucket)
+            .field("grace", &self.grace)
+            .field("ca_bundle", &self.ca_bundle)
+            .finish()
+    }
 }
 
 impl S3Config {

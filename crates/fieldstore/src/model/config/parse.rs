@@ -1164,6 +1164,8 @@ mod tests {
         assert!(c.allow_unconditional_writes && !c.create_bucket);
         assert_eq!(c.grace, std::time::Duration::from_secs(3600));
         assert_eq!(c.ca_bundle, Some(PathBuf::from("/etc/ca.pem")));
+        let debug = format!("{c:?}");
+        assert!(debug.contains("AK") && !debug.contains("SK"), "{debug}");
     }
 
     #[test]

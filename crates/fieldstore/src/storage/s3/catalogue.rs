@@ -10,8 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use super::cache;
 use super::client::{Created, ObjectMeta, S3Client};
-use super::layout::{self, Body, DbObject, Entry, GenObject, Generation, IndexBody, FORMAT};
+use super::layout::{self, Body, DbObject, GenObject, Generation, FORMAT};
+use super::store::S3Store;
 use super::view::{self, Source, View};
+use super::writer::S3CatalogueWriter;
 use crate::model::Key;
 use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
@@ -31,40 +33,40 @@ const RELIST: usize = 5;
 const PARALLEL_GETS: usize = 8;
 
 pub struct S3Catalogue {
-    client: S3Client,
+    pub(super) client: S3Client,
 }
 
 /// One generation of one database, as its DbRef names it.
 #[derive(Debug, Clone)]
-struct Gen {
-    name: String,
-    gen: u64,
+pub(super) struct Gen {
+    pub(super) name: String,
+    pub(super) gen: u64,
 }
 
 impl Gen {
-    fn prefix(&self) -> String {
+    pub(super) fn prefix(&self) -> String {
         layout::db_prefix(&self.name, self.gen)
     }
 }
 
 /// What one LIST of a generation's prefix shows.
 #[derive(Default)]
-struct Listing {
-    flushes: Vec<ObjectMeta>,
-    compactions: Vec<ObjectMeta>,
-    locks: Vec<String>,
-    all: Vec<ObjectMeta>,
+pub(super) struct Listing {
+    pub(super) flushes: Vec<ObjectMeta>,
+    pub(super) compactions: Vec<ObjectMeta>,
+    pub(super) locks: Vec<String>,
+    pub(super) all: Vec<ObjectMeta>,
 }
 
 /// The live sources of a generation and what their listing showed.
-struct Loaded {
-    listing: Listing,
-    sources: Vec<Source>,
+pub(super) struct Loaded {
+    pub(super) listing: Listing,
+    pub(super) sources: Vec<Source>,
     /// Markers that failed their checksum or did not parse: (uri, why).
-    damaged: Vec<(String, String)>,
+    pub(super) damaged: Vec<(String, String)>,
 }
 
-fn now_secs() -> u64 {
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -77,7 +79,7 @@ fn now_micros() -> u64 {
 }
 
 /// Ranks this process hands out are strictly increasing even if the clock steps back.
-fn next_micros(at_least: u64) -> u64 {
+pub(super) fn next_micros(at_least: u64) -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let want = now_micros().max(at_least);
     let mut last = LAST.load(Ordering::SeqCst);
@@ -91,17 +93,17 @@ fn next_micros(at_least: u64) -> u64 {
 }
 
 /// This process's writer id (part of every rank and stamp) and a nonce per body.
-fn writer_id() -> &'static str {
+pub(super) fn writer_id() -> &'static str {
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ID.get_or_init(crate::storage::names::unique_name)
 }
 
-fn stamp() -> String {
+pub(super) fn stamp() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     format!("{}#{}", writer_id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-fn older_than(m: &ObjectMeta, grace: Duration) -> bool {
+pub(super) fn older_than(m: &ObjectMeta, grace: Duration) -> bool {
     SystemTime::now()
         .duration_since(m.last_modified)
         .is_ok_and(|age| age >= grace)
@@ -112,7 +114,7 @@ impl S3Catalogue {
         S3Catalogue { client }
     }
 
-    fn corrupt(&self, key: &str, detail: impl Into<String>) -> StorageError {
+    pub(super) fn corrupt(&self, key: &str, detail: impl Into<String>) -> StorageError {
         StorageError::Corrupt {
             path: PathBuf::from(self.client.uri(key)),
             offset: 0,
@@ -121,22 +123,24 @@ impl S3Catalogue {
     }
 
     /// Bodies are cached by server and URI: two servers may have equal bucket names.
-    fn cache_key(&self, key: &str) -> String {
+    pub(super) fn cache_key(&self, key: &str) -> String {
         format!("{} {}", self.client.describe(), key)
     }
 
-    fn db_ref(&self, key: Key, g: &Gen) -> DbRef {
-        let prefix = g.prefix();
-        let id = self.client.uri(prefix.trim_end_matches('/'));
-        DbRef { key, id }
+    /// The id is `<name>/<gen>`: the S3 store keeps the generation's bytes under
+    /// `data/<name>/<gen>/`, so a database made again after a wipe never meets the old bytes.
+    pub(super) fn db_ref(&self, key: Key, g: &Gen) -> DbRef {
+        DbRef {
+            key,
+            id: format!("{}/{}", g.name, layout::gen_str(g.gen)),
+        }
     }
 
     /// The generation a DbRef names (made by [`S3Catalogue::db_ref`]).
-    fn gen_of(&self, db: &DbRef) -> Result<Gen, StorageError> {
-        let base = self.client.uri("db/");
+    pub(super) fn gen_of(&self, db: &DbRef) -> Result<Gen, StorageError> {
         db.id
-            .strip_prefix(&base)
-            .and_then(|rest| rest.rsplit_once('/'))
+            .split_once('/')
+            .filter(|(name, _)| layout::db_key(name).is_some())
             .and_then(|(name, g)| Some((name, g.parse::<u64>().ok()?)))
             .map(|(name, gen)| Gen {
                 name: name.to_string(),
@@ -153,7 +157,7 @@ impl S3Catalogue {
     }
 
     /// The live generation of a database name (if any) and the highest generation ever made.
-    fn generations(&self, name: &str) -> Result<(Option<u64>, u64), StorageError> {
+    pub(super) fn generations(&self, name: &str) -> Result<(Option<u64>, u64), StorageError> {
         let mut made = BTreeSet::new();
         let mut wiped = BTreeSet::new();
         for m in self.client.list(&layout::gens_prefix(name)) {
@@ -174,7 +178,7 @@ impl S3Catalogue {
         Ok((live.filter(|&g| g == max), max))
     }
 
-    fn list_gen(&self, g: &Gen) -> Result<Listing, StorageError> {
+    pub(super) fn list_gen(&self, g: &Gen) -> Result<Listing, StorageError> {
         let prefix = g.prefix();
         let mut l = Listing::default();
         for m in self.client.list(&prefix) {
@@ -198,7 +202,10 @@ impl S3Catalogue {
     }
 
     /// An immutable body, from the process cache or one GET; `Ok(None)` when it is gone.
-    fn body(&self, key: &str) -> Result<Option<Result<Arc<Body>, String>>, StorageError> {
+    pub(super) fn body(
+        &self,
+        key: &str,
+    ) -> Result<Option<Result<Arc<Body>, String>>, StorageError> {
         let uri = self.cache_key(key);
         if let Some(b) = cache::get(&uri) {
             return Ok(Some(Ok(b)));
@@ -215,7 +222,7 @@ impl S3Catalogue {
 
     /// Lists the generation and reads every live source; re-lists when a listed object was
     /// deleted meanwhile (a compaction's clean-up).
-    fn load(&self, g: &Gen) -> Result<Loaded, StorageError> {
+    pub(super) fn load(&self, g: &Gen) -> Result<Loaded, StorageError> {
         let prefix = g.prefix();
         'relist: for _ in 0..RELIST {
             let listing = self.list_gen(g)?;
@@ -274,7 +281,7 @@ impl S3Catalogue {
 
     /// GETs several bodies at once (a cold reader's markers), in order.
     #[allow(clippy::type_complexity)]
-    fn bodies(
+    pub(super) fn bodies(
         &self,
         prefix: &str,
         names: &[String],
@@ -311,129 +318,13 @@ impl S3Catalogue {
         Ok(out)
     }
 
-    fn key_of(&self, name: &str, g: u64) -> Result<Key, StorageError> {
+    pub(super) fn key_of(&self, name: &str, g: u64) -> Result<Key, StorageError> {
         layout::db_key(name).ok_or_else(|| {
             self.corrupt(
                 &layout::gen_key(name, g),
                 "its name is not a database key this version wrote",
             )
         })
-    }
-
-    /// Writes a compaction of the loaded sources (masked copies dropped when `purge`).
-    fn write_compaction(
-        &self,
-        g: &Gen,
-        loaded: &Loaded,
-        view: &View,
-        purge: bool,
-    ) -> Result<(String, usize, Vec<FieldRef>), StorageError> {
-        let (indexes, masked) = view.merged(purge);
-        let mut covers = BTreeSet::new();
-        let mut supersedes = Vec::new();
-        for s in &loaded.sources {
-            if s.rank.is_some() {
-                covers.insert(s.name.clone());
-            } else {
-                supersedes.push(s.name.clone());
-                covers.extend(s.body.covers.iter().cloned());
-            }
-        }
-        let entries = indexes.iter().map(|i| i.entries.len()).sum();
-        let body = Body {
-            format: FORMAT,
-            stamp: stamp(),
-            created: now_secs(),
-            covers: covers.into_iter().collect(),
-            supersedes,
-            indexes,
-        };
-        // Named after everything it holds, so a writer ranking after it ranks after them.
-        let newest = loaded
-            .sources
-            .iter()
-            .filter_map(|s| {
-                s.name
-                    .split_once('/')
-                    .and_then(|(_, r)| layout::rank_micros(r))
-            })
-            .max()
-            .map_or(0, |m| m + 1);
-        let name = format!(
-            "compact/{}",
-            layout::rank(next_micros(newest), writer_id(), 0)
-        );
-        let key = format!("{}{name}", g.prefix());
-        match self.client.create(&key, &layout::encode(&body))? {
-            Created::New => Ok((name, entries, masked)),
-            Created::Existed(_) => Err(self.corrupt(
-                &key,
-                "a compaction of this name exists already (two processes with the same writer id?)",
-            )),
-        }
-    }
-
-    /// Deletes markers and compactions a compaction older than the grace period replaced:
-    /// every reader that listed them has had time to read them.
-    fn collect_garbage(&self, g: &Gen, listing: &Listing) -> Result<usize, StorageError> {
-        let prefix = g.prefix();
-        let grace = self.client.grace();
-        let mut doomed = Vec::new();
-        for c in &listing.compactions {
-            if !older_than(c, grace) {
-                continue;
-            }
-            let Some(Ok(b)) = self.body(&format!("{prefix}{}", c.key))? else {
-                continue;
-            };
-            doomed.extend(b.covers.iter().map(|n| format!("{prefix}{n}")));
-            doomed.extend(b.supersedes.iter().map(|n| format!("{prefix}{n}")));
-        }
-        let present: BTreeSet<&str> = listing.all.iter().map(|m| m.key.as_str()).collect();
-        doomed.retain(|k| present.contains(k.as_str()));
-        doomed.sort();
-        doomed.dedup();
-        if !doomed.is_empty() {
-            self.client.delete_many(&doomed)?;
-        }
-        Ok(doomed.len())
-    }
-
-    /// Deletes what wiped generations of this database left (once older than the grace
-    /// period); returns the URIs deleted and those deferred.
-    fn clean_wiped(
-        &self,
-        name: &str,
-        doit: bool,
-    ) -> Result<(Vec<String>, Vec<String>), StorageError> {
-        let mut wiped = BTreeSet::new();
-        for m in self.client.list(&layout::gens_prefix(name)) {
-            if let Some((_, GenObject::Tombstone(g))) = layout::parse_gen_key(&m?.key) {
-                wiped.insert(g);
-            }
-        }
-        let mut gone = Vec::new();
-        let mut deferred = Vec::new();
-        for gen in wiped {
-            let g = Gen {
-                name: name.to_string(),
-                gen,
-            };
-            let mut doomed = Vec::new();
-            for m in self.client.list(&g.prefix()) {
-                let m = m?;
-                if older_than(&m, self.client.grace()) {
-                    doomed.push(m.key);
-                } else {
-                    deferred.push(self.client.uri(&m.key));
-                }
-            }
-            gone.extend(doomed.iter().map(|k| self.client.uri(k)));
-            if doit && !doomed.is_empty() {
-                self.client.delete_many(&doomed)?;
-            }
-        }
-        Ok((gone, deferred))
     }
 }
 
@@ -579,7 +470,7 @@ impl Catalogue for S3Catalogue {
             self.client.create(&tomb, stamp().as_bytes())?;
         }
         let (gone, deferred) = if doit {
-            self.clean_wiped(&g.name, true)?
+            self.clean_wiped(&g.name, true, Some(g.gen))?
         } else {
             let names = self
                 .client
@@ -619,16 +510,37 @@ impl Catalogue for S3Catalogue {
                 }
             }
         }
+        // Data objects no entry references (a killed writer's, or a flush that failed), once
+        // older than the grace period: younger ones may belong to a flush still committing.
+        // Skipped while a marker is unreadable, since its references are unknown.
+        let data = S3Store::data_prefix(db);
+        let grace = self.client.grace();
+        if loaded.damaged.is_empty() {
+            let referenced: BTreeSet<&str> = view.all().map(|(f, _)| f.object.as_str()).collect();
+            for m in self.client.list(&data) {
+                let m = m?;
+                let rel = m.key.strip_prefix(&data).unwrap_or(&m.key);
+                if !referenced.contains(rel) && older_than(&m, grace) {
+                    dead.insert(rel.to_string());
+                }
+            }
+        }
         report.objects = dead.into_iter().collect();
         if report.masked_fields > 0 {
             report.indexes = loaded.sources.iter().map(|s| s.name.clone()).collect();
         }
         if doit {
-            if report.masked_fields > 0 {
-                self.write_compaction(&g, &loaded, &view, true)?;
-            }
-            self.collect_garbage(&g, &loaded.listing)?;
-            self.clean_wiped(&g.name, true)?;
+            let new = if report.masked_fields > 0 {
+                Some(
+                    self.write_compaction(&g, &loaded.listing, &loaded.sources, &view, true)?
+                        .1,
+                )
+            } else {
+                None
+            };
+            self.collect_garbage(&g, &loaded.listing, new.as_ref())?;
+            self.clean_wiped(&g.name, true, None)?;
+            self.client.abort_stale_uploads(&data, grace)?;
         }
         Ok(report)
     }
@@ -721,147 +633,7 @@ impl Catalogue for S3Catalogue {
     }
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
-        let g = self.gen_of(db)?;
-        let loaded = self.load(&g)?;
-        let mut report = CompactReport::default();
-        if loaded.sources.len() > 1 {
-            let view = View::build(&loaded.sources);
-            let (_, entries, _) = self.write_compaction(&g, &loaded, &view, false)?;
-            report.merged_indexes = loaded.sources.len();
-            report.new_indexes = 1;
-            report.entries = entries;
-        }
-        self.collect_garbage(&g, &loaded.listing)?;
-        Ok(report)
-    }
-}
-
-struct Pending {
-    keywords: Vec<String>,
-    entries: BTreeMap<Vec<String>, FieldRef>,
-    axes: BTreeMap<String, BTreeSet<String>>,
-}
-
-struct S3CatalogueWriter {
-    cat: S3Catalogue,
-    gen: Gen,
-    db: DbRef,
-    pending: BTreeMap<Key, Pending>,
-    seq: u64,
-}
-
-impl CatalogueWriter for S3CatalogueWriter {
-    fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError> {
-        let p = self
-            .pending
-            .entry(index.clone())
-            .or_insert_with(|| Pending {
-                keywords: datum.keywords().map(str::to_string).collect(),
-                entries: BTreeMap::new(),
-                axes: BTreeMap::new(),
-            });
-        let values: Vec<String> = p
-            .keywords
-            .iter()
-            .map(|k| datum.get(k).unwrap_or("").to_string())
-            .collect();
-        for (k, v) in p.keywords.iter().zip(&values) {
-            if !p.axes.get(k).is_some_and(|s| s.contains(v)) {
-                p.axes.entry(k.clone()).or_default().insert(v.clone());
-            }
-        }
-        p.entries.insert(values, field);
-        Ok(())
-    }
-
-    fn is_dirty(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// One create-only marker: its appearance is the commit. The rank is after every marker
-    /// the listing just showed, so a flush that starts after another returned masks it
-    /// whatever the machines' clocks say.
-    fn commit(&mut self) -> Result<usize, StorageError> {
-        if self.pending.is_empty() {
-            return Ok(0);
-        }
-        let c = &self.cat;
-        let prefix = self.gen.prefix();
-        let listing = c.list_gen(&self.gen)?;
-        let seen = listing
-            .flushes
-            .iter()
-            .chain(&listing.compactions)
-            .filter_map(|f| {
-                f.key
-                    .split_once('/')
-                    .and_then(|(_, r)| layout::rank_micros(r))
-            })
-            .max()
-            .map_or(0, |m| m + 1);
-        let mut compactions = Vec::new();
-        for m in &listing.compactions {
-            if let Some(Ok(b)) = c.body(&format!("{prefix}{}", m.key))? {
-                compactions.push((m.key.clone(), b));
-            }
-        }
-        let names: Vec<String> = listing.flushes.iter().map(|f| f.key.clone()).collect();
-        let (live_flushes, _) = view::live(&names, &compactions);
-
-        let indexes = std::mem::take(&mut self.pending)
-            .into_iter()
-            .map(|(key, p)| IndexBody {
-                key,
-                keywords: p.keywords,
-                axes: p.axes,
-                entries: p
-                    .entries
-                    .into_iter()
-                    .map(|(values, f)| Entry {
-                        values,
-                        object: f.object,
-                        offset: f.offset,
-                        length: f.length,
-                        checksum: f.checksum,
-                        rank: None,
-                    })
-                    .collect(),
-            })
-            .collect();
-        let body = Body {
-            format: FORMAT,
-            stamp: stamp(),
-            created: now_secs(),
-            covers: Vec::new(),
-            supersedes: Vec::new(),
-            indexes,
-        };
-        self.seq += 1;
-        let rank = layout::rank(next_micros(seen), writer_id(), self.seq);
-        let key = format!("{prefix}{}", DbObject::Flush(rank).rel());
-        let bytes = layout::encode(&body);
-        if let Created::Existed(_) = c.client.create(&key, &bytes)? {
-            return Err(c.corrupt(&key, "a flush marker of this rank exists already (two processes with the same writer id?)"));
-        }
-        cache::put(c.cache_key(&key), Arc::new(body));
-        // A wipe that came before the marker took the generation: the flush went with it.
-        if c.client
-            .head(&layout::tombstone_key(&self.gen.name, self.gen.gen))?
-            .is_some()
-        {
-            return Err(StorageError::Wiped {
-                db: PathBuf::from(&self.db.id),
-            });
-        }
-        let live = live_flushes.len() + 1;
-        if live > COMPACT_AFTER {
-            // Compaction only makes reads cheaper: a failure leaves the flush committed.
-            if let Err(e) = c.compact(&self.db) {
-                tracing::warn!("compaction of {} after a flush failed: {e}", self.db.id);
-            }
-            return Ok(1);
-        }
-        Ok(live)
+        self.compact_some(db, true)
     }
 }
 

@@ -213,6 +213,7 @@ impl S3Client {
                 .timeout_recv_response(Some(Duration::from_secs(120)))
                 .timeout_per_read(Some(Duration::from_secs(120)))
                 .timeout_per_write(Some(Duration::from_secs(120)))
+                .max_idle_connections(32)
                 .max_idle_connections_per_host(32)
                 .tls_config(tls_config(cfg)?)
                 .user_agent(format!("fieldstore/{}", env!("CARGO_PKG_VERSION")))
@@ -765,7 +766,7 @@ impl S3Client {
         }
         Err(StorageError::S3Unsupported {
             endpoint: self.inner.endpoint.clone(),
-            detail: "it ignores If-None-Match: * on PUT (a second create-only PUT of one key succeeded), so concurrent writers could overwrite each other unnoticed; use a server with conditional writes (AWS S3, MinIO, Ceph RGW >= 18), or set s3.allow_unconditional_writes: true if only one writer ever writes".into(),
+            detail: "it ignores If-None-Match: * on PUT (a second create-only PUT of one key succeeded), so concurrent writers could overwrite each other unnoticed; use a server with conditional writes (AWS S3, MinIO), or set s3.allow_unconditional_writes: true if only one writer ever writes".into(),
         })
     }
 
@@ -1346,6 +1347,13 @@ mod tests {
             source: "test".into(),
         };
         S3Client::with_keys(&cfg, keys).unwrap()
+    }
+
+    #[test]
+    fn clients_are_shared_between_threads() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        shareable::<S3Client>();
+        shareable::<Multipart>();
     }
 
     #[test]

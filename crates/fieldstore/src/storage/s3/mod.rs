@@ -6,8 +6,10 @@ mod catalogue;
 pub mod client;
 pub mod credentials;
 mod layout;
+mod maintenance;
 pub mod store;
 mod view;
+mod writer;
 
 pub use catalogue::{S3Catalogue, COMPACT_AFTER};
 pub use client::{

@@ -19,8 +19,10 @@ pub const DEFAULT_PART_SIZE: usize = 16 << 20;
 const MIN_PART_SIZE: usize = 5 << 20;
 /// Parts in flight per writer: enough to keep a link busy, bounded in memory.
 const PARTS_IN_FLIGHT: usize = 4;
-/// The read-ahead window never grows past this.
-const MAX_READ_AHEAD: usize = 8 << 20;
+/// The read-ahead window never grows past this: a retrieve read in small pieces holds at most
+/// this much (the conformance suite bounds a streamed retrieve's heap growth); a caller asking
+/// for more at once gets one GET of that size.
+const MAX_READ_AHEAD: usize = 512 << 10;
 /// A read this close after the window's end still counts as sequential (skipped fields).
 const SEQUENTIAL_SLACK: u64 = 64 << 10;
 
@@ -119,16 +121,35 @@ impl Store for S3Store {
         self.client.uri(&Self::key(db, object))
     }
 
+    /// Objects younger than the grace period stay (a reader that opened before the wipe may
+    /// still be streaming them) and are reported deferred: a later wipe or purge deletes them.
     fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
-        let keys: Vec<String> = self
-            .client
-            .list(&Self::data_prefix(db))
-            .map(|m| m.map(|m| m.key))
-            .collect::<Result<_, _>>()?;
-        if doit {
-            self.client.delete_many(&keys)?;
+        let grace = self.client.grace();
+        let (mut old, mut young) = (Vec::new(), Vec::new());
+        for m in self.client.list(&Self::data_prefix(db)) {
+            let m = m?;
+            let aged = std::time::SystemTime::now()
+                .duration_since(m.last_modified)
+                .is_ok_and(|age| age >= grace);
+            if aged {
+                old.push(m.key)
+            } else {
+                young.push(m.key)
+            }
         }
-        Ok(keys.iter().map(|k| self.client.uri(k)).collect())
+        if doit {
+            self.client.delete_many(&old)?;
+        }
+        old.sort();
+        young.sort();
+        let mut out: Vec<String> = old.iter().map(|k| self.client.uri(k)).collect();
+        out.extend(young.iter().map(|k| {
+            format!(
+                "{} (deferred: younger than the grace period; a later wipe or purge deletes it)",
+                self.client.uri(k)
+            )
+        }));
+        Ok(out)
     }
 
     /// Objects are immutable and never shared between writers, so an unreferenced one can go.
@@ -319,7 +340,7 @@ struct Window {
 }
 
 /// An object opened for reads, with a read-ahead window: the first GET asks for what the
-/// caller wants, each read that follows on grows the next GET (doubling, up to 8 MiB), and a
+/// caller wants, each read that follows on grows the next GET (doubling, up to 512 KiB), and a
 /// read elsewhere starts small again.
 struct S3Object {
     client: S3Client,
@@ -351,6 +372,8 @@ impl ObjectReader for S3Object {
             } else {
                 want
             };
+            // The old window goes first, so only one is held at a time.
+            w.data = Vec::new();
             let mut data = vec![0u8; size];
             let n = self.client.get_range(&self.key, pos, &mut data)?;
             data.truncate(n);
