@@ -594,9 +594,10 @@ fn kill_nine_rounds_on_s3() {
     let (after, left) = s.garbage();
     let uploads = s.client().abort_stale_uploads("", GRACE).unwrap();
     let kinds = |keys: &[String]| {
-        let mut m: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
         for k in keys {
-            *m.entry(k.split('/').next().unwrap_or("")).or_insert(0) += 1;
+            *m.entry(k.split('/').next().unwrap_or("").to_string())
+                .or_insert(0) += 1;
         }
         m
     };
