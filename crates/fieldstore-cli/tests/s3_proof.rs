@@ -332,7 +332,7 @@ fn start_round(s: &Store, round: u32, expver: &str) -> (Child, Round) {
             .spawn()
             .unwrap();
         (child, Round::Large { flushed: false })
-    } else if round % 2 == 0 {
+    } else if round.is_multiple_of(2) {
         let first = round * 5;
         let steps: Vec<String> = (first..first + 5).map(|k| k.to_string()).collect();
         let file = s.sample(&format!("r{round}.grib"), expver, &steps.join("/"), 200);
