@@ -733,6 +733,24 @@ impl S3Client {
 
     /// Two create-only PUTs of one fresh key: the second must be refused (412), or the server
     /// ignores `If-None-Match` and concurrent writers could overwrite each other unnoticed.
+    /// Probes of processes killed between their PUT and DELETE: nothing else would ever delete
+    /// them. Best effort, once per process: a failure here changes nothing the caller asked for.
+    fn delete_stale_probes(&self) {
+        let now = SystemTime::now();
+        let stale: Vec<String> = self
+            .list(".fieldstore-probe/")
+            .filter_map(Result::ok)
+            .filter(|m| {
+                now.duration_since(m.last_modified)
+                    .is_ok_and(|age| age >= self.inner.grace)
+            })
+            .map(|m| m.key)
+            .collect();
+        if !stale.is_empty() {
+            let _ = self.delete_many(&stale);
+        }
+    }
+
     fn probe_conditional_create(&self, allow_unconditional: bool) -> Result<(), StorageError> {
         let id = (
             self.inner.endpoint.clone(),
@@ -747,6 +765,7 @@ impl S3Client {
                 self.put_if_absent("probe conditional create", &key, b"probe")?;
                 let second = self.put_if_absent("probe conditional create", &key, b"probe")?;
                 self.delete(&key)?;
+                self.delete_stale_probes();
                 let supported = !second;
                 if let Ok(mut m) = probed().lock() {
                     m.insert(id, supported);
