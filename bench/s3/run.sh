@@ -94,6 +94,28 @@ measure large
 table small "$(( ($SMALL + 3) / 4 * 4 ))" "$(stat -c %s "$work/small.grib")"
 table large "$(( ($LARGE + 3) / 4 * 4 ))" "$(stat -c %s "$work/large.grib")"
 
+# The same small archive through the library with the keys known (as a model writing through
+# the API does: no GRIB decoding), one flush: hammer --mode write. Fields/s of archive+flush.
+hsteps=$(( (SMALL + 39) / 40 ))
+for r in $(seq 1 "$R"); do
+  s3cfg "keys-$r/" > "$work/s3.yaml"
+  tocfg "$work/root-keys-$r" > "$work/toc.yaml"
+  for sys in s3 toc; do
+    "$fs" --config "$work/$sys.yaml" hammer --mode write --steps "$hsteps" --levels 10 --params 4 \
+      --points "${POINTS:-1000}" --flush-every 0 --json > "$work/hk.json"
+    jq -r '.fields / ([.phases[].wall_s] | max)' "$work/hk.json" >> "$work/keys.$sys"
+  done
+  rm -rf "$work/root-keys-$r"
+done
+loop=$(stats "$work/small.write.limit" | cut -d' ' -f1)
+read -r ks _ <<<"$(stats "$work/keys.s3")"
+read -r kt _ <<<"$(stats "$work/keys.toc")"
+loopfs=$(echo "$(( hsteps * 40 )) / $loop" | bc)
+echo "| small, keys known: $((hsteps * 40)) fields, one flush (hammer --mode write) | S3 plain PUT loop | fieldstore on S3 | fieldstore on toc | S3 / loop |"
+echo "| --- | --- | --- | --- | --- |"
+echo "| archive+flush, fields/s (median of $R) | $loopfs | ${ks%.*} | ${kt%.*} | $(echo "scale=1; $ks / $loopfs" | bc)x |"
+echo
+
 # Freshness: one field a flush, steps 0..FLUSHES-1, expver frsh.
 "$fs" sample --out "$work/fresh.grib" --params t --levels 1000 --expver frsh --steps "$(seq -s/ 0 $((FLUSHES - 1)))" --points 1000 2>/dev/null
 s3cfg "fresh/" > "$work/s3.yaml"
