@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 /// The names `scripts/install-fdb-tools` installs, in its order.
-pub const TOOLS: [&str; 16] = [
+pub const TOOLS: [&str; 17] = [
     "fdb-write",
     "fdb-read",
     "fdb-list",
@@ -25,6 +25,7 @@ pub const TOOLS: [&str; 16] = [
     "fdb-lock",
     "fdb-unlock",
     "fdb-status",
+    "fdb-move",
 ];
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -192,6 +193,17 @@ fn spec(tool: &str) -> Option<Spec> {
             "",
         ),
         "fdb-schema" | "fdb-server" => (&[], false, ""),
+        "fdb-move" => (
+            &[
+                ("dest", V),
+                ("keep", S),
+                ("delay", V),
+                ("transport", V),
+                ("threads", V),
+            ],
+            false,
+            "",
+        ),
         _ => return None,
     };
     let mut flags = vec![("config", V)];
@@ -394,6 +406,8 @@ pub fn plan(tool: &str, argv: &[String]) -> Result<Plan, FdbNameError> {
     Ok(plan)
 }
 
+const MOVE_USAGE: &str = "fdb-move --dest=ROOT [--keep] [--delay=SECONDS] [--threads=N] request";
+
 /// The `fieldstore` command lines (program name first) an FDB5 tool call stands for.
 fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameError> {
     let spec = spec(tool).ok_or_else(|| FdbNameError::UnknownTool { name: tool.into() })?;
@@ -550,6 +564,51 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
             together(per_request(extra.clone())?, extra)
         }
         "fdb-info" => Ok(vec![line(vec![])]),
+        "fdb-move" => {
+            p.unsupported(
+                "transport",
+                "fieldstore moves in one process (no MPI transport)",
+            )?;
+            if let Some(t) = p.value("threads") {
+                // As FDB5 checks it; the copy itself is one stream per database.
+                if !t.parse::<u32>().is_ok_and(|n| (1..=256).contains(&n)) {
+                    return Err(p.usage(
+                        "Unsupported number of threads. please specify a value between 1 and 256"
+                            .into(),
+                        MOVE_USAGE,
+                    ));
+                }
+            }
+            let Some(dest) = p.value("dest").filter(|d| !d.is_empty()) else {
+                return Err(p.usage("No destination root specified.".into(), MOVE_USAGE));
+            };
+            if p.on("all") || p.args.len() != 1 {
+                return Err(p.usage(
+                    "give exactly one request naming a single database (Move ALL not supported)"
+                        .into(),
+                    MOVE_USAGE,
+                ));
+            }
+            let request = &p.args[0];
+            if let Some((k, v)) = request
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(_, v)| v.contains('/'))
+            {
+                return Err(p.usage(
+                    format!("Move requires a single value for each parameter in the request. Parameter {k}={v} not supported."),
+                    MOVE_USAGE,
+                ));
+            }
+            let mut rest = vec![request.clone(), format!("--to={dest}"), "--single".into()];
+            if p.on("keep") {
+                rest.push("--keep".into());
+            }
+            if let Some(d) = p.value("delay") {
+                rest.push(format!("--grace={d}"));
+            }
+            Ok(vec![line(rest)])
+        }
         "fdb-hammer" => {
             let mut rest = Vec::new();
             for (fdb, ours) in [
@@ -603,6 +662,7 @@ fn subcommand(tool: &str) -> &'static [&'static str] {
         "fdb-lock" => &["control", "lock"],
         "fdb-unlock" => &["control", "unlock"],
         "fdb-status" => &["control", "status"],
+        "fdb-move" => &["move"],
         _ => &[],
     }
 }

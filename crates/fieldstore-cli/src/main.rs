@@ -62,6 +62,8 @@ enum Command {
     Wipe(DoitArgs),
     /// Delete masked (replaced) fields (dry run unless --doit).
     Purge(DoitArgs),
+    /// Move whole databases to another configured root (tier), atomically for readers.
+    Move(commands::relocate::MoveArgs),
     /// Statistics of databases.
     Stats(StatsArgs),
     /// The journal of databases, record by record.
@@ -159,6 +161,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Wipe(a) => commands::store::wipe(a, &session),
         Command::Purge(a) => commands::store::purge(a, &session),
         Command::Stats(a) => commands::store::stats(a, &session),
+        Command::Move(a) => commands::relocate::run(a, &session),
         Command::Dump(a) => commands::store::dump(a, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),

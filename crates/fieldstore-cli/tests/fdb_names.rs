@@ -86,7 +86,7 @@ fn install_puts_every_name_as_a_link_to_the_binary() {
     let bin = d.path().join("nested/bin");
     let out = install(&bin);
     let names: Vec<&str> = out.lines().filter_map(|l| l.split(" -> ").next()).collect();
-    assert_eq!(names.len(), 16, "{out}");
+    assert_eq!(names.len(), 17, "{out}");
     for t in ["fdb-write", "fdb-read", "fdb-list", "fdb-axes", "fdb-wipe"] {
         let link = bin.join(t);
         assert_eq!(

@@ -128,3 +128,55 @@ fn the_cli_writes_lists_reads_purges_and_wipes_on_s3() {
         .unwrap();
     assert!(!o.status.success());
 }
+
+/// Writer processes into one database at once: no lock, nothing lost, and every process's
+/// fields listed by another process as soon as its write returned.
+#[test]
+fn writer_processes_share_a_database_on_s3() {
+    let Some(m) = minio::Minio::start_or_skip("s3_cli") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("fdb.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: s3\nstore: s3\ns3: {{endpoint: '{}', bucket: shared}}\n",
+            m.endpoint
+        ),
+    )
+    .unwrap();
+    let cli = Cli { config, minio: &m };
+    let files: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let f = dir.path().join(format!("w{i}.grib"));
+            sample(&cli, &f, &format!("{}/{}", i * 12, i * 12 + 6), "50");
+            f
+        })
+        .collect();
+    let writers: Vec<_> = files
+        .iter()
+        .map(|f| {
+            common::fieldstore()
+                .arg("--config")
+                .arg(&cli.config)
+                .args(["write", f.to_str().unwrap()])
+                .env("AWS_ACCESS_KEY_ID", &m.access_key)
+                .env("AWS_SECRET_ACCESS_KEY", &m.secret_key)
+                .env("HOME", dir.path())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success());
+    }
+    let listed = cli.ok(&["list", "class=od,expver=0001", "--porcelain"]);
+    assert_eq!(listed.lines().count(), 4 * 8, "{listed}");
+    let dump = cli.ok(&["dump", DB]);
+    assert_eq!(
+        dump.matches("FLUSH").count(),
+        4,
+        "one marker per writer: {dump}"
+    );
+}

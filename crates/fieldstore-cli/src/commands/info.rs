@@ -1,6 +1,9 @@
 //! `fieldstore info`: which config is in use, found where and why, and what it says.
 
 use anyhow::Result;
+use fieldstore::model::config::{describe_limits, human_bytes, FdbConfig, LocalConfig};
+use fieldstore::storage::toc::placement::fs_space;
+use fieldstore::storage::TocCatalogue;
 
 use crate::context::Session;
 
@@ -23,5 +26,67 @@ pub fn run(session: &Session) -> Result<()> {
     }
     let schema = session.schema()?;
     outln!("schema rules: {} paths", schema.paths().len())?;
+    tiers(&loaded.config)
+}
+
+/// Each space and root of every local toc config: handler, limits, use and free space, so an
+/// operator sees which tier new databases go to.
+fn tiers(config: &FdbConfig) -> Result<()> {
+    let mut locals = Vec::new();
+    collect_locals(config, &mut locals);
+    let toc: Vec<&LocalConfig> = locals
+        .into_iter()
+        .filter(|l| matches!(l.engine.as_str(), "toc" | ""))
+        .collect();
+    if toc.is_empty() {
+        return Ok(());
+    }
+    outln!("tiers:")?;
+    for l in toc {
+        let catalogue = TocCatalogue::new(l.spaces.clone())?;
+        for (space, usage) in catalogue.root_usage() {
+            outln!(
+                "  space {} (regex {}, handler {})",
+                space.name.as_deref().unwrap_or("-"),
+                space.regex,
+                space.handler
+            )?;
+            for (r, u) in space.roots.iter().zip(usage) {
+                let free = match fs_space(&r.path) {
+                    Some(f) => format!(
+                        "{} free of {} ({}% used)",
+                        human_bytes(f.free),
+                        human_bytes(f.total),
+                        f.used_percent()
+                    ),
+                    None => "free space unknown".into(),
+                };
+                let role = if r.archive { "" } else { " [no archive]" };
+                outln!(
+                    "    root {}{role}{}: {} databases, {} used; file system {free}",
+                    r.path.display(),
+                    describe_limits(r),
+                    u.databases,
+                    human_bytes(u.used),
+                )?;
+            }
+        }
+    }
     Ok(())
+}
+
+fn collect_locals<'a>(c: &'a FdbConfig, out: &mut Vec<&'a LocalConfig>) {
+    match c {
+        FdbConfig::Local(l) => out.push(l),
+        FdbConfig::Select { lanes, .. } => {
+            lanes.iter().for_each(|l| collect_locals(&l.config, out))
+        }
+        FdbConfig::Dist { lanes, .. } => lanes.iter().for_each(|l| collect_locals(&l.config, out)),
+        FdbConfig::Mirror { children, .. }
+        | FdbConfig::Filter { children, .. }
+        | FdbConfig::Diagnostics { children, .. } => {
+            children.iter().for_each(|c| collect_locals(c, out))
+        }
+        FdbConfig::Remote { .. } => {}
+    }
 }

@@ -1,6 +1,7 @@
 pub mod fdb5_form;
 pub mod hammer;
 pub mod info;
+pub mod relocate;
 pub mod request;
 pub mod sample;
 pub mod schema;

@@ -123,7 +123,7 @@ pub struct ListArgs {
     all: bool,
 }
 
-fn one_request(arg: Option<&str>, all: bool) -> Result<Request> {
+pub(crate) fn one_request(arg: Option<&str>, all: bool) -> Result<Request> {
     match arg {
         Some(a) => {
             let mut reqs = read_requests(a)?;

@@ -52,6 +52,9 @@ pub enum ApiError {
     /// The frontend neither implements the operation nor forwards it to a child.
     #[error("{frontend} does not support {op}")]
     Unsupported { op: Operation, frontend: String },
+    /// Moving databases between roots is a local toc store's (docs/tiers.md).
+    #[error("{frontend} cannot move databases between roots: {why}")]
+    MoveUnsupported { frontend: String, why: String },
 }
 
 impl ApiError {
@@ -67,7 +70,9 @@ impl ApiError {
             ApiError::FlushFailed { .. } => ErrorKind::Io,
             ApiError::Wiped { .. } => ErrorKind::NotFound,
             ApiError::Remote(r) => r.kind,
-            ApiError::Unsupported { .. } => ErrorKind::Unsupported,
+            ApiError::Unsupported { .. } | ApiError::MoveUnsupported { .. } => {
+                ErrorKind::Unsupported
+            }
             ApiError::Children { kind, .. } => *kind,
         }
     }

@@ -5,11 +5,12 @@ use super::error::ApiError;
 use super::operation::Operation;
 use super::reader::DataReader;
 use super::results::{
-    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
-    WipeElement,
+    CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
+    WhereElement, WipeElement,
 };
 use crate::model::request::Request;
 use crate::model::Key;
+use crate::storage::toc::relocate::MoveOptions;
 
 /// A listing that owns what it walks: it may outlive the handle that made it.
 pub type ListIter = Box<dyn Iterator<Item = Result<ListElement, ApiError>> + Send + 'static>;
@@ -108,6 +109,22 @@ pub trait Fdb: Send + Sync {
 
     /// Why a request matched nothing, in words a user can act on (which keyword or value
     /// matched nothing, and what exists instead). Frontends that cannot tell say so.
+    /// Moves whole databases matching `request` to the configured root `dest` (docs/tiers.md).
+    fn move_databases(
+        &self,
+        request: &Request,
+        dest: &std::path::Path,
+        options: &MoveOptions,
+    ) -> Result<Vec<MoveElement>, ApiError> {
+        match self.forward_to() {
+            Some(child) => child.move_databases(request, dest, options),
+            None => Err(ApiError::MoveUnsupported {
+                frontend: self.name(),
+                why: "move runs on a config whose databases are local toc directories (point --config at one)".into(),
+            }),
+        }
+    }
+
     fn explain_nothing(&self, request: &Request) -> String {
         match self.forward_to() {
             Some(child) => child.explain_nothing(request),

@@ -12,16 +12,18 @@ use super::fdb::{Fdb, ListIter};
 use super::operation::Operation;
 use super::reader::{field_at, DataReader, FieldSpan};
 use super::results::{
-    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
-    WipeElement,
+    CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
+    WhereElement, WipeElement,
 };
 use crate::grib;
-use crate::model::config::LocalConfig;
+use crate::model::config::{LocalConfig, Space};
 use crate::model::request::Request;
 use crate::model::schema::{ExpandMode, Expansion, LevelMatcher, Schema, SplitKey};
 use crate::model::types::Context;
 use crate::model::{Key, ModelError};
 use crate::storage::catalogue::EntryIter;
+use crate::storage::toc::placement::RootUsage;
+use crate::storage::toc::relocate::MoveOptions;
 use crate::storage::{
     Catalogue, CatalogueReader, CatalogueWriter, DbRef, FieldRef, ObjectReader, PosixStore,
     StorageError, Store, StoreWriter, TocCatalogue,
@@ -100,6 +102,8 @@ pub struct LocalFdb {
     clock: Clock,
     /// Shared with the listings and retrieve streams this handle made, which outlive it.
     catalogue: Arc<dyn Catalogue>,
+    /// The same catalogue when it is the toc one: tiers and `move` are its own.
+    toc: Option<Arc<TocCatalogue>>,
     store: Arc<dyn Store>,
     /// By database key, so the root is chosen once per database, not per field. The map is
     /// locked only to find or insert a database; each database has locks of its own.
@@ -140,12 +144,17 @@ impl LocalFdb {
             Some(p) => Schema::from_file(p).map_err(ModelError::from)?,
             None => Schema::default_schema(),
         };
+        let mut toc = None;
         let (catalogue, store): (Arc<dyn Catalogue>, Arc<dyn Store>) =
             match (config.engine.as_str(), config.store.as_str()) {
-                ("toc" | "", "file" | "posix" | "") => (
-                    Arc::new(TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?),
-                    Arc::new(PosixStore::new(fs)),
-                ),
+                ("toc" | "", "file" | "posix" | "") => {
+                    let t = Arc::new(
+                        TocCatalogue::with_fs(config.spaces.clone(), fs.clone())?
+                            .reloading_from(config.spaces_source.clone()),
+                    );
+                    toc = Some(t.clone());
+                    (t, Arc::new(PosixStore::new(fs)))
+                }
                 ("memory", "memory" | "") => {
                     let m = config.memory.clone().unwrap_or(crate::model::config::MemoryConfig {
                         name: None,
@@ -189,6 +198,7 @@ impl LocalFdb {
             },
             clock: Box::new(|| Utc::now().date_naive()),
             catalogue,
+            toc,
             store,
             writers: RwLock::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
@@ -1532,6 +1542,94 @@ impl Fdb for LocalFdb {
             });
         }
         Ok(out)
+    }
+
+    fn move_databases(
+        &self,
+        request: &Request,
+        dest: &std::path::Path,
+        options: &MoveOptions,
+    ) -> Result<Vec<MoveElement>, ApiError> {
+        let Some(toc) = &self.toc else {
+            return Err(ApiError::MoveUnsupported {
+                frontend: self.name(),
+                why: format!("its catalogue is {}, not toc", self.catalogue.kind()),
+            });
+        };
+        if !self.config.actions.archive || !self.config.actions.wipe {
+            return Err(ApiError::Invalid(
+                "move needs archive and wipe enabled in this config".into(),
+            ));
+        }
+        // With only an age, every database is a candidate.
+        let candidates = if request.is_empty() && options.older_than_days.is_some() {
+            self.catalogue
+                .databases()
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            self.matching_dbs(request)?
+        };
+        let today = (self.clock)();
+        let dbs: Vec<DbRef> = candidates
+            .into_iter()
+            .filter(|db| {
+                options.older_than_days.is_none_or(|days| {
+                    crate::storage::toc::placement::age_days(&db.key, today)
+                        .is_some_and(|age| age > i64::from(days))
+                })
+            })
+            .collect();
+        // Ageing by date is a routine job: nothing old enough is nothing to do.
+        if dbs.is_empty() && options.older_than_days.is_some() {
+            return Ok(Vec::new());
+        }
+        if dbs.is_empty() {
+            return Err(ApiError::NothingMatched(format!(
+                "no database matches {request}"
+            )));
+        }
+        // Those already there have nothing to do; a request naming only such is an error.
+        let (there, dbs): (Vec<DbRef>, Vec<DbRef>) =
+            dbs.into_iter().partition(|db| toc.is_in_root(db, dest));
+        if dbs.is_empty() && options.older_than_days.is_some() {
+            return Ok(Vec::new());
+        }
+        if dbs.is_empty() {
+            return Err(ApiError::Invalid(format!(
+                "every database matching {request} is already in {} ({})",
+                dest.display(),
+                there
+                    .iter()
+                    .map(|d| d.key.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let mut out = Vec::new();
+        for db in dbs {
+            let r = toc.move_database(&db, dest, options)?;
+            // This handle's writers for it go: the next archive opens the moved copy.
+            if r.done {
+                self.detach(&db)?;
+            }
+            out.push(MoveElement {
+                db: db.key,
+                from: r.from.display().to_string(),
+                to: r.to.display().to_string(),
+                files: r.files as u64,
+                bytes: r.bytes,
+                done: r.done,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl LocalFdb {
+    /// Each space with what each of its roots holds, for a toc catalogue (`None` otherwise).
+    pub fn tiers(&self) -> Option<Vec<(Space, Vec<RootUsage>)>> {
+        self.toc.as_ref().map(|t| t.root_usage())
     }
 }
 

@@ -23,6 +23,6 @@ pub use local::{Clock, LocalFdb};
 pub use operation::{Operation, UnknownOperation};
 pub use reader::{DataReader, FieldSpan};
 pub use results::{
-    CompactElement, ControlElement, DumpElement, DumpRecord, PurgeElement, StatsElement,
-    WhereElement, WipeElement,
+    CompactElement, ControlElement, DumpElement, DumpRecord, MoveElement, PurgeElement,
+    StatsElement, WhereElement, WipeElement,
 };

@@ -16,6 +16,18 @@ use crate::model::Key;
 use crate::storage::dump::key_pairs;
 pub use crate::storage::DumpRecord;
 
+/// A database moved to another root, or that would be (`done == false`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveElement {
+    #[serde(with = "key_pairs")]
+    pub db: Key,
+    pub from: String,
+    pub to: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub done: bool,
+}
+
 /// A database a request matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WhereElement {

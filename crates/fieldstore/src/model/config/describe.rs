@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Write};
 
-use super::{Actions, FdbConfig};
+use super::{Actions, FdbConfig, Root};
 
 impl FdbConfig {
     /// The outline, one line per frontend, space and root, children indented.
@@ -80,9 +80,10 @@ impl FdbConfig {
                         let name = r.name.as_deref().map_or(String::new(), |n| format!(" {n}"));
                         writeln!(
                             s,
-                            "{pad}    root{name} {} [{}]",
+                            "{pad}    root{name} {} [{}]{}",
                             r.path.display(),
-                            flags(&a)
+                            flags(&a),
+                            limits(r)
                         )?;
                     }
                 }
@@ -183,6 +184,41 @@ fn flags(a: &Actions) -> String {
 impl fmt::Display for FdbConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.describe())
+    }
+}
+
+/// A root's tier limits as ` (capacity 10GiB, max_fill 90%, max_age 30d)`, or nothing.
+pub fn limits(r: &Root) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = r.capacity {
+        parts.push(format!("capacity {}", human_bytes(c)));
+    }
+    if let Some(f) = r.max_fill {
+        parts.push(format!("max_fill {f}%"));
+    }
+    if let Some(d) = r.max_age_days {
+        parts.push(format!("max_age {d}d"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// Bytes in binary units, exact when they divide evenly (`512KiB`), else one decimal.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    let mut v = b as f64;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v}{}", UNITS[unit])
+    } else {
+        format!("{v:.1}{}", UNITS[unit])
     }
 }
 

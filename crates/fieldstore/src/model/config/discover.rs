@@ -68,6 +68,9 @@ pub fn embedded_default(env: Env) -> FdbConfig {
                 retrieve: true,
                 archive: true,
                 wipe: true,
+                capacity: None,
+                max_fill: None,
+                max_age_days: None,
             }],
         }],
         writable: true,
@@ -77,6 +80,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         statistics: false,
         fdb_home: None,
         memory: None,
+        spaces_source: None,
         s3: None,
     })
 }

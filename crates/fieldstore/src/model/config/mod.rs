@@ -4,6 +4,7 @@
 //! because FDB5 users lose hours to configs that are silently ignored or half read.
 
 mod describe;
+pub use describe::{human_bytes, limits as describe_limits};
 mod discover;
 mod env;
 mod parse;
@@ -14,7 +15,10 @@ pub use discover::{
     discover, discover_from_process, embedded_default, ConfigSource, LoadedConfig, ENV_STEPS,
 };
 pub use env::{process_env, Env};
-pub use parse::{from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_selection};
+pub use parse::{
+    from_file, from_file_with, from_yaml_str, from_yaml_str_with, parse_days, parse_selection,
+    spaces_from_file,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config {origin}: {path}{sep}{message}", sep = if path.is_empty() { "" } else { ": " })]
@@ -38,6 +42,27 @@ pub struct Root {
     pub retrieve: bool,
     pub archive: bool,
     pub wipe: bool,
+    /// Tier limits: a new database goes elsewhere once the root holds this many bytes.
+    pub capacity: Option<u64>,
+    /// Tier limits: ... or once its file system is this full (percent, 1..=100).
+    pub max_fill: Option<u8>,
+    /// Tier limits: ... or when the database's `date` is more than this many days before today.
+    pub max_age_days: Option<u32>,
+}
+
+impl Root {
+    /// Whether any tier limit is set (then a space without a `handler` fills roots in order).
+    pub fn has_limits(&self) -> bool {
+        self.capacity.is_some() || self.max_fill.is_some() || self.max_age_days.is_some()
+    }
+}
+
+/// Where a local config's spaces can be read again: the file and which local config in it
+/// (depth first), so a root added to the file is used by running processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpacesSource {
+    pub file: PathBuf,
+    pub local_index: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +70,7 @@ pub struct Space {
     pub name: Option<String>,
     /// Matched (unanchored) against the database fingerprint `v1:v2:...`.
     pub regex: String,
-    /// FDB5 root-choice policy for new databases (`Default`, `RoundRobin`, ...).
+    /// Root-choice policy for new databases (`Default`, `RoundRobin`, `Fill`, ...).
     pub handler: String,
     pub roots: Vec<Root>,
 }
@@ -87,6 +112,8 @@ pub struct LocalConfig {
     pub fdb_home: Option<PathBuf>,
     /// `engine: memory` only: its `memory:` section (defaults when absent).
     pub memory: Option<MemoryConfig>,
+    /// Set when the config came from a file: the toc catalogue re-reads its spaces from there.
+    pub spaces_source: Option<SpacesSource>,
     /// `engine: s3` or `store: s3`: the `s3:` section (required then, refused otherwise).
     pub s3: Option<S3Config>,
 }
@@ -283,10 +310,11 @@ pub(crate) const TYPES: &[&str] = &[
     "diagnostics",
 ];
 
-/// FDB5's root-choice handlers, so a typo is caught when the config is read.
-pub(crate) const HANDLERS: &[&str] = &[
+/// Root-choice handlers (FDB5's, plus `Fill`), so a typo is caught when the config is read.
+pub const HANDLERS: &[&str] = &[
     "Default",
     "First",
+    "Fill",
     "LeastUsed",
     "LeastUsedPercent",
     "RoundRobin",
@@ -294,6 +322,7 @@ pub(crate) const HANDLERS: &[&str] = &[
     "PureRandom",
     "WeightedRandom",
     "WeightedRandomPercent",
-    "expver",
-    "envvar",
 ];
+
+/// FDB5 handlers fieldstore refuses by name (they need FDB5's site files or environment).
+pub(crate) const UNSUPPORTED_HANDLERS: &[&str] = &["expver", "envvar"];

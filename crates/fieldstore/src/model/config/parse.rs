@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::env::{process_env, Env};
 use super::{
     Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
-    Root, S3Config, SelectLane, Space, HANDLERS, TYPES,
+    Root, S3Config, SelectLane, Space, SpacesSource, HANDLERS, TYPES, UNSUPPORTED_HANDLERS,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -58,7 +58,58 @@ pub fn from_file_with(path: &Path, env: Env) -> Result<FdbConfig, ConfigError> {
         path: String::new(),
         message: format!("cannot read: {e}"),
     })?;
-    from_yaml_str_with(&text, &origin, path.parent(), env)
+    let mut config = from_yaml_str_with(&text, &origin, path.parent(), env)?;
+    let mut index = 0;
+    for_each_local(&mut config, &mut |l| {
+        l.spaces_source = Some(SpacesSource {
+            file: path.to_path_buf(),
+            local_index: index,
+        });
+        index += 1;
+    });
+    Ok(config)
+}
+
+/// The spaces of the `local_index`-th local config (depth first) of a config file, read again.
+pub fn spaces_from_file(source: &SpacesSource, env: Env) -> Result<Vec<Space>, ConfigError> {
+    let mut config = from_file_with(&source.file, env)?;
+    let mut found = None;
+    let mut index = 0;
+    for_each_local(&mut config, &mut |l| {
+        if index == source.local_index {
+            found = Some(std::mem::take(&mut l.spaces));
+        }
+        index += 1;
+    });
+    found.ok_or_else(|| ConfigError {
+        origin: source.file.display().to_string(),
+        path: String::new(),
+        message: format!(
+            "no longer has local config number {} (its frontends changed)",
+            source.local_index + 1
+        ),
+    })
+}
+
+/// `30d`, `2w`, `1y` (365 days) or a plain number of days.
+pub fn parse_days(text: &str) -> Option<u32> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "d" | "day" | "days" => 1,
+        "w" | "week" | "weeks" => 7,
+        "y" | "year" | "years" => 365,
+        _ => return None,
+    };
+    num.parse::<u32>().ok()?.checked_mul(factor)
+}
+
+/// `90%` or `90`: a percentage from 1 to 100.
+fn parse_percent(text: &str) -> Option<u8> {
+    let t = text.trim();
+    let n: u8 = t.strip_suffix('%').unwrap_or(t).trim().parse().ok()?;
+    (1..=100).contains(&n).then_some(n)
 }
 
 /// Splits a `select`/`excludes` expression (`class=od,stream=oper/enfo`) into keyword and value
@@ -876,6 +927,7 @@ impl Walk<'_> {
             statistics: self.boolean(m, "statistics", path, false)?,
             fdb_home,
             memory,
+            spaces_source: None,
             s3,
         })
     }
@@ -999,18 +1051,27 @@ impl Walk<'_> {
                 format!("invalid regular expression: {e}"),
             ));
         }
-        let handler = self
-            .string(m, "handler", path)?
-            .unwrap_or_else(|| "Default".into());
-        if !HANDLERS.contains(&handler.as_str()) {
-            return Err(self.err(
-                &join(path, "handler"),
-                format!(
-                    "unknown handler '{handler}' (known: {}){}",
-                    HANDLERS.join(", "),
-                    hint(&handler, HANDLERS)
-                ),
-            ));
+        let handler = self.string(m, "handler", path)?;
+        if let Some(h) = &handler {
+            if UNSUPPORTED_HANDLERS.contains(&h.as_str()) {
+                return Err(self.err(
+                    &join(path, "handler"),
+                    format!(
+                        "handler '{h}' is an FDB5 handler fieldstore does not support (it needs FDB5's site files or environment); supported: {}",
+                        HANDLERS.join(", ")
+                    ),
+                ));
+            }
+            if !HANDLERS.contains(&h.as_str()) {
+                return Err(self.err(
+                    &join(path, "handler"),
+                    format!(
+                        "unknown handler '{h}' (known: {}){}",
+                        HANDLERS.join(", "),
+                        hint(h, HANDLERS)
+                    ),
+                ));
+            }
         }
         let roots_path = join(path, "roots");
         let roots = match self.list(m, "roots", path)? {
@@ -1027,6 +1088,14 @@ impl Walk<'_> {
                 .map(|(i, r)| self.root(r, &format!("{roots_path}[{i}]"), fdb_home))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        // Limits without a handler mean "fill the first root, then the next".
+        let handler = handler.unwrap_or_else(|| {
+            if roots.iter().any(Root::has_limits) {
+                "Fill".into()
+            } else {
+                "Default".into()
+            }
+        });
         Ok(Space {
             name: self.string(m, "name", path)?,
             regex,
@@ -1041,8 +1110,36 @@ impl Walk<'_> {
             path,
             &[
                 "path", "name", "writable", "visit", "list", "retrieve", "archive", "wipe",
+                "capacity", "max_fill", "max_age",
             ],
         )?;
+        let capacity = match self.string(m, "capacity", path)? {
+            None => None,
+            Some(c) => Some(parse_size(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "capacity"),
+                    format!("'{c}' is not a size above zero like 500KiB, 10GiB or 1000000 (bytes)"),
+                )
+            })?),
+        };
+        let max_fill = match self.string(m, "max_fill", path)? {
+            None => None,
+            Some(c) => Some(parse_percent(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "max_fill"),
+                    format!("'{c}' is not a percentage from 1 to 100 like 90%"),
+                )
+            })?),
+        };
+        let max_age_days = match self.string(m, "max_age", path)? {
+            None => None,
+            Some(c) => Some(parse_days(&c).ok_or_else(|| {
+                self.err(
+                    &join(path, "max_age"),
+                    format!("'{c}' is not an age in days like 30d, 2w or 1y"),
+                )
+            })?),
+        };
         let raw = self
             .string(m, "path", path)?
             .ok_or_else(|| self.err(path, "missing required key 'path'"))?;
@@ -1057,6 +1154,9 @@ impl Walk<'_> {
             retrieve: self.boolean(m, "retrieve", path, visit)?,
             archive: self.boolean(m, "archive", path, writable)?,
             wipe: self.boolean(m, "wipe", path, writable)?,
+            capacity,
+            max_fill,
+            max_age_days,
         })
     }
 
@@ -1281,6 +1381,77 @@ mod tests {
     }
 
     #[test]
+    fn tier_limits_and_their_default_handler() {
+        let l = local(
+            parse("spaces: [{roots: [{path: /f, capacity: 10GiB, max_fill: 90%, max_age: 2w}, {path: /s}]}]")
+                .unwrap(),
+        );
+        let s = &l.spaces[0];
+        assert_eq!(s.handler, "Fill");
+        let f = &s.roots[0];
+        assert_eq!(
+            (f.capacity, f.max_fill, f.max_age_days),
+            (Some(10 << 30), Some(90), Some(14))
+        );
+        assert!(!s.roots[1].has_limits());
+        // Given explicitly, the handler stays; without limits it is Default.
+        let l = local(
+            parse("spaces: [{handler: RoundRobin, roots: [{path: /f, max_age: 30}]}]").unwrap(),
+        );
+        assert_eq!(l.spaces[0].handler, "RoundRobin");
+        assert_eq!(l.spaces[0].roots[0].max_age_days, Some(30));
+        assert_eq!(
+            local(parse("spaces: [{roots: [{path: /f}]}]").unwrap()).spaces[0].handler,
+            "Default"
+        );
+        assert_eq!(parse_percent("100"), Some(100));
+        assert_eq!(parse_percent("0%"), None);
+        assert_eq!(parse_days("1y"), Some(365));
+    }
+
+    #[test]
+    fn a_file_config_knows_where_to_read_its_spaces_again() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.yaml");
+        std::fs::write(
+            &f,
+            "type: select
+fdbs:
+- {select: class=od, spaces: [{roots: [{path: /a}]}]}
+- {select: class=rd, spaces: [{roots: [{path: /b}]}]}
+",
+        )
+        .unwrap();
+        let c = from_file_with(&f, &|_| None).unwrap();
+        let FdbConfig::Select { lanes, .. } = c else {
+            panic!("{c:?}")
+        };
+        let second = local(lanes[1].config.clone()).spaces_source.unwrap();
+        assert_eq!(second.local_index, 1);
+        std::fs::write(
+            &f,
+            "type: select
+fdbs:
+- {select: class=od, spaces: [{roots: [{path: /a}]}]}
+- {select: class=rd, spaces: [{roots: [{path: /new}, {path: /b}]}]}
+",
+        )
+        .unwrap();
+        let spaces = spaces_from_file(&second, &|_| None).unwrap();
+        assert_eq!(spaces[0].roots[0].path, PathBuf::from("/new"));
+        std::fs::write(
+            &f,
+            "spaces: [{roots: [{path: /a}]}]
+",
+        )
+        .unwrap();
+        let err = spaces_from_file(&second, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no longer has local config number 2"), "{err}");
+    }
+
+    #[test]
     fn full_local_from_the_reference() {
         let text = "type: local\nengine: toc\nstore: file\nschema: ~fdb/etc/fdb/schema\n\
             spaces:\n- name: od\n  regex: \"od:.*\"\n  handler: RoundRobin\n  roots:\n\
@@ -1446,7 +1617,7 @@ mod tests {
             ("spaces: [{roots: [{path: [a]}]}]", "config t.yaml: spaces[0].roots[0].path: expected a string, found a list"),
             ("spaces: [{roots: {path: /a}}]", "config t.yaml: spaces[0].roots: expected a list, found a mapping"),
             ("spaces: [{regex: '(', roots: [{path: /a}]}]", "config t.yaml: spaces[0].regex: invalid regular expression: regex parse error:\n    (\n    ^\nerror: unclosed group"),
-            ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent, expver, envvar) (did you mean 'RoundRobin'?)"),
+            ("spaces: [{handler: RoundRobbin, roots: [{path: /a}]}]", "config t.yaml: spaces[0].handler: unknown handler 'RoundRobbin' (known: Default, First, Fill, LeastUsed, LeastUsedPercent, RoundRobin, Random, PureRandom, WeightedRandom, WeightedRandomPercent) (did you mean 'RoundRobin'?)"),
             ("spaces: [{catalogueRoots: [], roots: [{path: /a}]}]", "config t.yaml: spaces[0]: 'catalogueRoots' is an FDB5 setting fieldstore does not support: separate catalogue and store roots are not supported; use roots"),
             ("spaces: [{roots: [{path: ~bob/x}]}]", "config t.yaml: spaces[0].roots[0].path: cannot expand '~bob/x': only ~fdb/ and ~/ are understood"),
             ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory, s3)"),

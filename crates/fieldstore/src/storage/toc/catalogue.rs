@@ -1,13 +1,16 @@
 //! The toc catalogue: databases are directories under the roots the config's `spaces` name.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::maintenance;
+use super::placement::{Placement, RootUsage};
 use super::reader::DbReader;
+use super::relocate;
 use super::writer::{ensure_database, DbWriter};
-use crate::model::config::{Root, Space};
+use crate::model::config::{Root, Space, SpacesSource};
 use crate::model::Key;
 use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
@@ -18,9 +21,11 @@ use crate::storage::{CatalogueDump, DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
     fs: Arc<dyn FileSystem>,
-    spaces: Vec<Space>,
-    /// Each space's `regex`, compiled once: matching per field was half the archive cost.
-    regexes: Vec<regex::Regex>,
+    /// Replaced whole when the config file changes: users of the old one keep it meanwhile.
+    layout: RwLock<Arc<Layout>>,
+    /// The config file the spaces came from, and what it looked like when last read.
+    source: Option<(SpacesSource, Mutex<FileCheck>)>,
+    placement: Placement,
     /// Open readers, reused while their journal is unchanged (same file, same length): a
     /// process retrieving field after field then opens each database and index once.
     readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
@@ -29,6 +34,53 @@ pub struct TocCatalogue {
     /// the key's with one stat, not a read per retrieve.
     keys: Mutex<HashMap<PathBuf, (u64, Key)>>,
 }
+
+/// The spaces, with each space's `regex` compiled once: matching per field was half the archive
+/// cost.
+pub(crate) struct Layout {
+    pub(crate) spaces: Vec<Space>,
+    regexes: Vec<regex::Regex>,
+}
+
+impl Layout {
+    fn new(spaces: Vec<Space>) -> Result<Layout, StorageError> {
+        let regexes = spaces
+            .iter()
+            .map(|s| {
+                regex::Regex::new(&s.regex).map_err(|e| StorageError::Config {
+                    detail: format!("space regex '{}': {e}", s.regex),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Layout { spaces, regexes })
+    }
+
+    /// The first space whose regex matches the database fingerprint.
+    pub(crate) fn space(&self, db: &Key) -> Option<&Space> {
+        let fp = db.fingerprint();
+        self.spaces
+            .iter()
+            .zip(&self.regexes)
+            .find(|(_, re)| re.is_match(&fp))
+            .map(|(s, _)| s)
+    }
+
+    pub(crate) fn visit_roots(&self) -> impl Iterator<Item = &Root> {
+        self.spaces
+            .iter()
+            .flat_map(|s| s.roots.iter())
+            .filter(|r| r.list)
+    }
+}
+
+/// When the config file was last looked at, and its modification time and size then.
+struct FileCheck {
+    at: Option<Instant>,
+    seen: Option<(SystemTime, u64)>,
+}
+
+/// The config file is looked at no more often than this.
+const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What identifies a journal's state: the file (a wiped and recreated database has a new one)
 /// and its length (every change is an append).
@@ -85,32 +137,93 @@ impl TocCatalogue {
         spaces: Vec<Space>,
         fs: Arc<dyn FileSystem>,
     ) -> Result<TocCatalogue, StorageError> {
-        let regexes = spaces
-            .iter()
-            .map(|s| {
-                regex::Regex::new(&s.regex).map_err(|e| StorageError::Config {
-                    detail: format!("space regex '{}': {e}", s.regex),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(TocCatalogue {
             fs,
-            spaces,
-            regexes,
+            layout: RwLock::new(Arc::new(Layout::new(spaces)?)),
+            source: None,
+            placement: Placement::default(),
             readers: Mutex::new(HashMap::new()),
             keys: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The roots of the first space whose regex matches the database fingerprint.
-    fn space_roots(&self, db: &Key) -> Vec<&Root> {
-        let fp = db.fingerprint();
-        for (s, re) in self.spaces.iter().zip(&self.regexes) {
-            if re.is_match(&fp) {
-                return s.roots.iter().collect();
+    /// Re-reads the spaces from this file when it changes, so new databases go to roots added
+    /// to it while the process runs.
+    pub fn reloading_from(mut self, source: Option<SpacesSource>) -> TocCatalogue {
+        self.source = source.map(|s| {
+            let seen = file_state(&s.file);
+            (
+                s,
+                Mutex::new(FileCheck {
+                    at: Some(Instant::now()),
+                    seen,
+                }),
+            )
+        });
+        self
+    }
+
+    /// The spaces in force.
+    pub(crate) fn layout(&self) -> Arc<Layout> {
+        match self.layout.read() {
+            Ok(l) => l.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Takes the config file's spaces if the file changed (at most one look a second). A file
+    /// that no longer parses keeps the spaces in force, with a warning: a running writer must
+    /// not stop over a half-saved edit.
+    fn reload_if_changed(&self) {
+        let Some((source, check)) = &self.source else {
+            return;
+        };
+        let Ok(mut check) = check.lock() else {
+            return;
+        };
+        if check.at.is_some_and(|t| t.elapsed() < RELOAD_INTERVAL) {
+            return;
+        }
+        check.at = Some(Instant::now());
+        let now = file_state(&source.file);
+        if now == check.seen || now.is_none() {
+            return;
+        }
+        match crate::model::config::spaces_from_file(source, &crate::model::config::process_env)
+            .map_err(|e| e.to_string())
+            .and_then(|spaces| Layout::new(spaces).map_err(|e| e.to_string()))
+        {
+            Ok(layout) => {
+                check.seen = now;
+                tracing::info!(file = %source.file.display(), "config changed: spaces re-read");
+                if let Ok(mut l) = self.layout.write() {
+                    *l = Arc::new(layout);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(file = %source.file.display(), "config changed but is not usable, keeping the spaces in force: {e}");
             }
         }
-        Vec::new()
+    }
+
+    /// Each space with what each of its roots holds (measured at most every few seconds).
+    pub fn root_usage(&self) -> Vec<(Space, Vec<RootUsage>)> {
+        self.layout()
+            .spaces
+            .iter()
+            .map(|s| {
+                let u = s
+                    .roots
+                    .iter()
+                    .map(|r| self.placement.usage(&*self.fs, &r.path))
+                    .collect();
+                (s.clone(), u)
+            })
+            .collect()
+    }
+
+    pub(crate) fn forget_usage(&self, root: &Path) {
+        self.placement.forget(root);
     }
 
     fn dir_name(db: &Key) -> String {
@@ -160,12 +273,30 @@ impl TocCatalogue {
         Ok(Some(key))
     }
 
-    fn visit_roots(&self) -> impl Iterator<Item = &Root> {
-        self.spaces
-            .iter()
-            .flat_map(|s| s.roots.iter())
-            .filter(|r| r.list)
+    /// The copy of `db` readers and writers use: the first in config order, except that a
+    /// copy a move is leaving (its files are in another root too) gives way to the other.
+    pub(crate) fn locate(
+        &self,
+        layout: &Layout,
+        db: &Key,
+    ) -> Result<Option<PathBuf>, StorageError> {
+        let mut first = None;
+        for r in layout.visit_roots() {
+            if let Some(path) = self.existing(&r.path, db)? {
+                if !relocate::being_left(&*self.fs, &path) {
+                    return Ok(Some(path));
+                }
+                first.get_or_insert(path);
+            }
+        }
+        Ok(first)
     }
+}
+
+/// A file's modification time and size, the change check for the config file.
+fn file_state(p: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.modified().ok()?, m.len()))
 }
 
 /// Keys are equal whatever the order of their keywords.
@@ -201,6 +332,13 @@ fn being_wiped(dir: &Path) -> bool {
         .is_some_and(|n| n.starts_with('.') && n.contains(".wiping."))
 }
 
+/// Whether a root's entry is a database's copy being made by a move (`.NAME.moving.*`).
+fn being_moved_in(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.contains(relocate::MOVING))
+}
+
 /// A directory without a journal that holds index or data files: a database whose `toc` was
 /// lost. `None` for anything else, including a directory that is gone (wiped meanwhile), one
 /// whose `toc` appeared meanwhile, and one holding only a `schema` (a database being created, or
@@ -209,13 +347,16 @@ fn being_wiped(dir: &Path) -> bool {
 /// A directory whose journal was renamed for a wipe is not one: the wipe was cut short (a crash)
 /// or is under way, and the next wipe or creation under the name cleans up after it.
 fn orphan(fs: &dyn FileSystem, dir: &Path) -> Option<StorageError> {
-    if being_wiped(dir) || !fs.is_dir(dir) {
+    if being_wiped(dir) || being_moved_in(dir) || !fs.is_dir(dir) {
         return None;
     }
     let mut files = 0;
     for e in fs.read_dir(dir).ok()? {
         let name = e.file_name();
-        if name == "toc" || name.starts_with(maintenance::WIPING_PREFIX) {
+        if name == "toc"
+            || name.starts_with(maintenance::WIPING_PREFIX)
+            || name.starts_with(relocate::MOVED_PREFIX)
+        {
             return None;
         }
         if name.ends_with(".idx") || name.ends_with(".data") {
@@ -233,65 +374,105 @@ impl Catalogue for TocCatalogue {
         "toc"
     }
 
+    /// A database in two roots (a move between its two renames) is listed once, as `find`
+    /// picks it.
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
-        let mut out = Vec::new();
-        for r in self.visit_roots() {
+        let layout = self.layout();
+        let mut found: Vec<(Key, PathBuf)> = Vec::new();
+        let mut failed = Vec::new();
+        for r in layout.visit_roots() {
             let Ok(rd) = self.fs.read_dir(&r.path) else {
                 continue;
             };
             let mut dirs: Vec<PathBuf> = rd
                 .into_iter()
                 .map(|e| e.path)
-                .filter(|p| !being_wiped(p))
+                .filter(|p| !being_wiped(p) && !being_moved_in(p))
                 .collect();
             dirs.sort();
             for d in dirs {
                 let toc = d.join("toc");
                 if self.fs.is_file(&toc) {
-                    out.push(
-                        super::journal::read_db_key(&*self.fs, &toc).map(|key| db_ref(key, &d)),
-                    );
+                    match super::journal::read_db_key(&*self.fs, &toc) {
+                        Ok(key) => found.push((key, d)),
+                        Err(e) => failed.push(Err(e)),
+                    }
                 } else if let Some(e) = orphan(&*self.fs, &d) {
                     // Reported in its place: the database must not vanish without a word, and
                     // the others stay listed.
-                    out.push(Err(e));
+                    failed.push(Err(e));
                 }
             }
         }
+        let mut out = Vec::with_capacity(found.len() + failed.len());
+        let names: Vec<String> = found.iter().map(|(k, _)| k.sorted().to_string()).collect();
+        let mut copies: HashMap<&str, usize> = HashMap::new();
+        for n in &names {
+            *copies.entry(n).or_default() += 1;
+        }
+        let mut seen = HashSet::new();
+        for ((key, d), name) in found.iter().zip(&names) {
+            if copies.get(name.as_str()).is_some_and(|&c| c > 1) {
+                if !seen.insert(name) {
+                    continue;
+                }
+                // The copy `find` gives.
+                if let Ok(Some(p)) = self.locate(&layout, key) {
+                    out.push(Ok(db_ref(key.clone(), &p)));
+                    continue;
+                }
+            }
+            out.push(Ok(db_ref(key.clone(), d)));
+        }
+        out.extend(failed);
         out
     }
 
     fn find(&self, db: &Key) -> Result<Option<DbRef>, StorageError> {
-        for r in self.visit_roots() {
-            if let Some(path) = self.existing(&r.path, db)? {
-                return Ok(Some(db_ref(db.clone(), &path)));
-            }
+        if let Some(path) = self.locate(&self.layout(), db)? {
+            return Ok(Some(db_ref(db.clone(), &path)));
+        }
+        // A root added to the config file meanwhile may hold it.
+        self.reload_if_changed();
+        let layout = self.layout();
+        if let Some(path) = self.locate(&layout, db)? {
+            return Ok(Some(db_ref(db.clone(), &path)));
         }
         // Not found: say so if its directory is there but lost its journal.
         let name = Self::dir_name(db);
-        match self
+        let orphaned = layout
             .visit_roots()
-            .find_map(|r| orphan(&*self.fs, &r.path.join(&name)))
-        {
+            .find_map(|r| orphan(&*self.fs, &r.path.join(&name)));
+        match orphaned {
             Some(e) => Err(e),
             None => Ok(None),
         }
     }
 
-    /// An existing copy in a visitable root wins, else the first archive-enabled root.
+    /// An existing copy in a visitable root of its space wins, else the space's handler picks
+    /// an archive-enabled root within its limits.
     fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
-        let roots = self.space_roots(db);
+        self.reload_if_changed();
+        let layout = self.layout();
         let name = Self::dir_name(db);
+        let Some(space) = layout.space(db) else {
+            return Err(StorageError::NoWritableRoot {
+                db: db.to_string(),
+                roots: "none: no space's regex matches this database".into(),
+            });
+        };
         let mut existing = None;
-        for r in roots.iter().filter(|r| r.list) {
+        for r in space.roots.iter().filter(|r| r.list) {
             existing = self.existing(&r.path, db)?;
             if existing.is_some() {
                 break;
             }
         }
-        let path = match (existing, roots.iter().find(|r| r.archive)) {
-            (Some(path), _) => path,
-            (None, Some(r)) => {
+        let path = match existing {
+            Some(path) => path,
+            None => {
+                let today = chrono::Utc::now().date_naive();
+                let r = self.placement.choose(&*self.fs, space, db, today)?;
                 if !self.fs.is_dir(&r.path) {
                     self.fs
                         .create_dir_all(&r.path)
@@ -303,16 +484,6 @@ impl Catalogue for TocCatalogue {
                         })?;
                 }
                 r.path.join(&name)
-            }
-            (None, None) => {
-                return Err(StorageError::NoWritableRoot {
-                    db: db.to_string(),
-                    roots: roots
-                        .iter()
-                        .map(|r| r.path.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })
             }
         };
         ensure_database(&*self.fs, &path, db, schema_text)?;
@@ -392,7 +563,13 @@ impl Catalogue for TocCatalogue {
         maintenance::wipe_done(&*self.fs, dir(db))
     }
 
+    /// Also clears what a killed move of the database left (not while a move of it runs).
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
+        if doit {
+            if let Err(e) = self.recover_moves(&Self::dir_name(&db.key)) {
+                tracing::info!("purge leaves move leftovers alone: {e}");
+            }
+        }
         maintenance::purge(&self.fs, dir(db), doit)
     }
 
@@ -425,6 +602,9 @@ pub(crate) fn one_root(root: &Path) -> TocCatalogue {
         retrieve: true,
         archive: true,
         wipe: true,
+        capacity: None,
+        max_fill: None,
+        max_age_days: None,
     };
     TocCatalogue::new(vec![Space {
         name: None,

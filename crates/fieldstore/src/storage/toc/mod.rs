@@ -5,7 +5,9 @@ mod catalogue;
 mod index;
 mod journal;
 pub(crate) mod maintenance;
+pub mod placement;
 mod reader;
+pub mod relocate;
 mod writer;
 
 pub use catalogue::TocCatalogue;
