@@ -54,12 +54,7 @@ impl S3Store {
     /// `data/<db id without its leading '/'>/`: the database's objects, whatever catalogue
     /// names it.
     pub fn data_prefix(db: &DbRef) -> String {
-        // The S3 catalogue's ids are URIs: `s3://` would put an empty segment in the key.
-        let id = db
-            .id
-            .split_once("://")
-            .map_or(db.id.as_str(), |(_, rest)| rest);
-        let id = id.trim_matches('/');
+        let id = db.id.trim_matches('/');
         format!("data/{id}/")
     }
 
