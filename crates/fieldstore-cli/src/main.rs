@@ -170,7 +170,21 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `FIELDSTORE_S3_STATS=1` (hidden, for tests and benchmarks): one line of what this process's
+/// S3 requests did, so conditional-write conflicts between writer processes can be counted.
+fn print_s3_stats() {
+    if std::env::var_os("FIELDSTORE_S3_STATS").is_none() {
+        return;
+    }
+    let s = fieldstore::storage::s3::process_stats();
+    eprintln!(
+        "fieldstore: s3 stats: requests={} retries={} conflicts={} self_conflicts={} bytes_up={} bytes_down={}",
+        s.requests, s.retries, s.conflicts, s.self_conflicts, s.bytes_up, s.bytes_down
+    );
+}
+
 fn report(result: anyhow::Result<()>) -> ExitCode {
+    print_s3_stats();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // `fieldstore list | head` is not an error.

@@ -96,6 +96,47 @@ struct Counters {
     bytes_down: AtomicU64,
 }
 
+impl Counters {
+    fn snapshot(&self) -> ClientStats {
+        ClientStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+            self_conflicts: self.self_conflicts.load(Ordering::Relaxed),
+            bytes_up: self.bytes_up.load(Ordering::Relaxed),
+            bytes_down: self.bytes_down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The counters of every client this process connected, kept after the clients are dropped, so
+/// a command can report what all its requests did ([`process_stats`]).
+static PROCESS: std::sync::Mutex<Vec<Arc<Counters>>> = std::sync::Mutex::new(Vec::new());
+
+fn register() -> Arc<Counters> {
+    let c = Arc::new(Counters::default());
+    if let Ok(mut all) = PROCESS.lock() {
+        all.push(c.clone());
+    }
+    c
+}
+
+/// The sum of [`S3Client::stats`] over every client this process connected.
+pub fn process_stats() -> ClientStats {
+    let all = PROCESS.lock().map(|a| a.clone()).unwrap_or_default();
+    all.iter().fold(ClientStats::default(), |t, c| {
+        let s = c.snapshot();
+        ClientStats {
+            requests: t.requests + s.requests,
+            retries: t.retries + s.retries,
+            conflicts: t.conflicts + s.conflicts,
+            self_conflicts: t.self_conflicts + s.self_conflicts,
+            bytes_up: t.bytes_up + s.bytes_up,
+            bytes_down: t.bytes_down + s.bytes_down,
+        }
+    })
+}
+
 /// A connection to one bucket under one prefix. Cheap to clone; clones share the connection
 /// pool and the counters.
 #[derive(Clone)]
@@ -112,7 +153,7 @@ struct Inner {
     prefix: String,
     grace: Duration,
     backoff: Backoff,
-    stats: Counters,
+    stats: Arc<Counters>,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -188,7 +229,7 @@ impl S3Client {
                 prefix: cfg.prefix.clone().unwrap_or_default(),
                 grace: cfg.grace,
                 backoff: BACKOFF,
-                stats: Counters::default(),
+                stats: register(),
             }),
         })
     }
@@ -222,15 +263,7 @@ impl S3Client {
     }
 
     pub fn stats(&self) -> ClientStats {
-        let s = &self.inner.stats;
-        ClientStats {
-            requests: s.requests.load(Ordering::Relaxed),
-            retries: s.retries.load(Ordering::Relaxed),
-            conflicts: s.conflicts.load(Ordering::Relaxed),
-            self_conflicts: s.self_conflicts.load(Ordering::Relaxed),
-            bytes_up: s.bytes_up.load(Ordering::Relaxed),
-            bytes_down: s.bytes_down.load(Ordering::Relaxed),
-        }
+        self.inner.stats.snapshot()
     }
 
     pub fn put(&self, key: &str, body: &[u8]) -> Result<(), StorageError> {
@@ -700,6 +733,24 @@ impl S3Client {
 
     /// Two create-only PUTs of one fresh key: the second must be refused (412), or the server
     /// ignores `If-None-Match` and concurrent writers could overwrite each other unnoticed.
+    /// Probes of processes killed between their PUT and DELETE: nothing else would ever delete
+    /// them. Best effort, once per process: a failure here changes nothing the caller asked for.
+    fn delete_stale_probes(&self) {
+        let now = SystemTime::now();
+        let stale: Vec<String> = self
+            .list(".fieldstore-probe/")
+            .filter_map(Result::ok)
+            .filter(|m| {
+                now.duration_since(m.last_modified)
+                    .is_ok_and(|age| age >= self.inner.grace)
+            })
+            .map(|m| m.key)
+            .collect();
+        if !stale.is_empty() {
+            let _ = self.delete_many(&stale);
+        }
+    }
+
     fn probe_conditional_create(&self, allow_unconditional: bool) -> Result<(), StorageError> {
         let id = (
             self.inner.endpoint.clone(),
@@ -714,6 +765,7 @@ impl S3Client {
                 self.put_if_absent("probe conditional create", &key, b"probe")?;
                 let second = self.put_if_absent("probe conditional create", &key, b"probe")?;
                 self.delete(&key)?;
+                self.delete_stale_probes();
                 let supported = !second;
                 if let Ok(mut m) = probed().lock() {
                     m.insert(id, supported);

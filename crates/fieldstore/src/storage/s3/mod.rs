@@ -12,5 +12,7 @@ mod view;
 mod writer;
 
 pub use catalogue::{S3Catalogue, COMPACT_AFTER};
-pub use client::{ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client};
+pub use client::{
+    process_stats, ClientStats, Created, Multipart, ObjectList, ObjectMeta, Part, S3Client,
+};
 pub use store::S3Store;
