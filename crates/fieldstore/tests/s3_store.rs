@@ -121,8 +121,11 @@ fn a_large_batch_goes_out_as_multipart() {
     let started = std::time::Instant::now();
     let refs: Vec<_> = fields.iter().map(|f| w.append(f).unwrap()).collect();
     let during = s.client().stats();
+    // Requests count when answered. Six full parts were cut during the appends with at most
+    // four in flight, so the create and at least two parts were answered before the last append
+    // returned (more is timing; asking for more made this test flaky under load).
     assert!(
-        during.requests - before.requests >= 5,
+        during.requests - before.requests >= 3,
         "parts leave while appends go on: {during:?}"
     );
     w.sync().unwrap();
@@ -307,11 +310,12 @@ fn wipe_and_remove() {
     assert_eq!(s.read(&a, &r).unwrap(), field(0, 10));
 }
 
-/// Regression: a large field was read through the 512 KiB read-ahead window (20 GETs and a
-/// copy for a 10 MB field), a quarter of a plain GET's speed in `bench/s3/run.sh`.
+/// A large read goes straight into the caller's buffer (no read-ahead copy), as a few ranged
+/// GETs in flight together, fetching nothing twice and nothing past the object's end.
 #[test]
-fn a_large_read_is_one_get_into_the_callers_buffer() {
-    let Some(server) = minio::Minio::shared("a_large_read_is_one_get_into_the_callers_buffer")
+fn a_large_read_is_a_few_parallel_gets_into_the_callers_buffer() {
+    let Some(server) =
+        minio::Minio::shared("a_large_read_is_a_few_parallel_gets_into_the_callers_buffer")
     else {
         return;
     };
@@ -329,6 +333,7 @@ fn a_large_read_is_one_get_into_the_callers_buffer() {
     assert_eq!(n, big.len());
     assert!(buf[..n] == big[..], "bytes differ");
     let after = s.client().stats();
-    assert_eq!(after.requests - before, 1, "GETs for one 10 MB read");
+    let gets = after.requests - before;
+    assert!((1..=4).contains(&gets), "{gets} GETs for one 10 MB read");
     assert_eq!(after.bytes_down - down, big.len() as u64, "bytes fetched");
 }

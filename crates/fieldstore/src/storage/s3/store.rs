@@ -343,6 +343,61 @@ struct S3Object {
     window: Mutex<Window>,
 }
 
+/// A read at least this large is split into ranged GETs in flight together: one HTTP stream
+/// leaves most of a server's (and a link's) bandwidth unused.
+const PARALLEL_READ: usize = 4 << 20;
+/// The smallest range a split read asks for.
+const MIN_RANGE: usize = 2 << 20;
+
+impl S3Object {
+    /// Fills `buf` from `pos` with up to [`PARTS_IN_FLIGHT`] GETs at once, each into its own
+    /// part of the caller's buffer; short only at the object's end.
+    fn get_parallel(&self, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        if buf.len() < PARALLEL_READ {
+            return self.client.get_range(&self.key, pos, buf);
+        }
+        let range = buf.len().div_ceil(PARTS_IN_FLIGHT).max(MIN_RANGE);
+        let results: Vec<(usize, Result<usize, StorageError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = buf
+                .chunks_mut(range)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let len = chunk.len();
+                    let at = pos + (i * range) as u64;
+                    (
+                        len,
+                        s.spawn(move || self.client.get_range(&self.key, at, chunk)),
+                    )
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(len, h)| {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(StorageError::S3 {
+                            op: "GET",
+                            uri: self.client.uri(&self.key),
+                            status: None,
+                            detail: "a ranged read's thread panicked".into(),
+                        })
+                    });
+                    (len, r)
+                })
+                .collect()
+        });
+        let mut filled = 0;
+        for (len, r) in results {
+            let n = r?;
+            filled += n;
+            if n < len {
+                // The object ends here; later ranges found nothing.
+                break;
+            }
+        }
+        Ok(filled)
+    }
+}
+
 impl ObjectReader for S3Object {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
@@ -364,7 +419,7 @@ impl ObjectReader for S3Object {
             if want >= MAX_READ_AHEAD {
                 // A read this large needs no read-ahead: the bytes go straight into the
                 // caller's buffer, one GET, no copy.
-                let n = self.client.get_range(&self.key, pos, &mut buf[filled..])?;
+                let n = self.get_parallel(pos, &mut buf[filled..])?;
                 filled += n;
                 if n < want {
                     w.end = Some(pos + n as u64);
