@@ -267,3 +267,32 @@ fn axes_sort_values_by_type() {
         "{e}"
     );
 }
+
+/// Regression: a read that failed left an empty (or cut-short) output file behind, and a
+/// request leaving out keywords was told only that "no field has this combination".
+#[test]
+fn a_failed_read_leaves_no_file_and_names_the_keywords_left_out() {
+    let s = Store::with_sample(10);
+    let out = s.path("partial.grib");
+    let e = s.fails(
+        "local.yaml",
+        &[
+            "read",
+            "retrieve,class=od,expver=0001,stream=enfo,date=20261122,type=pf,levtype=pl,param=t,step=0,number=1,levelist=500",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("names no value for"), "{e}");
+    assert!(e.contains("time"), "{e}");
+    assert!(!out.exists(), "a failed read left {} behind", out.display());
+    // Into a device, nothing is removed.
+    s.fails(
+        "local.yaml",
+        &[
+            "read",
+            &format!("{ENS},step=36,number=1,levelist=500"),
+            "/dev/null",
+        ],
+    );
+    assert!(std::path::Path::new("/dev/null").exists());
+}

@@ -373,12 +373,32 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
                 .with_context(|| format!("cannot create {}", args.output.display()))?,
         )
     };
+    let result = read_into(fdb, &reqs, file.as_mut());
+    if result.is_err() {
+        // A cut-short or empty GRIB file must not be mistaken for the answer: remove what this
+        // run created (never a device such as /dev/null).
+        if let Some(f) = file.take() {
+            let regular = f.metadata().is_ok_and(|m| m.is_file());
+            drop(f);
+            if regular {
+                let _ = std::fs::remove_file(&args.output);
+            }
+        }
+    }
+    result
+}
+
+fn read_into(
+    fdb: &dyn fieldstore::api::Fdb,
+    reqs: &[Request],
+    mut file: Option<&mut File>,
+) -> Result<()> {
     let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
     let mut total = 0u64;
     let mut chunk = Vec::new();
-    for req in &reqs {
+    for req in reqs {
         let mut stream = fdb.retrieve(req)?;
-        let copied = match (file.as_mut(), stdout.as_mut()) {
+        let copied = match (file.as_deref_mut(), stdout.as_mut()) {
             (Some(f), _) => stream.copy_to_file(f),
             (None, Some(out)) => {
                 chunk.resize(COPY_CHUNK, 0);

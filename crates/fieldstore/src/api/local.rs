@@ -661,7 +661,22 @@ impl LocalFdb {
             }
         }
         if lines.is_empty() {
-            "every value exists on its own, but no field has this combination".into()
+            // Most often a retrieve that leaves out keywords: it names single fields, so it
+            // needs a value for every keyword the fields have.
+            let mut unnamed: Vec<&str> = axes
+                .keys()
+                .map(String::as_str)
+                .filter(|kw| request.get(kw).is_none())
+                .collect();
+            unnamed.sort_unstable();
+            if unnamed.is_empty() {
+                "every value exists on its own, but no field has this combination".into()
+            } else {
+                format!(
+                    "every value exists on its own, but no field has this combination; the request names no value for {} (a retrieve needs a value for every keyword of the fields; `list` with this request shows them)",
+                    unnamed.join(", ")
+                )
+            }
         } else {
             lines.join("\n")
         }
