@@ -623,6 +623,33 @@ mod tests {
         one_root(root)
     }
 
+    /// Regression: a move deleted the old copy in place, so a listing could meet it holding data
+    /// files and neither a journal nor its renamed journal ("... has no journal (toc)"). The
+    /// old copy is now renamed to a hidden name first; such a directory is never reported.
+    #[test]
+    fn an_old_copy_being_deleted_after_a_move_is_not_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let db = c
+            .create(&Key::parse("{class=od,expver=0001}").unwrap(), "schema")
+            .unwrap();
+        let gone = d
+            .path()
+            .join(format!(".od:0001{}gone.x", super::relocate::MOVING));
+        std::fs::create_dir(&gone).unwrap();
+        std::fs::write(gone.join("a.data"), b"bytes").unwrap();
+        std::fs::write(gone.join("b.idx"), b"index").unwrap();
+        let found = c.databases();
+        assert!(found.iter().all(|r| r.is_ok()), "{found:?}");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].as_ref().unwrap(), &db);
+        // What the old code left for a moment: the directory under its own name.
+        let visible = d.path().join("od:0002");
+        std::fs::create_dir(&visible).unwrap();
+        std::fs::write(visible.join("a.data"), b"bytes").unwrap();
+        assert!(c.databases().iter().any(|r| r.is_err()));
+    }
+
     #[test]
     fn keys_sharing_a_name_on_disk_are_never_mixed() {
         let d = tempfile::tempdir().unwrap();

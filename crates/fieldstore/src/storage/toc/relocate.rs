@@ -261,7 +261,7 @@ impl TocCatalogue {
                     .iter()
                     .any(|(f, _)| f.starts_with(MOVED_PREFIX));
                 if moved {
-                    std::fs::remove_dir_all(&p).map_err(io("remove", &p))?;
+                    remove_old_copy(&p)?;
                     continue;
                 }
             }
@@ -392,7 +392,7 @@ impl TocCatalogue {
         std::fs::remove_file(&dest_lock).map_err(io("remove", &dest_lock))?;
         if !opts.keep {
             std::thread::sleep(opts.grace);
-            std::fs::remove_dir_all(from).map_err(io("remove", from))?;
+            remove_old_copy(from)?;
         }
         Ok(())
     }
@@ -437,6 +437,19 @@ impl TocCatalogue {
 /// The same directory, as written or once links are resolved.
 fn same_dir(a: &Path, b: &Path) -> bool {
     a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// Deletes an old copy whose journal was renamed away. Deleted in place, it would for a moment
+/// hold data files and no renamed journal, which listings report as a database that lost its
+/// `toc`; renamed first to a hidden `.NAME.moving.*` name, no listing ever sees it.
+fn remove_old_copy(dir: &Path) -> Result<(), StorageError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let gone = dir.with_file_name(format!(".{name}{MOVING}gone.{}", unique_name()));
+    std::fs::rename(dir, &gone).map_err(io("rename", dir))?;
+    std::fs::remove_dir_all(&gone).map_err(io("remove", &gone))
 }
 
 /// Makes an old copy invisible in one rename of its journal; its files stay for readers.
