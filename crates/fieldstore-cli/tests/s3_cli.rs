@@ -100,6 +100,12 @@ fn the_cli_writes_lists_reads_purges_and_wipes_on_s3() {
 
     let dump = cli.ok(&["dump", DB]);
     assert!(dump.contains("FLUSH"), "{dump}");
+    // Where the database is, as a URI naming the bucket and prefix (not the catalogue's id).
+    let place = cli.ok(&["where", DB]);
+    assert!(
+        place.trim().starts_with("s3://fields/ops/db/") && place.trim().ends_with("/0000000001/"),
+        "{place}"
+    );
     let purge = cli.ok(&["purge", DB, "--doit"]);
     assert!(purge.contains('4'), "{purge}");
     let full = cli.ok(&["list", "class=od,expver=0001", "--full", "--porcelain"]);

@@ -1398,7 +1398,7 @@ impl Fdb for LocalFdb {
                 .any(|e| e.levels[0].matches_exactly(&db.key))
             {
                 out.push(WhereElement {
-                    location: location(&db),
+                    location: self.catalogue.location(&db),
                     db: db.key,
                 });
             }
@@ -1443,7 +1443,7 @@ impl Fdb for LocalFdb {
                 self.detach(&db)?;
             }
             out.push(WipeElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 db: db.key,
                 doit,
                 removed,
@@ -1465,7 +1465,7 @@ impl Fdb for LocalFdb {
                 self.store.remove(&db, &r.objects)?;
             }
             out.push(PurgeElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 doit,
                 masked_fields: r.masked_fields as u64,
                 indexes: r.indexes.iter().map(|f| format!("{}/{f}", db.id)).collect(),
@@ -1486,7 +1486,7 @@ impl Fdb for LocalFdb {
                 .filter_map(|o| self.store.object_size(&db, o))
                 .sum();
             out.push(StatsElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 db: db.key,
                 lanes: Vec::new(),
                 fields: s.fields,
@@ -1507,7 +1507,7 @@ impl Fdb for LocalFdb {
         for db in self.matching_dbs(request)? {
             let d = self.catalogue.dump(&db)?;
             out.push(DumpElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 db: db.key,
                 journal_bytes: d.journal_bytes,
                 total_records: d.total_records,
@@ -1543,7 +1543,7 @@ impl Fdb for LocalFdb {
                 .filter(|op| self.catalogue.is_locked(&db, op.name()))
                 .collect();
             out.push(ControlElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 db: db.key,
                 locked,
             });
@@ -1556,7 +1556,7 @@ impl Fdb for LocalFdb {
         for db in self.matching_dbs(request)? {
             let r = self.catalogue.compact(&db)?;
             out.push(CompactElement {
-                location: location(&db),
+                location: self.catalogue.location(&db),
                 db: db.key,
                 merged_indexes: r.merged_indexes as u64,
                 new_indexes: r.new_indexes as u64,
@@ -1656,10 +1656,6 @@ impl LocalFdb {
 }
 
 /// How users know a database: its directory.
-fn location(db: &DbRef) -> String {
-    db.id.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,12 @@ pub trait Catalogue: Send + Sync {
     /// `toc`, ...: what `fieldstore info` prints.
     fn kind(&self) -> &'static str;
 
+    /// Where users are told the database is (`where`, `wipe`, `stats`...): the directory for
+    /// toc; a URI where the id alone would not say which server or bucket.
+    fn location(&self, db: &DbRef) -> String {
+        db.id.clone()
+    }
+
     /// Every database readers may visit, in a stable order; a damaged one is an error in its
     /// place, so the others stay readable.
     fn databases(&self) -> Vec<Result<DbRef, StorageError>>;

@@ -437,6 +437,14 @@ impl Catalogue for S3Catalogue {
         }))
     }
 
+    /// `s3://bucket/prefix/db/<name>/<gen>/`: the id names neither the server nor the bucket.
+    fn location(&self, db: &DbRef) -> String {
+        match self.gen_of(db) {
+            Ok(g) => self.client.uri(&g.prefix()),
+            Err(_) => db.id.clone(),
+        }
+    }
+
     fn is_locked(&self, db: &DbRef, action: &str) -> bool {
         self.gen_of(db)
             .and_then(|g| {
