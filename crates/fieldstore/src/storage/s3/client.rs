@@ -267,12 +267,7 @@ impl S3Client {
     }
 
     pub fn put(&self, key: &str, body: &[u8]) -> Result<(), StorageError> {
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .put_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Put)?;
         self.run("put", key, || {
             let resp = self.send(self.inner.agent.put(url.as_str()).send(body), Some(body))?;
             self.expect_ok(resp, "put", key, &[200])
@@ -320,12 +315,7 @@ impl S3Client {
         key: &str,
         body: &[u8],
     ) -> Result<bool, StorageError> {
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .put_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Put)?;
         self.run(op, key, || {
             let req = self
                 .inner
@@ -347,12 +337,7 @@ impl S3Client {
 
     /// The whole object; `None` when there is none.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .get_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Get)?;
         self.run("get", key, || {
             let resp = self.send(self.inner.agent.get(url.as_str()).call(), None)?;
             match resp.status().as_u16() {
@@ -371,12 +356,7 @@ impl S3Client {
         if buf.is_empty() {
             return Ok(0);
         }
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .get_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Get)?;
         let last = offset.saturating_add(buf.len() as u64 - 1);
         self.run("get_range", key, || {
             let req = self
@@ -405,12 +385,7 @@ impl S3Client {
     }
 
     pub fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StorageError> {
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .head_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Head)?;
         self.run("head", key, || {
             let resp = self.send(self.inner.agent.head(url.as_str()).call(), None)?;
             match resp.status().as_u16() {
@@ -505,12 +480,7 @@ impl S3Client {
 
     /// Deletes an object; one that is not there is fine.
     pub fn delete(&self, key: &str) -> Result<(), StorageError> {
-        let full = self.full_key(key)?;
-        let url = self
-            .inner
-            .bucket
-            .delete_object(Some(&self.inner.creds), &full)
-            .sign(SIGN_FOR);
+        let url = self.object_url(key, ObjectOp::Delete)?;
         self.run("delete", key, || {
             let resp = self.send(self.inner.agent.delete(url.as_str()).call(), None)?;
             self.expect_ok(resp, "delete", key, &[200, 204, 404])
@@ -790,6 +760,19 @@ impl S3Client {
     }
 
     /// The key with the client's prefix; refuses keys a URL would rewrite.
+    /// The presigned URL of one request on one object (its key checked and put under the
+    /// prefix).
+    fn object_url(&self, key: &str, op: ObjectOp) -> Result<url::Url, StorageError> {
+        let full = self.full_key(key)?;
+        let (bucket, creds) = (&self.inner.bucket, Some(&self.inner.creds));
+        Ok(match op {
+            ObjectOp::Put => bucket.put_object(creds, &full).sign(SIGN_FOR),
+            ObjectOp::Get => bucket.get_object(creds, &full).sign(SIGN_FOR),
+            ObjectOp::Head => bucket.head_object(creds, &full).sign(SIGN_FOR),
+            ObjectOp::Delete => bucket.delete_object(creds, &full).sign(SIGN_FOR),
+        })
+    }
+
     fn full_key(&self, key: &str) -> Result<String, StorageError> {
         let bad = key.starts_with('/')
             || key.split('/').any(|seg| seg == "." || seg == "..")
@@ -1404,4 +1387,13 @@ mod tests {
         let empty: ListUploads = quick_xml::de::from_str("<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>").unwrap();
         assert!(empty.uploads.is_empty() && !empty.is_truncated);
     }
+}
+
+/// The requests on one object that [`S3Client::object_url`] signs.
+#[derive(Clone, Copy)]
+enum ObjectOp {
+    Put,
+    Get,
+    Head,
+    Delete,
 }
