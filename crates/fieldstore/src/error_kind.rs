@@ -52,10 +52,15 @@ pub enum ErrorKind {
     Unsupported,
     /// A defect of fieldstore itself.
     Internal,
+    /// A wait ended before what it waited for arrived (`retrieve --wait`).
+    Timeout,
+    /// A subscriber resumed from a position whose history is gone (purged, or a server's
+    /// bounded history moved on): resubscribe and list to catch up.
+    FellBehind,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::NotFound,
         ErrorKind::BadRequest,
         ErrorKind::Schema,
@@ -68,6 +73,8 @@ impl ErrorKind {
         ErrorKind::Full,
         ErrorKind::Unsupported,
         ErrorKind::Internal,
+        ErrorKind::Timeout,
+        ErrorKind::FellBehind,
     ];
 
     /// The stable name carried on the wire and shown to programs.
@@ -85,6 +92,8 @@ impl ErrorKind {
             ErrorKind::Full => "full",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Internal => "internal",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::FellBehind => "fell-behind",
         }
     }
 }

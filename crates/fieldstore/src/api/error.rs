@@ -52,6 +52,16 @@ pub enum ApiError {
     /// The frontend neither implements the operation nor forwards it to a child.
     #[error("{frontend} does not support {op}")]
     Unsupported { op: Operation, frontend: String },
+    /// `retrieve --wait` ran out of time: which fields never came.
+    #[error(
+        "waited {waited}: {missing} of the {total} fields requested were not flushed: {names}"
+    )]
+    WaitTimedOut {
+        waited: String,
+        missing: usize,
+        total: usize,
+        names: String,
+    },
     /// Moving databases between roots is a local toc store's (docs/tiers.md).
     #[error("{frontend} cannot move databases between roots: {why}")]
     MoveUnsupported { frontend: String, why: String },
@@ -74,6 +84,7 @@ impl ApiError {
                 ErrorKind::Unsupported
             }
             ApiError::Children { kind, .. } => *kind,
+            ApiError::WaitTimedOut { .. } => ErrorKind::Timeout,
         }
     }
 }

@@ -8,6 +8,7 @@ use super::results::{
     CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
     WhereElement, WipeElement,
 };
+use super::subscribe::{Start, SubscriptionBox};
 use crate::model::request::Request;
 use crate::model::Key;
 use crate::storage::toc::relocate::MoveOptions;
@@ -57,6 +58,18 @@ pub trait Fdb: Send + Sync {
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         forward(self, Operation::List)?.list(request, options)
+    }
+
+    /// The fields matching a partial request as flushes make them visible, each once, whole
+    /// flushes at a time, from `start` on (docs/subscribe.md).
+    fn subscribe(&self, request: &Request, start: &Start) -> Result<SubscriptionBox, ApiError> {
+        forward(self, Operation::Subscribe)?.subscribe(request, start)
+    }
+
+    /// The full keys (canonical, as `list` shows them) of every field a retrieve of `request`
+    /// names, in retrieve order: what `retrieve --wait` waits for.
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        forward(self, Operation::Retrieve)?.wanted_fields(request)
     }
 
     /// The values present for each keyword under a partial request.

@@ -1339,6 +1339,60 @@ impl Fdb for LocalFdb {
         )))
     }
 
+    fn subscribe(
+        &self,
+        request: &Request,
+        start: &super::subscribe::Start,
+    ) -> Result<super::subscribe::SubscriptionBox, ApiError> {
+        if !self.config.actions.list {
+            return Err(ApiError::Invalid(
+                "subscribe is disabled by this config (it lists: `list` is off)".into(),
+            ));
+        }
+        let expansions = self.expand(request, ExpandMode::List)?;
+        Ok(Box::new(super::feed::Feed::new(
+            self.catalogue.clone(),
+            self.store.clone(),
+            expansions,
+            start,
+        )?))
+    }
+
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        /// More than a waiting retrieve should track (each is a key held in memory).
+        const MOST: usize = 1_000_000;
+        let mut out = Vec::new();
+        for e in self.expand(request, ExpandMode::Retrieve)? {
+            let (Some(dbs), Some(ixs), Some(dts)) = (
+                e.levels[0].candidates(),
+                e.levels[1].candidates(),
+                e.levels[2].candidates(),
+            ) else {
+                return Err(ApiError::Invalid(format!(
+                    "a retrieve that waits must name every field (line {} of the schema leaves a keyword open): give each keyword its values",
+                    e.line
+                )));
+            };
+            let n = dbs
+                .len()
+                .saturating_mul(ixs.len())
+                .saturating_mul(dts.len());
+            if out.len().saturating_add(n) > MOST {
+                return Err(ApiError::Invalid(format!(
+                    "the request names more than {MOST} fields: too many to wait for in one retrieve; split it"
+                )));
+            }
+            for db in &dbs {
+                for dt in &dts {
+                    for ix in &ixs {
+                        out.push(db.join(ix).join(dt));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         if !self.config.actions.list {
             return Err(ApiError::Invalid("list is disabled by this config".into()));

@@ -4,13 +4,16 @@ pub(crate) mod archiver;
 pub(crate) mod element;
 pub(crate) mod error;
 pub(crate) mod fdb;
+pub(crate) mod feed;
 pub mod frontends;
 pub(crate) mod local;
 pub(crate) mod operation;
 pub(crate) mod reader;
 pub(crate) mod results;
+pub(crate) mod subscribe;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod wait;
 
 pub use archiver::{ArchiveError, ArchiveSummary, Archiver, MessageProgress};
 pub use element::{
@@ -26,3 +29,5 @@ pub use results::{
     CompactElement, ControlElement, DumpElement, DumpRecord, MoveElement, PurgeElement,
     StatsElement, WhereElement, WipeElement,
 };
+pub use subscribe::{Cursor, Notice, Position, Start, Subscription, SubscriptionBox};
+pub use wait::RetrieveWait;

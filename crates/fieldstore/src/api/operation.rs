@@ -23,10 +23,11 @@ pub enum Operation {
     Control,
     Compact,
     Explain,
+    Subscribe,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 13] = [
+    pub const ALL: [Operation; 14] = [
         Operation::Archive,
         Operation::Flush,
         Operation::Retrieve,
@@ -40,6 +41,7 @@ impl Operation {
         Operation::Control,
         Operation::Compact,
         Operation::Explain,
+        Operation::Subscribe,
     ];
 
     /// The operations `control` can lock on a database (FDB5's `ControlIdentifier`s).
@@ -66,6 +68,7 @@ impl Operation {
             Operation::Control => "control",
             Operation::Compact => "compact",
             Operation::Explain => "explain",
+            Operation::Subscribe => "subscribe",
         }
     }
 

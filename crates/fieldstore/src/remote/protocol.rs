@@ -62,16 +62,20 @@ pub enum MsgType {
     Control = 26,
     Compact = 27,
     Explain = 28,
+    /// Follow fields as flushes make them visible (docs/subscribe.md).
+    Subscribe = 29,
     Reply = 32,
     Data = 33,
     Entries = 34,
     End = 35,
     /// A retrieve's fields, before its data (version 3).
     Fields = 36,
+    /// A subscription's notices, or its start position (docs/subscribe.md).
+    Notices = 37,
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 21] = [
+    pub const ALL: [MsgType; 23] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -88,11 +92,13 @@ impl MsgType {
         MsgType::Control,
         MsgType::Compact,
         MsgType::Explain,
+        MsgType::Subscribe,
         MsgType::Reply,
         MsgType::Data,
         MsgType::Entries,
         MsgType::End,
         MsgType::Fields,
+        MsgType::Notices,
     ];
 
     pub fn from_u16(v: u16) -> Option<MsgType> {
@@ -115,6 +121,7 @@ impl MsgType {
             MsgType::Control => Operation::Control,
             MsgType::Compact => Operation::Compact,
             MsgType::Explain => Operation::Explain,
+            MsgType::Subscribe => Operation::Subscribe,
             MsgType::Hello
             | MsgType::Welcome
             | MsgType::Error
@@ -122,7 +129,8 @@ impl MsgType {
             | MsgType::Data
             | MsgType::Entries
             | MsgType::End
-            | MsgType::Fields => return None,
+            | MsgType::Fields
+            | MsgType::Notices => return None,
         })
     }
 
@@ -142,6 +150,7 @@ impl MsgType {
             Operation::Control => MsgType::Control,
             Operation::Compact => MsgType::Compact,
             Operation::Explain => MsgType::Explain,
+            Operation::Subscribe => MsgType::Subscribe,
         }
     }
 
@@ -158,6 +167,7 @@ impl MsgType {
             MsgType::Data => "data",
             MsgType::Entries => "entries",
             MsgType::Fields => "fields",
+            MsgType::Notices => "notices",
             _ => "end",
         }
     }

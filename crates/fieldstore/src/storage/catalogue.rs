@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::history::{ChangeWaiter, Commits, HistoryMark, PollingWaiter};
 use super::{CatalogueDump, DbRef, FieldRef, StorageError};
 use crate::model::Key;
 
@@ -120,6 +121,37 @@ pub trait Catalogue: Send + Sync {
 
     /// Merges indexes so lookups stay fast however many flushes accumulated.
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError>;
+
+    /// Where the database's history of commits stands now (docs/subscribe.md).
+    fn history_mark(&self, _db: &DbRef) -> Result<HistoryMark, StorageError> {
+        Err(StorageError::Unsupported {
+            catalogue: self.kind(),
+            what: "be subscribed to",
+        })
+    }
+
+    /// The commits of `db` from cursor `from` of incarnation `epoch` on, at most `max` of them.
+    /// A cursor into history that is gone is [`StorageError::FellBehind`].
+    fn commits(
+        &self,
+        _db: &DbRef,
+        _epoch: &str,
+        _from: u64,
+        _max: usize,
+    ) -> Result<Commits, StorageError> {
+        Err(StorageError::Unsupported {
+            catalogue: self.kind(),
+            what: "be subscribed to",
+        })
+    }
+
+    /// What tells a subscriber that databases or commits may have appeared. The default looks
+    /// again every 100 ms.
+    fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {
+        Ok(Box::new(PollingWaiter {
+            interval: std::time::Duration::from_millis(100),
+        }))
+    }
 }
 
 pub trait CatalogueWriter: Send {

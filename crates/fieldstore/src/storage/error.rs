@@ -88,6 +88,18 @@ pub enum StorageError {
         user: u32,
         action: &'static str,
     },
+    #[error("the {catalogue} catalogue cannot {what}")]
+    Unsupported {
+        catalogue: &'static str,
+        what: &'static str,
+    },
+    /// A subscriber's cursor points into history that is gone (its index files purged).
+    #[error("database {db}: the history after cursor {cursor} is gone ({detail}); subscribe again from now and list to catch up")]
+    FellBehind {
+        db: String,
+        cursor: u64,
+        detail: String,
+    },
 }
 
 impl StorageError {
@@ -115,7 +127,10 @@ impl StorageError {
                 Some(400) => ErrorKind::Config,
                 _ => ErrorKind::Io,
             },
-            StorageError::S3Unsupported { .. } => ErrorKind::Unsupported,
+            StorageError::S3Unsupported { .. } | StorageError::Unsupported { .. } => {
+                ErrorKind::Unsupported
+            }
+            StorageError::FellBehind { .. } => ErrorKind::FellBehind,
         }
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod catalogue;
 pub(crate) mod dump;
 pub(crate) mod error;
 pub mod fs;
+pub mod history;
 pub mod memory;
 pub(crate) mod names;
 pub(crate) mod posix;

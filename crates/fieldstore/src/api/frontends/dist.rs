@@ -73,7 +73,9 @@ fn fails_over(kind: ErrorKind) -> bool {
         | ErrorKind::BadRequest
         | ErrorKind::Schema
         | ErrorKind::Permission
-        | ErrorKind::NotFound => false,
+        | ErrorKind::NotFound
+        | ErrorKind::Timeout
+        | ErrorKind::FellBehind => false,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     ListedEntry, PurgeReport,
 };
+use crate::storage::history::{ChangeWaiter, Commit, CommitEntry, Commits, HistoryMark};
 use crate::storage::{CatalogueDump, DbRef, DumpRecord, FieldRef, StorageError};
 
 pub struct MemoryCatalogue {
@@ -70,6 +71,61 @@ fn auto_merge(
 }
 
 impl Catalogue for MemoryCatalogue {
+    fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
+        let d = self.db(db)?;
+        let end = d.log.lock().map_err(poisoned)?.end();
+        Ok(HistoryMark {
+            epoch: d.epoch.clone(),
+            end,
+        })
+    }
+
+    fn commits(
+        &self,
+        db: &DbRef,
+        epoch: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Commits, StorageError> {
+        let Some(d) = self.shared.get(&db.key)? else {
+            return Ok(Commits::Gone);
+        };
+        let log = d.log.lock().map_err(poisoned)?;
+        if d.epoch != epoch {
+            return Ok(Commits::Recreated(HistoryMark {
+                epoch: d.epoch.clone(),
+                end: log.end(),
+            }));
+        }
+        if from < log.first {
+            return Err(StorageError::FellBehind {
+                db: db.id.clone(),
+                cursor: from,
+                detail: format!(
+                    "the memory store keeps the last {} commits or {} fields of a database, and {} commits went by since",
+                    super::history::COMMITS_KEPT,
+                    super::history::ENTRIES_KEPT,
+                    log.end() - from
+                ),
+            });
+        }
+        let skip = usize::try_from(from - log.first).unwrap_or(usize::MAX);
+        Ok(Commits::Since(
+            log.commits
+                .iter()
+                .skip(skip)
+                .take(max)
+                .map(|c| Commit::clone(c))
+                .collect(),
+        ))
+    }
+
+    fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {
+        Ok(Box::new(super::history::MemWaiter::new(
+            self.shared.notifier.clone(),
+        )))
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }
@@ -421,8 +477,28 @@ impl CatalogueWriter for MemCatalogueWriter {
             indexes = auto_merge(&self.shared, indexes, &f.summary.index_key, &f.keywords);
         }
         let live = indexes.len();
+        let commit = Commit {
+            at: 0,
+            next: 0,
+            timestamp,
+            entries: fresh
+                .iter()
+                .flat_map(|ix| {
+                    ix.entries.iter().map(|e| CommitEntry {
+                        index: ix.summary.index_key.clone(),
+                        datum: datum_of(&ix.keywords, &e.values),
+                        field: e.field.clone(),
+                    })
+                })
+                .collect(),
+        };
+        // Under the same lock as the snapshot: subscribers see commits in publication order.
+        let mut log = db.log.lock().map_err(poisoned)?;
         db.publish(Snapshot::with(indexes), what)?;
+        log.push(commit);
+        drop(log);
         self.pending.clear();
+        self.shared.changed(&db.key);
         Ok(live)
     }
 }

@@ -11,6 +11,7 @@
 //! writer; field bytes are copied outside every lock but one object's own.
 
 mod catalogue;
+mod history;
 mod state;
 mod store;
 

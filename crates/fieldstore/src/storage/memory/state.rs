@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::history::{CommitLog, Notifier};
 use super::ENTRY_OVERHEAD;
 use crate::model::Key;
 use crate::storage::catalogue::IndexSummary;
@@ -22,6 +23,8 @@ pub(super) struct Shared {
     wiping: Mutex<HashMap<String, Arc<MemDb>>>,
     /// Names objects and indexes uniquely for the life of the store.
     next: AtomicU64,
+    /// Wakes subscribers when a database is made, committed to or wiped.
+    pub notifier: Arc<Notifier>,
 }
 
 /// A lock poisoned by a panicking thread: reported, never unwrapped.
@@ -44,7 +47,13 @@ impl Shared {
             dbs: RwLock::new(BTreeMap::new()),
             wiping: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
+            notifier: Arc::new(Notifier::default()),
         }
+    }
+
+    /// Wakes subscribers of this database.
+    pub fn changed(&self, key: &Key) {
+        self.notifier.changed(&super::db_ref(&self.name, key).id);
     }
 
     pub fn used(&self) -> u64 {
@@ -100,11 +109,17 @@ impl Shared {
         if let Some(db) = self.get(key)? {
             return Ok(db);
         }
-        let mut dbs = self.dbs.write().map_err(poisoned)?;
-        Ok(dbs
-            .entry(db_id(key))
-            .or_insert_with(|| Arc::new(MemDb::new(key.clone())))
-            .clone())
+        let made = {
+            let mut dbs = self.dbs.write().map_err(poisoned)?;
+            if let Some(db) = dbs.get(&db_id(key)) {
+                return Ok(db.clone());
+            }
+            let db = Arc::new(MemDb::new(key.clone(), self.next_id()));
+            dbs.insert(db_id(key), db.clone());
+            db
+        };
+        self.changed(key);
+        Ok(made)
     }
 
     pub fn all(&self) -> Result<Vec<Arc<MemDb>>, StorageError> {
@@ -132,6 +147,7 @@ impl Shared {
         // Set before draining: an append that takes an object's lock after the drain sees it.
         db.wiped.store(true, Ordering::SeqCst);
         self.wiping.lock().map_err(poisoned)?.insert(id, db.clone());
+        self.changed(&db.key);
         Ok(())
     }
 
@@ -192,6 +208,9 @@ pub(super) struct MemDb {
     pub locks: Mutex<BTreeSet<String>>,
     pub wiped: AtomicBool,
     history: Mutex<History>,
+    /// Which incarnation this is, for subscribers' cursors (docs/subscribe.md).
+    pub epoch: String,
+    pub log: Mutex<CommitLog>,
 }
 
 /// What `dump` shows: one record per change, the newest [`HISTORY_KEPT`] of them, so a
@@ -205,10 +224,13 @@ struct History {
 pub(super) const HISTORY_KEPT: usize = 10_000;
 
 impl MemDb {
-    fn new(key: Key) -> MemDb {
+    fn new(key: Key, unique: u64) -> MemDb {
+        let created = now();
         MemDb {
             key,
-            created: now(),
+            created,
+            epoch: format!("{created}.{unique}"),
+            log: Mutex::new(CommitLog::default()),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             change: Mutex::new(()),
             objects: RwLock::new(HashMap::new()),
