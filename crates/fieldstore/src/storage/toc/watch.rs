@@ -83,6 +83,13 @@ impl TocWaiter {
     }
 
     fn watch_roots(&self) -> std::io::Result<Watcher> {
+        // Roots the catalogue's file system has and the kernel's has not: a simulated one.
+        if let Some(r) = self.roots.iter().find(|r| self.fs.is_dir(r) && !r.is_dir()) {
+            return Err(std::io::Error::other(format!(
+                "root {} is not on a file system the kernel can watch",
+                r.display()
+            )));
+        }
         let inotify = Inotify::init()?;
         let mut watcher = Watcher {
             inotify,
