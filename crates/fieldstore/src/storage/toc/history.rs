@@ -364,8 +364,11 @@ mod tests {
         let db = c.create(&db_key(), "schema").unwrap();
         flush(&c, &db, &[0]);
         let old = c.history_mark(&db).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        waiter.follow(&db).unwrap();
         c.wipe(&db, true).unwrap();
         c.finish_wipe(&db).unwrap();
+        assert_ne!(waiter.wait(Duration::from_secs(10)).unwrap(), Wake::Timeout);
         assert_eq!(
             c.commits(&db, &old.epoch, old.end, 100).unwrap(),
             Commits::Gone
@@ -379,6 +382,13 @@ mod tests {
         assert_ne!(new.epoch, old.epoch);
         assert_eq!(new, c.history_mark(&again).unwrap());
         assert_eq!(steps(&since(&c, &again, &new.epoch, 0)), [["6"]]);
+        // The new journal wakes the waiter as the old one did.
+        while waiter.wait(Duration::from_millis(50)).unwrap() != Wake::Timeout {}
+        flush(&c, &again, &[12]);
+        assert_eq!(
+            waiter.wait(Duration::from_secs(10)).unwrap(),
+            Wake::Changed(vec![db.id.clone()])
+        );
     }
 
     #[test]

@@ -267,8 +267,9 @@ impl TocWaiter {
         }
     }
 
-    /// Watches every visible database directory under the roots (a database being made has
-    /// no journal yet: its directory tells when it gets one) and every followed journal.
+    /// Watches the database directories under the roots that have no journal yet (being
+    /// made: the directory tells when it gets one; the others are followed, or not wanted)
+    /// and every followed journal.
     fn rearm(&mut self) -> std::io::Result<()> {
         let Mode::Watching(w) = &mut self.mode else {
             return Ok(());
@@ -283,7 +284,7 @@ impl TocWaiter {
                     continue;
                 }
                 let id = e.path.display().to_string();
-                if self.followed.contains(&id) {
+                if self.followed.contains(&id) || self.fs.exists(&e.path.join("toc")) {
                     continue;
                 }
                 match w
