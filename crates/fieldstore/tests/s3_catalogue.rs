@@ -404,10 +404,8 @@ fn subscribers_get_a_late_lower_ranked_marker_and_read_through_compactions() {
         Wake::Changed(ids) => assert_eq!(ids, vec![db.id.clone()]),
         other => panic!("expected the database changed, got {other:?}"),
     }
-    let json = format!(
-        r#"{{"format":1,"stamp":"slow#1","created":1,"indexes":[{{"key":[["type","an"]],"keywords":["param"],"axes":{{"param":["v"]}},"entries":[{{"values":["v"],"object":"slow","offset":0,"length":10}}]}}]}}"#
-    );
-    let mut body = json.clone().into_bytes();
+    let json = r#"{"format":1,"stamp":"slow#1","created":1,"indexes":[{"key":[["type","an"]],"keywords":["param"],"axes":{"param":["v"]},"entries":[{"values":["v"],"object":"slow","offset":0,"length":10}]}]}"#;
+    let mut body = json.as_bytes().to_vec();
     body.extend_from_slice(
         format!(
             "\ncrc32c={:08x}\n",
