@@ -408,6 +408,9 @@ mod tests {
         assert_eq!(c.history_mark(&moved).unwrap(), mark);
         flush(&c, &moved, &[6]);
         assert_eq!(steps(&since(&c, &moved, &mark.epoch, mark.end)), [["6"]]);
+        // A subscriber still naming the old place reads on from the new one.
+        assert_eq!(steps(&since(&c, &db, &mark.epoch, mark.end)), [["6"]]);
+        c.wipe(&moved, true).unwrap();
         assert_eq!(
             c.commits(&db, &mark.epoch, mark.end, 100).unwrap(),
             Commits::Gone
