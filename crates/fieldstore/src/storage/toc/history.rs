@@ -179,7 +179,7 @@ mod tests {
     use crate::storage::toc::TocCatalogue;
     use crate::storage::{DbRef, FieldRef, StorageError};
 
-    fn root(path: &Path) -> Root {
+    pub(super) fn root(path: &Path) -> Root {
         Root {
             path: path.to_path_buf(),
             name: None,
@@ -414,6 +414,65 @@ mod tests {
         assert_eq!(
             c.commits(&db, &mark.epoch, mark.end, 100).unwrap(),
             Commits::Gone
+        );
+    }
+}
+
+/// The waiter's fallback, on a file system inotify cannot see (the simulated one).
+#[cfg(test)]
+mod polling_tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::model::config::Space;
+    use crate::model::Key;
+    use crate::storage::catalogue::Catalogue;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::fs::FileSystem;
+    use crate::storage::history::Wake;
+    use crate::storage::toc::TocCatalogue;
+    use crate::storage::FieldRef;
+
+    #[test]
+    fn without_inotify_the_waiter_sees_flushes_and_new_databases_by_polling() {
+        let root = Path::new("/sim/root");
+        let fs = Arc::new(SimFs::new());
+        fs.create_dir_all(root).unwrap();
+        let space = Space {
+            name: None,
+            regex: ".*".into(),
+            handler: "Default".into(),
+            roots: vec![super::tests::root(root)],
+        };
+        let c = TocCatalogue::with_fs(vec![space], fs).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        let db = c
+            .create(&Key::parse("{class=od,expver=0001}").unwrap(), "schema")
+            .unwrap();
+        assert_eq!(waiter.wait(Duration::from_secs(10)).unwrap(), Wake::Rescan);
+        waiter.follow(&db).unwrap();
+        assert_eq!(
+            waiter.wait(Duration::from_millis(300)).unwrap(),
+            Wake::Timeout
+        );
+        let mut w = c.writer(&db).unwrap();
+        let field = FieldRef {
+            object: "x.data".into(),
+            offset: 0,
+            length: 1,
+            checksum: None,
+        };
+        w.add(
+            &Key::parse("{type=fc}").unwrap(),
+            &Key::parse("{step=0}").unwrap(),
+            field,
+        )
+        .unwrap();
+        w.commit().unwrap();
+        assert_eq!(
+            waiter.wait(Duration::from_secs(10)).unwrap(),
+            Wake::Changed(vec![db.id.clone()])
         );
     }
 }

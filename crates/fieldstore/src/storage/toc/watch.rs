@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
@@ -43,11 +43,11 @@ struct Watcher {
     buffer: Vec<u8>,
 }
 
-/// What the fallback saw last: each journal's (inode, length), each root's modification time.
+/// What the fallback saw last: each journal's (inode, length), each root's entries (hashed).
 #[derive(Default)]
 struct Poller {
     tocs: BTreeMap<String, Option<(u64, u64)>>,
-    roots: BTreeMap<PathBuf, Option<SystemTime>>,
+    roots: BTreeMap<PathBuf, Option<u64>>,
 }
 
 enum Mode {
@@ -133,8 +133,21 @@ impl TocWaiter {
         Some((m.ino, m.len))
     }
 
-    fn root_state(&self, root: &Path) -> Option<SystemTime> {
-        self.fs.metadata(root).ok().map(|m| m.modified)
+    /// The root's entries, hashed: a directory's modification time is too coarse on some file
+    /// systems (and absent on others) to tell a database made within the same second.
+    fn root_state(&self, root: &Path) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut names: Vec<String> = self
+            .fs
+            .read_dir(root)
+            .ok()?
+            .into_iter()
+            .map(|e| e.file_name())
+            .collect();
+        names.sort_unstable();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        names.hash(&mut h);
+        Some(h.finish())
     }
 
     /// Watches a database's directory and journal. A database gone meanwhile is not an error:
@@ -310,7 +323,7 @@ impl TocWaiter {
         loop {
             let mut rescan = false;
             let mut changed = Vec::new();
-            let roots: Vec<(PathBuf, Option<SystemTime>)> = self
+            let roots: Vec<(PathBuf, Option<u64>)> = self
                 .roots
                 .iter()
                 .map(|r| (r.clone(), self.root_state(r)))
