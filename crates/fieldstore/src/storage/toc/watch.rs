@@ -31,8 +31,8 @@ static FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
 #[derive(Debug, Clone)]
 enum Target {
     Root,
-    /// A database directory (by database id): a `toc` linked into it is a new journal.
-    Dir(String),
+    /// A database directory without a journal: a `toc` linked into it is a new journal.
+    Dir,
     /// A database's journal.
     Toc(String),
 }
@@ -150,35 +150,41 @@ impl TocWaiter {
         Some(h.finish())
     }
 
-    /// Watches a database's directory and journal. A database gone meanwhile is not an error:
-    /// the feed learns that from its commits.
+    /// Watches a database's journal, or while it has none (being made again after a wipe)
+    /// its directory, which tells when one is linked in. A database gone meanwhile is not an
+    /// error: the feed learns that from its commits. (Wipes and moves rename directories in
+    /// the roots, which the roots' watches see.)
     fn watch_db(w: &mut Watcher, id: &str) -> std::io::Result<()> {
         let dir = Path::new(id);
-        let adds = [
-            (
-                dir.to_path_buf(),
-                WatchMask::CREATE
-                    | WatchMask::MOVED_TO
-                    | WatchMask::MOVE_SELF
-                    | WatchMask::DELETE_SELF,
-                Target::Dir(id.to_string()),
-            ),
-            (
-                dir.join("toc"),
-                WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF,
-                Target::Toc(id.to_string()),
-            ),
-        ];
-        for (path, mask, target) in adds {
-            match w.inotify.watches().add(&path, mask) {
-                Ok(wd) => {
-                    w.targets.insert(wd, target);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+        let toc = w.inotify.watches().add(
+            dir.join("toc"),
+            WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF,
+        );
+        match toc {
+            Ok(wd) => {
+                w.targets.insert(wd, Target::Toc(id.to_string()));
+                return Ok(());
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        Ok(())
+        Self::watch_dir(w, dir)
+    }
+
+    /// Watches a database directory without a journal for one to be linked in.
+    fn watch_dir(w: &mut Watcher, dir: &Path) -> std::io::Result<()> {
+        match w
+            .inotify
+            .watches()
+            .add(dir, WatchMask::CREATE | WatchMask::MOVED_TO)
+        {
+            Ok(wd) => {
+                w.targets.insert(wd, Target::Dir);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads the queued events into what they mean; `None` when none were queued.
@@ -186,6 +192,7 @@ impl TocWaiter {
         let mut changed = BTreeSet::new();
         let mut rescan = false;
         let mut any = false;
+        let mut done = Vec::new();
         loop {
             let events = match w.inotify.read_events(&mut w.buffer) {
                 Ok(ev) => ev,
@@ -206,22 +213,24 @@ impl TocWaiter {
                 }
                 match target {
                     Some(Target::Root) => rescan = true,
-                    Some(Target::Dir(id)) => {
-                        if ev.name.is_some_and(|n| n == "toc") {
-                            rescan = true;
-                        }
-                        if ev.mask.contains(EventMask::MOVE_SELF)
-                            || ev.mask.contains(EventMask::DELETE_SELF)
-                        {
-                            changed.insert(id);
-                            rescan = true;
-                        }
+                    // Its journal is there: the journal's own watch takes over (set by the
+                    // rescan this asks for), and the directory's other files are no concern.
+                    Some(Target::Dir) if ev.name.is_some_and(|n| n == "toc") => {
+                        rescan = true;
+                        done.push(ev.wd.clone());
                     }
+                    Some(Target::Dir) => {}
                     Some(Target::Toc(id)) => {
                         changed.insert(id);
                     }
                     None => {}
                 }
+            }
+        }
+        for wd in done {
+            if w.targets.remove(&wd).is_some() {
+                // Already gone if the directory went: nothing to undo then.
+                let _ = w.inotify.watches().remove(wd);
             }
         }
         if !any {
@@ -281,8 +290,7 @@ impl TocWaiter {
     }
 
     /// Watches the database directories under the roots that have no journal yet (being
-    /// made: the directory tells when it gets one; the others are followed, or not wanted)
-    /// and every followed journal.
+    /// made: the directory tells when it gets one) and every followed journal.
     fn rearm(&mut self) -> std::io::Result<()> {
         let Mode::Watching(w) = &mut self.mode else {
             return Ok(());
@@ -296,21 +304,10 @@ impl TocWaiter {
                 if name.starts_with('.') || !e.is_dir {
                     continue;
                 }
-                let id = e.path.display().to_string();
-                if self.followed.contains(&id) || self.fs.exists(&e.path.join("toc")) {
+                if self.fs.exists(&e.path.join("toc")) {
                     continue;
                 }
-                match w
-                    .inotify
-                    .watches()
-                    .add(&e.path, WatchMask::CREATE | WatchMask::MOVED_TO)
-                {
-                    Ok(wd) => {
-                        w.targets.insert(wd, Target::Dir(id));
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
+                Self::watch_dir(w, &e.path)?;
             }
         }
         for id in &self.followed {
