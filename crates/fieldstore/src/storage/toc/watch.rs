@@ -1,6 +1,6 @@
 //! Tells toc subscribers when a journal grew or a database appeared, without polling: inotify
-//! watches on the roots (new database directories), on each followed database's directory (a
-//! journal linked in) and on its `toc` (an append).
+//! watches on the roots (databases made, wiped, moved), on database directories still without a
+//! journal (one linked in) and on each followed database's `toc` (an append).
 //!
 //! Through the `inotify` crate rather than `notify`: only Linux's inotify is wanted here (the
 //! feed rescans every 2 s for what inotify cannot see, writes from other NFS or Lustre nodes),
