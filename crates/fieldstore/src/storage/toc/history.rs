@@ -285,6 +285,71 @@ mod tests {
         );
     }
 
+    /// The producer of the test below, run in a process of its own: flushes step 6, then
+    /// archives step 12 without flushing and waits to be killed.
+    #[test]
+    fn producer_process() {
+        let Ok(root) = std::env::var("FIELDSTORE_TEST_PRODUCER_ROOT") else {
+            return;
+        };
+        let c = catalogue(&[Path::new(&root)]);
+        let db = c.find(&db_key()).unwrap().unwrap();
+        flush(&c, &db, &[6]);
+        let mut w = c.writer(&db).unwrap();
+        let field = FieldRef {
+            object: "y.data".into(),
+            offset: 0,
+            length: 10,
+            checksum: None,
+        };
+        w.add(&index(), &datum(12), field).unwrap();
+        std::fs::write(Path::new(&root).join("producer.ready"), b"").unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+    }
+
+    #[test]
+    fn another_process_flush_wakes_the_waiter_and_its_unflushed_fields_never_show() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(&[d.path()]);
+        let db = c.create(&db_key(), "schema").unwrap();
+        let mark = c.history_mark(&db).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        waiter.follow(&db).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "storage::toc::history::tests::producer_process",
+                "--nocapture",
+            ])
+            .env("FIELDSTORE_TEST_PRODUCER_ROOT", d.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let ready = d.path().join("producer.ready");
+        let mut woken = false;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !ready.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the producer never got ready"
+            );
+            if let Wake::Changed(ids) = waiter.wait(Duration::from_millis(100)).unwrap() {
+                assert_eq!(ids, vec![db.id.clone()]);
+                woken = true;
+            }
+        }
+        // kill -9 with step 12 archived and not flushed.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // A flush before the first wait is queued for the next one.
+        if !woken {
+            woken =
+                waiter.wait(Duration::from_secs(10)).unwrap() == Wake::Changed(vec![db.id.clone()]);
+        }
+        assert!(woken, "the other process's flush did not wake the waiter");
+        assert_eq!(steps(&since(&c, &db, &mark.epoch, mark.end)), [["6"]]);
+    }
+
     #[test]
     fn a_new_database_wakes_a_rescan() {
         let d = tempfile::tempdir().unwrap();
