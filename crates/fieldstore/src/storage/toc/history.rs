@@ -288,6 +288,7 @@ mod tests {
     /// The producer of the test below, run in a process of its own: flushes step 6, then
     /// archives step 12 without flushing and waits to be killed.
     #[test]
+    #[ignore = "the producer process of another_process_flush_wakes_the_waiter_..."]
     fn producer_process() {
         let Ok(root) = std::env::var("FIELDSTORE_TEST_PRODUCER_ROOT") else {
             return;
@@ -318,6 +319,7 @@ mod tests {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
+                "--ignored",
                 "storage::toc::history::tests::producer_process",
                 "--nocapture",
             ])
