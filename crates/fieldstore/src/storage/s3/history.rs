@@ -3,7 +3,7 @@
 //! [`SETTLE`], so a marker that becomes visible late with a lower rank (two writers racing)
 //! is never passed over. S3 has no change notifications: the waiter lists instead.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::catalogue::{Gen, S3Catalogue};
@@ -109,11 +109,14 @@ impl S3Catalogue {
             });
         }
         // Each flush's entries by rank, from its marker or from the compaction that took its
-        // place (whose entries keep their rank); overlapping compactions count once.
-        let mut by_rank: BTreeMap<String, Vec<CommitEntry>> = BTreeMap::new();
-        let mut seen: HashSet<(String, String, Vec<String>)> = HashSet::new();
+        // place (whose entries keep their rank); overlapping compactions count once. In key
+        // order, the same whichever object holds them, so a position inside a flush stays valid
+        // when a compaction replaces its marker.
+        let mut by_rank: BTreeMap<String, BTreeMap<(String, String), CommitEntry>> =
+            BTreeMap::new();
         for s in &loaded.sources {
             for ix in &s.body.indexes {
+                let index = ix.key.to_string();
                 for e in &ix.entries {
                     let Some(rank) = e.rank.as_ref().or(s.rank.as_ref()) else {
                         continue;
@@ -122,20 +125,21 @@ impl S3Catalogue {
                     if p < from || p >= below {
                         continue;
                     }
-                    if !seen.insert((rank.clone(), ix.key.to_string(), e.values.clone())) {
-                        continue;
-                    }
                     let datum = Key::from_pairs(
                         ix.keywords
                             .iter()
                             .map(String::as_str)
                             .zip(e.values.iter().map(String::as_str)),
                     );
-                    by_rank.entry(rank.clone()).or_default().push(CommitEntry {
-                        index: ix.key.clone(),
-                        datum,
-                        field: e.field(),
-                    });
+                    by_rank
+                        .entry(rank.clone())
+                        .or_default()
+                        .entry((index.clone(), datum.to_string()))
+                        .or_insert_with(|| CommitEntry {
+                            index: ix.key.clone(),
+                            datum,
+                            field: e.field(),
+                        });
                 }
             }
         }
@@ -149,7 +153,7 @@ impl S3Catalogue {
                 timestamp: layout::rank_micros(&rank).unwrap_or(0) / 1_000_000,
                 entries: Vec::new(),
             });
-            c.entries.extend(entries);
+            c.entries.extend(entries.into_values());
         }
         Ok(Commits::Since(
             by_position.into_values().take(max).collect(),
