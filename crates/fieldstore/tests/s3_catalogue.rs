@@ -434,6 +434,8 @@ fn subscribers_get_a_late_lower_ranked_marker_and_read_through_compactions() {
     cat.wipe(&db, true).unwrap();
     assert_eq!(cat.commits(&db, &mark.epoch, 0, 10).unwrap(), Commits::Gone);
     let db2 = cat.create(&key("class=od,expver=sub"), "").unwrap();
+    // The waiter lists `dbs/`: a wipe or a new generation asks for a rescan.
+    assert_eq!(waiter.wait(Duration::from_secs(10)).unwrap(), Wake::Rescan);
     match cat.commits(&db2, &mark.epoch, got[1].next, 10).unwrap() {
         Commits::Recreated(m2) => assert_ne!(m2.epoch, mark.epoch),
         other => panic!("expected another epoch, got {other:?}"),
