@@ -297,3 +297,34 @@ fn a_slow_subscriber_holds_back_nobody() {
     drop(slow);
     drop(fast);
 }
+
+/// Far more notices than socket buffers hold: the server stops sending to the subscriber that
+/// does not read (TCP holds it back) while the other gets every one.
+#[test]
+fn tcp_holds_back_a_subscriber_that_does_not_read() {
+    let site = Site::new(Engine::Memory);
+    let served = site.serve_on(0);
+    let port = served.port;
+    let stalled = subscribe(port, &Start::Now);
+    let mut fast = subscribe(port, &Start::Now);
+    let (flushes, per) = (40, 500);
+    let producers: Vec<_> = (0..2)
+        .map(|p| std::thread::spawn(move || produce(port, p, 0, flushes, per, 8)))
+        .collect();
+    let total = (2 * flushes * per) as usize;
+    let of_fast = take(&mut *fast, total, Duration::from_secs(120));
+    for p in producers {
+        p.join().unwrap();
+    }
+    check_once_in_order(&of_fast, &all(2, 0..flushes * per), per);
+    let sent = metric(&served, "fieldstore_notices_sent_total");
+    eprintln!(
+        "{total} notices to the reader, {} to the stalled one",
+        sent - total as u64
+    );
+    assert!(
+        sent < 2 * total as u64,
+        "the server sent all {total} notices to a subscriber that read none"
+    );
+    drop(stalled);
+}
