@@ -694,11 +694,15 @@ pub struct SubscribeQuery {
 }
 
 /// A `Notices` payload: the first of a subscription carries its resolved start position, the
-/// others a batch of notices; an empty one (`{}`) is a keep-alive.
+/// others a batch of notices; one without notices is a keep-alive, carrying the position after
+/// everything sent before it (so a subscriber whose request matched nothing for a while still
+/// moves on, and a resume does not ask for history long gone).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireNotices {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<Position>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<Position>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<WireNotice>,
 }
@@ -1041,8 +1045,8 @@ mod tests {
             },
         };
         let batch = WireNotices {
-            start: None,
             notices: vec![WireNotice::from(&n)],
+            ..WireNotices::default()
         };
         let back: WireNotices = from_json("n", &to_json(&batch)).unwrap();
         assert_eq!(Notice::from(back.notices[0].clone()), n);

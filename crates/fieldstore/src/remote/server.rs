@@ -673,7 +673,8 @@ impl<'a> Connection<'a> {
     /// Serves a subscription on this connection until the client goes, the subscription fails
     /// or the server stops (the client then resumes elsewhere from its position). Writes block:
     /// a slow subscriber is held back by TCP flow control, holding one batch here, and slows
-    /// nobody else. An empty frame every few seconds finds a vanished client.
+    /// nobody else. A keep-alive every few seconds finds a vanished client and tells the client
+    /// where it stands (commits that matched nothing move it on too).
     fn subscribe(&mut self, request: u64) -> Result<bool, Broken> {
         let q = match p::from_json::<p::SubscribeQuery>("subscribe", &self.payload) {
             Ok(q) => q,
@@ -701,7 +702,7 @@ impl<'a> Connection<'a> {
         let _open = Open(metrics);
         let first = p::WireNotices {
             start: Some(sub.position()),
-            notices: Vec::new(),
+            ..p::WireNotices::default()
         };
         self.send(MsgType::Notices, request, &[&p::to_json(&first)])?;
         self.writer.flush()?;
@@ -741,7 +742,12 @@ impl<'a> Connection<'a> {
                 self.send_notices(request, &mut batch, count)?;
                 last_sent = Instant::now();
             } else if last_sent.elapsed() >= p::KEEPALIVE {
-                self.send(MsgType::Notices, request, &[b"{}"])?;
+                // Everything taken was sent: this is where the client stands once it read it.
+                let alive = p::WireNotices {
+                    position: Some(sub.position()),
+                    ..p::WireNotices::default()
+                };
+                self.send(MsgType::Notices, request, &[&p::to_json(&alive)])?;
                 self.writer.flush()?;
                 last_sent = Instant::now();
             }

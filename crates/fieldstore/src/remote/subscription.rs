@@ -28,7 +28,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 enum Msg {
-    Batch(Vec<Notice>),
+    /// Notices, and the position once they are all taken when the server said it.
+    Batch(Vec<Notice>, Option<Position>),
     Failed(ApiError),
 }
 
@@ -50,6 +51,8 @@ impl From<OpenError> for ApiError {
 pub(super) struct RemoteSubscription {
     rx: Option<Receiver<Msg>>,
     ready: VecDeque<Notice>,
+    /// The server's position after the notices in `ready`.
+    after: Option<Position>,
     position: Position,
     stop: Arc<AtomicBool>,
     /// The connection being read, to close it when the subscription is dropped.
@@ -82,6 +85,7 @@ impl RemoteSubscription {
         Ok(RemoteSubscription {
             rx: Some(rx),
             ready: VecDeque::new(),
+            after: None,
             position,
             stop,
             socket,
@@ -193,7 +197,7 @@ impl Reader {
                             return Ok(());
                         }
                     };
-                    if batch.notices.is_empty() {
+                    if batch.notices.is_empty() && batch.position.is_none() {
                         continue;
                     }
                     let notices: Vec<Notice> =
@@ -201,7 +205,10 @@ impl Reader {
                     for n in &notices {
                         self.received.advance(n);
                     }
-                    if self.tx.send(Msg::Batch(notices)).is_err() {
+                    if let Some(p) = &batch.position {
+                        self.received = p.clone();
+                    }
+                    if self.tx.send(Msg::Batch(notices, batch.position)).is_err() {
                         return Ok(());
                     }
                 }
@@ -270,12 +277,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Subscription for RemoteSubscription {
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
-        if self.ready.is_empty() {
+        let deadline = Instant::now() + timeout;
+        while self.ready.is_empty() {
             let Some(rx) = &self.rx else {
                 return Err(self.ended());
             };
-            match rx.recv_timeout(timeout) {
-                Ok(Msg::Batch(b)) => self.ready.extend(b),
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Msg::Batch(b, after)) => {
+                    self.ready.extend(b);
+                    if self.ready.is_empty() {
+                        // A keep-alive: nothing to hand over, but the position moves on.
+                        if let Some(p) = after {
+                            self.position = p;
+                        }
+                    } else {
+                        self.after = after;
+                    }
+                }
                 Ok(Msg::Failed(e)) => {
                     self.rx = None;
                     return Err(e);
@@ -290,6 +308,11 @@ impl Subscription for RemoteSubscription {
         let n = self.ready.pop_front();
         if let Some(n) = &n {
             self.position.advance(n);
+        }
+        if self.ready.is_empty() {
+            if let Some(p) = self.after.take() {
+                self.position = p;
+            }
         }
         Ok(n)
     }
@@ -408,6 +431,34 @@ mod tests {
             .unwrap()
             .is_none());
         drop(again);
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+    }
+
+    /// Flushes that match nothing still move a remote subscriber on (through the keep-alive),
+    /// so its saved position does not point at history the server may no longer keep.
+    #[test]
+    fn flushes_matching_nothing_move_the_position_on() {
+        let store = memory();
+        let (stop, serving, port) = serve(&store, "127.0.0.1:0");
+        let fdb = RemoteFdb::new("127.0.0.1", port, None);
+        fdb.archive_grib(&key(0), b"GRIB....7777").unwrap();
+        fdb.flush().unwrap();
+        let narrow = parse_request("class=od,expver=0001,step=99").unwrap();
+        let mut sub = fdb.subscribe(&narrow, &Start::Now).unwrap();
+        let at_start = sub.position();
+        for s in [1, 2] {
+            fdb.archive_grib(&key(s), b"GRIB....7777").unwrap();
+            fdb.flush().unwrap();
+        }
+        let deadline = Instant::now() + p::KEEPALIVE * 3;
+        while sub.position() == at_start {
+            assert!(Instant::now() < deadline, "the position never moved");
+            assert!(sub.next_within(Duration::from_secs(1)).unwrap().is_none());
+        }
+        let (name, before) = at_start.streams.iter().next().unwrap();
+        assert!(sub.position().streams[name].at > before.at);
+        drop(sub);
         stop.shutdown();
         serving.join().unwrap().unwrap();
     }
