@@ -405,4 +405,93 @@ mod tests {
             assert_eq!(child.list(&all, ListOptions::default()).unwrap().count(), 2);
         }
     }
+
+    /// A child whose subscriptions fail like a lost server once `down` is set.
+    struct Flaky {
+        inner: Arc<crate::api::LocalFdb>,
+        down: Arc<std::sync::atomic::AtomicBool>,
+    }
+    struct FlakySub(SubscriptionBox, Arc<std::sync::atomic::AtomicBool>);
+    impl Subscription for FlakySub {
+        fn next_within(&mut self, t: Duration) -> Result<Option<Notice>, ApiError> {
+            if self.1.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(ApiError::Children {
+                    summary: "the copy's server went away".into(),
+                    kind: ErrorKind::Remote,
+                });
+            }
+            self.0.next_within(t)
+        }
+        fn position(&self) -> Position {
+            self.0.position()
+        }
+    }
+    impl Fdb for Flaky {
+        fn name(&self) -> String {
+            "flaky".into()
+        }
+        fn forward_to(&self) -> Option<&dyn Fdb> {
+            Some(&*self.inner)
+        }
+        fn subscribe(&self, r: &Request, s: &Start) -> Result<SubscriptionBox, ApiError> {
+            Ok(Box::new(FlakySub(
+                self.inner.subscribe(r, s)?,
+                self.down.clone(),
+            )))
+        }
+    }
+
+    fn memory() -> Arc<crate::api::LocalFdb> {
+        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
+            crate::model::config::FdbConfig::Local(l) => {
+                Arc::new(crate::api::LocalFdb::new(l).unwrap())
+            }
+            other => panic!("expected a local config, got {other:?}"),
+        }
+    }
+
+    fn next_step(s: &mut dyn Subscription) -> Option<String> {
+        // A failover answers `None` once; the notice follows.
+        for _ in 0..3 {
+            if let Some(n) = s.next_within(Duration::from_secs(5)).unwrap() {
+                return Some(n.element.key.datum.get("step").unwrap().to_string());
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_subscription_sees_each_field_once_and_moves_to_the_next_copy() {
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first = Arc::new(Flaky {
+            inner: memory(),
+            down: down.clone(),
+        });
+        let m = MirrorFdb::new(vec![first, memory()], None).unwrap();
+        let r = crate::model::request::parse_request("class=od").unwrap();
+        let mut s = m.subscribe(&r, &Start::Now).unwrap();
+        m.archive(Some(&key(0)), b"f0").unwrap();
+        m.flush().unwrap();
+        assert_eq!(next_step(&mut *s).as_deref(), Some("0"));
+        // Both copies hold step 0; it came once.
+        assert!(s.next_within(Duration::from_millis(100)).unwrap().is_none());
+        assert!(s.position().streams.keys().all(|k| k.starts_with("0|")));
+        down.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(s.next_within(Duration::from_millis(100)).unwrap().is_none());
+        m.archive(Some(&key(1)), b"f1").unwrap();
+        m.flush().unwrap();
+        assert_eq!(next_step(&mut *s).as_deref(), Some("1"));
+        assert!(s.position().streams.keys().all(|k| k.starts_with("1|")));
+        // Resuming from that position goes back to the second copy.
+        let at = s.position();
+        drop(s);
+        m.archive(Some(&key(2)), b"f2").unwrap();
+        m.flush().unwrap();
+        let mut again = m.subscribe(&r, &Start::At(at)).unwrap();
+        assert_eq!(next_step(&mut *again).as_deref(), Some("2"));
+        assert!(again
+            .next_within(Duration::from_millis(100))
+            .unwrap()
+            .is_none());
+    }
 }
