@@ -17,6 +17,7 @@ use crate::storage::catalogue::{
     PurgeReport,
 };
 use crate::storage::fs::{self, FileSystem};
+use crate::storage::history::{ChangeWaiter, Commits, HistoryMark};
 use crate::storage::{CatalogueDump, DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
@@ -587,6 +588,50 @@ impl Catalogue for TocCatalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         maintenance::compact(&self.fs, dir(db))
+    }
+
+    fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
+        let mark = super::history::mark(&*self.fs, dir(db))?;
+        if !mark.epoch.is_empty() {
+            return Ok(mark);
+        }
+        match self.find(&db.key)? {
+            Some(moved) if moved.id != db.id => super::history::mark(&*self.fs, dir(&moved)),
+            _ => Ok(mark),
+        }
+    }
+
+    fn commits(
+        &self,
+        db: &DbRef,
+        epoch: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Commits, StorageError> {
+        let answer = super::history::commits(&*self.fs, dir(db), epoch, from, max)?;
+        if answer != Commits::Gone {
+            return Ok(answer);
+        }
+        // Moved to another root (the journal went along, offsets and all): read on there, so
+        // a subscriber that has not rescanned yet neither stops nor starts over.
+        match self.find(&db.key)? {
+            Some(moved) if moved.id != db.id => {
+                super::history::commits(&*self.fs, dir(&moved), epoch, from, max)
+            }
+            _ => Ok(Commits::Gone),
+        }
+    }
+
+    fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {
+        let roots = self
+            .layout()
+            .visit_roots()
+            .map(|r| r.path.clone())
+            .collect();
+        Ok(Box::new(super::watch::TocWaiter::new(
+            self.fs.clone(),
+            roots,
+        )))
     }
 }
 
