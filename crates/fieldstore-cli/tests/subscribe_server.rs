@@ -296,6 +296,15 @@ fn a_slow_subscriber_holds_back_nobody() {
     assert!(metric(&served, "fieldstore_notices_sent_total") >= 2 * total as u64);
     drop(slow);
     drop(fast);
+    // The server sees its subscribers go at once, not at the next keep-alive.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while metric(&served, "fieldstore_subscriptions_open") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "subscriptions still open on the server"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Far more notices than socket buffers hold: the server stops sending to the subscriber that
