@@ -296,6 +296,15 @@ fn a_slow_subscriber_holds_back_nobody() {
     assert!(metric(&served, "fieldstore_notices_sent_total") >= 2 * total as u64);
     drop(slow);
     drop(fast);
+    // The server sees its subscribers go at once, not at the next keep-alive.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while metric(&served, "fieldstore_subscriptions_open") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "subscriptions still open on the server"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Far more notices than socket buffers hold: the server stops sending to the subscriber that
@@ -327,4 +336,70 @@ fn tcp_holds_back_a_subscriber_that_does_not_read() {
         "the server sent all {total} notices to a subscriber that read none"
     );
     drop(stalled);
+}
+
+/// (stream, producer, step) of the next `n` notices.
+fn take_streams(sub: &mut dyn Subscription, n: usize) -> Vec<(String, u32, u32)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(Instant::now() < deadline, "{} of {n} notices", got.len());
+        if let Some(note) = sub.next_within(Duration::from_millis(500)).unwrap() {
+            let (p, s) = who(&note);
+            got.push((note.stream.clone(), p, s));
+        }
+    }
+    got
+}
+
+/// A `dist` config over two servers: a subscriber through it sees every field once, in flush
+/// order per stream (a lane's database), and keeps going while one lane's server is killed
+/// and restarted.
+#[test]
+fn a_dist_over_two_servers_subscribes_every_lane_and_survives_a_lane_restart() {
+    let lanes = [Site::new(Engine::Toc), Site::new(Engine::Toc)];
+    let mut served: Vec<Served> = lanes.iter().map(|l| l.serve_on(0)).collect();
+    let ports: Vec<u16> = served.iter().map(|s| s.port).collect();
+    let yaml = format!(
+        "type: dist\nlanes:\n- {{id: n1, type: remote, host: 127.0.0.1, port: {}, token: {TOKEN}}}\n- {{id: n2, type: remote, host: 127.0.0.1, port: {}, token: {TOKEN}}}\n",
+        ports[0], ports[1]
+    );
+    let config = fieldstore::model::config::from_yaml_str(&yaml, "test").unwrap();
+    let open = || fieldstore::open(&config).unwrap();
+    let per = 4;
+    let write = |fdb: &dyn Fdb, from: u32, flushes: u32| {
+        for f in 0..flushes {
+            for j in 0..per {
+                fdb.archive(Some(&key(0, from + f * per + j)), b"field")
+                    .unwrap();
+            }
+            fdb.flush().unwrap();
+        }
+    };
+    let dist = open();
+    let mut sub = dist
+        .subscribe(&parse_request(REQUEST).unwrap(), &Start::Now)
+        .unwrap();
+    write(&*dist, 0, 5);
+    let mut got = take_streams(&mut *sub, 20);
+    let lanes_used: BTreeSet<&str> = got.iter().map(|(s, _, _)| &s[..3]).collect();
+    assert_eq!(lanes_used.len(), 2, "fields on one lane only: {got:?}");
+    // Lane n2's server is killed and started again on its port.
+    kill9(&mut served[1]);
+    served[1] = lanes[1].serve_on(ports[1]);
+    let dist = open();
+    write(&*dist, 20, 5);
+    got.extend(take_streams(&mut *sub, 20));
+    nothing_more(&mut *sub);
+    let steps: BTreeSet<u32> = got.iter().map(|(_, _, s)| *s).collect();
+    assert_eq!(steps.len(), got.len(), "a field seen twice");
+    assert_eq!(steps, (0..40).collect());
+    let mut last: BTreeMap<&str, u32> = BTreeMap::new();
+    for (stream, _, step) in &got {
+        let before = last.insert(stream, step / per).unwrap_or(0);
+        assert!(
+            step / per >= before,
+            "{stream}: flush order broken in {got:?}"
+        );
+    }
 }

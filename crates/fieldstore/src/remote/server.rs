@@ -741,6 +741,9 @@ impl<'a> Connection<'a> {
             if count > 0 {
                 self.send_notices(request, &mut batch, count)?;
                 last_sent = Instant::now();
+            } else if self.client_closed() {
+                // Its subscription ended: free what it holds now, not at the next keep-alive.
+                return Ok(true);
             } else if last_sent.elapsed() >= p::KEEPALIVE {
                 // Everything taken was sent: this is where the client stands once it read it.
                 let alive = p::WireNotices {
@@ -751,6 +754,24 @@ impl<'a> Connection<'a> {
                 self.writer.flush()?;
                 last_sent = Instant::now();
             }
+        }
+    }
+
+    /// Whether the client closed its end (a subscriber's client sends nothing once subscribed).
+    fn client_closed(&self) -> bool {
+        let s = &self.reader.get_ref().stream;
+        if s.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let r = s.peek(&mut [0u8; 1]);
+        let _ = s.set_nonblocking(false);
+        match r {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
         }
     }
 

@@ -1,5 +1,6 @@
 //! `type: filter`: only fields matching `select` and no `excludes` reach the child, so a
-//! forecast's output can be trimmed by configuration alone. Reads pass through.
+//! forecast's output can be trimmed by configuration alone. Reads and subscriptions pass
+//! through (nothing else was stored).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use super::{field_key, Canon, Selection};
 use crate::api::fdb::Fdb;
 use crate::api::ApiError;
+use crate::model::request::Request;
 use crate::model::Key;
 
 pub struct FilterFdb {
@@ -82,11 +84,43 @@ impl Fdb for FilterFdb {
         self.child.archive_grib(mars_key, data)
     }
 
+    /// Only the fields this filter lets through can ever arrive: waiting for the others would
+    /// only end in a timeout.
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        Ok(self
+            .child
+            .wanted_fields(request)?
+            .into_iter()
+            .filter(|k| self.keeps(k))
+            .collect())
+    }
+
     fn flush(&self) -> Result<(), ApiError> {
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
             tracing::info!(dropped, "filter dropped fields since the last flush");
         }
         self.child.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fields_let_through_are_waited_for() {
+        let d = tempfile::tempdir().unwrap();
+        let f = FilterFdb::new(
+            Some(Selection::parse("param=130").unwrap()),
+            Vec::new(),
+            crate::api::testing::local(d.path()),
+        );
+        let r = crate::model::request::parse_request("class=od,expver=0001,stream=oper,date=20260101,time=0000,domain=g,type=fc,levtype=pl,levelist=500,step=0,param=130/131").unwrap();
+        let all = f.child.wanted_fields(&r).unwrap();
+        let kept = f.wanted_fields(&r).unwrap();
+        assert!(all.len() > kept.len(), "{all:?}");
+        assert!(!kept.is_empty());
+        assert!(kept.iter().all(|k| k.get("param") == Some("130")));
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::combine_errors;
 use crate::api::fdb::Fdb;
@@ -26,6 +26,9 @@ const TICK: Duration = Duration::from_millis(100);
 
 enum Msg {
     Notice(Notice),
+    /// A child's position while it has nothing to say (it moved past commits the request did
+    /// not want): queued behind its notices, so it is taken only after them.
+    Moved(String, Position),
     Failed(String, ApiError),
 }
 
@@ -91,10 +94,19 @@ fn follow(
     tx: &SyncSender<Msg>,
     stop: &AtomicBool,
 ) {
+    let mut told = sub.position();
     while !stop.load(Ordering::Relaxed) {
         let mut msg = match sub.next_within(TICK) {
-            Ok(None) => continue,
+            Ok(None) => {
+                let now = sub.position();
+                if now == told {
+                    continue;
+                }
+                told = now.clone();
+                Msg::Moved(prefix.to_string(), now)
+            }
             Ok(Some(mut n)) => {
+                told.advance(&n);
                 n.stream = format!("{prefix}{}", n.stream);
                 Msg::Notice(n)
             }
@@ -123,21 +135,30 @@ fn follow(
 impl Subscription for MergedSubscription {
     /// A child's error is returned once, naming the child; the others go on.
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
-        let Some(rx) = &self.rx else {
-            return Ok(None);
-        };
-        let got = match rx.recv_timeout(timeout) {
-            Ok(m) => m,
-            Err(RecvTimeoutError::Timeout) => return Ok(None),
-            // Every child failed (each error already returned): nothing more will come.
-            Err(RecvTimeoutError::Disconnected) => return Ok(None),
-        };
-        match got {
-            Msg::Notice(n) => {
-                self.position.advance(&n);
-                Ok(Some(n))
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Some(rx) = &self.rx else {
+                return Ok(None);
+            };
+            let got = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                // Every child failed (each error already returned): nothing more will come.
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            };
+            match got {
+                Msg::Notice(n) => {
+                    self.position.advance(&n);
+                    return Ok(Some(n));
+                }
+                Msg::Moved(prefix, p) => {
+                    self.position.streams.retain(|k, _| !k.starts_with(&prefix));
+                    self.position.extend_under(&prefix, p);
+                }
+                Msg::Failed(name, e) => {
+                    return Err(combine_errors("subscription", vec![(name, e)]))
+                }
             }
-            Msg::Failed(name, e) => Err(combine_errors("subscription", vec![(name, e)])),
         }
     }
 
@@ -280,6 +301,36 @@ mod tests {
         let p = s.position();
         assert_eq!(p.under("a|").streams.len(), 1);
         assert_eq!(p.under("b|").streams.len(), 1);
+    }
+
+    #[test]
+    fn flushes_a_lane_did_not_want_move_its_part_of_the_position_on() {
+        let (a, b) = (memory(), memory());
+        put(&a, &[0]);
+        let children = vec![
+            Child {
+                prefix: "a|".into(),
+                name: "a".into(),
+                fdb: &*a,
+            },
+            Child {
+                prefix: "b|".into(),
+                name: "b".into(),
+                fdb: &*b,
+            },
+        ];
+        let narrow = parse_request("class=od,step=99").unwrap();
+        let mut s = MergedSubscription::start(children, &narrow, &Start::Now).unwrap();
+        let before = s.position();
+        put(&a, &[1]);
+        put(&a, &[2]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while s.position() == before {
+            assert!(std::time::Instant::now() < deadline, "never moved");
+            assert!(s.next_within(Duration::from_millis(200)).unwrap().is_none());
+        }
+        let (name, was) = before.streams.iter().next().unwrap();
+        assert!(s.position().streams[name].at > was.at);
     }
 
     /// A subscription that counts itself alive while it exists.

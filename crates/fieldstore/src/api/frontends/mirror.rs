@@ -362,7 +362,11 @@ impl Subscription for MirrorSubscription {
                 self.position.advance(&n);
                 Ok(Some(n))
             }
-            Ok(None) => Ok(None),
+            // The copy's own position may have moved past commits the request did not want.
+            Ok(None) => {
+                self.note_child_position();
+                Ok(None)
+            }
             // About the request or the position, not the copy: another copy would say the same.
             Err(e) if !matches!(e.kind(), ErrorKind::Remote | ErrorKind::Io) => Err(e),
             Err(e) => {

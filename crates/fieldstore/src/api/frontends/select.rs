@@ -173,12 +173,15 @@ impl Fdb for SelectFdb {
         )?))
     }
 
+    /// A field no lane takes can never arrive: it is not waited for.
     fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
-        union_of_wanted(
+        let mut keys = union_of_wanted(
             self.lane_indexes(request, false)
                 .into_iter()
                 .map(|i| self.lanes[i].fdb.wanted_fields(request)),
-        )
+        )?;
+        keys.retain(|k| self.lane_for(k).is_ok());
+        Ok(keys)
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
@@ -280,5 +283,19 @@ mod tests {
         assert_eq!(select.lane_indexes(&r, false), vec![1]);
         let k = Key::parse(&format!("date={yesterday},expver=1,param=t")).unwrap();
         assert!(std::ptr::eq(select.lane_for(&k).unwrap(), &select.lanes[1]));
+    }
+
+    #[test]
+    fn fields_no_lane_takes_are_not_waited_for() {
+        let d = tempfile::tempdir().unwrap();
+        let select = SelectFdb::new(vec![Lane {
+            select: Selection::parse("step=0").unwrap(),
+            excludes: Vec::new(),
+            fdb: local(d.path()),
+        }]);
+        let r = crate::model::request::parse_request("class=od,expver=0001,stream=oper,date=20260101,time=0000,domain=g,type=fc,levtype=pl,levelist=500,param=130,step=0/6").unwrap();
+        let keys = select.wanted_fields(&r).unwrap();
+        assert!(!keys.is_empty());
+        assert!(keys.iter().all(|k| k.get("step") == Some("0")), "{keys:?}");
     }
 }
