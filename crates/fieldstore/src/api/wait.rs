@@ -1,7 +1,7 @@
 //! Retrieve-and-wait: every field a request names, handed over as each is flushed, built on
 //! any frontend's `subscribe`, `wanted_fields` and `retrieve` (docs/subscribe.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::error::ApiError;
@@ -21,15 +21,42 @@ pub struct RetrieveWait {
     request: Request,
     /// Not given yet, by fingerprint; `order` keeps the request's order for messages.
     missing: HashMap<String, Key>,
+    /// The keywords a fingerprint is made of (see [`identity`]).
+    ident: HashSet<String>,
     order: Vec<String>,
     timeout: Duration,
     deadline: Instant,
     started: bool,
 }
 
-/// A key's identity whatever its keyword order (absent optional keywords are left out).
-fn fingerprint(k: &Key) -> String {
-    let mut pairs: Vec<(&str, &str)> = k.iter().filter(|(_, v)| !v.is_empty()).collect();
+/// The keywords that tell the requested fields apart. A schema may offer one requested field
+/// under several rules (the default schema's `domain?g` database rule and a later one without
+/// `domain`): `wanted_fields` gives each alternative, and the field arrives under one of them.
+/// A keyword the request does not name and some alternative lacks is such a rule's own, so it
+/// is left out and the alternatives share one fingerprint.
+fn identity(request: &Request, wanted: &[Key]) -> HashSet<String> {
+    let named: HashSet<&str> = request.keywords().collect();
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for k in wanted {
+        for (kw, v) in k.iter() {
+            if !v.is_empty() {
+                *count.entry(kw).or_default() += 1;
+            }
+        }
+    }
+    count
+        .into_iter()
+        .filter(|(kw, n)| named.contains(kw) || *n == wanted.len())
+        .map(|(kw, _)| kw.to_string())
+        .collect()
+}
+
+/// A key's identity whatever its keyword order, over the `ident` keywords.
+fn fingerprint(k: &Key, ident: &HashSet<String>) -> String {
+    let mut pairs: Vec<(&str, &str)> = k
+        .iter()
+        .filter(|(kw, v)| !v.is_empty() && ident.contains(*kw))
+        .collect();
     pairs.sort_unstable();
     let mut s = String::new();
     for (k, v) in pairs {
@@ -61,10 +88,11 @@ impl RetrieveWait {
     ) -> Result<RetrieveWait, ApiError> {
         let wanted = fdb.wanted_fields(request)?;
         let sub = fdb.subscribe(request, &Start::Now)?;
+        let ident = identity(request, &wanted);
         let mut missing = HashMap::with_capacity(wanted.len());
         let mut order = Vec::with_capacity(wanted.len());
         for k in wanted {
-            let f = fingerprint(&k);
+            let f = fingerprint(&k, &ident);
             if missing.insert(f.clone(), k).is_none() {
                 order.push(f);
             }
@@ -73,6 +101,7 @@ impl RetrieveWait {
             sub,
             request: request.clone(),
             missing,
+            ident,
             order,
             timeout,
             deadline: Instant::now() + timeout,
@@ -98,7 +127,11 @@ impl RetrieveWait {
             let mut given = 0;
             for span in reader.fields() {
                 let full = span.key.db.join(&span.key.index).join(&span.key.datum);
-                if self.missing.remove(&fingerprint(&full)).is_some() {
+                if self
+                    .missing
+                    .remove(&fingerprint(&full, &self.ident))
+                    .is_some()
+                {
                     given += 1;
                 }
             }
@@ -113,13 +146,13 @@ impl RetrieveWait {
             };
             let k = &notice.element.key;
             let full = k.db.join(&k.index).join(&k.datum);
-            let Some(key) = self.missing.remove(&fingerprint(&full)) else {
+            let Some(key) = self.missing.remove(&fingerprint(&full, &self.ident)) else {
                 continue;
             };
             let reader = fdb.retrieve(&request_for(&key))?;
             if reader.fields().is_empty() {
                 // Wiped between its flush and this retrieve: wait for it again.
-                self.missing.insert(fingerprint(&key), key);
+                self.missing.insert(fingerprint(&key, &self.ident), key);
                 continue;
             }
             return Ok(Some(reader));
@@ -139,5 +172,34 @@ impl RetrieveWait {
             total: self.order.len(),
             names: named.join("; "),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pairs: &[(&str, &str)]) -> Key {
+        Key::from_pairs(pairs.iter().copied())
+    }
+
+    #[test]
+    fn a_field_offered_under_two_rules_is_one_field_to_wait_for() {
+        let mut r = Request::new(Some("retrieve"));
+        r.set("step", vec!["0".into(), "6".into()]);
+        r.set("levelist", vec!["500".into()]);
+        let wanted = [
+            key(&[("domain", "g"), ("step", "0"), ("levelist", "500")]),
+            key(&[("domain", "g"), ("step", "6"), ("levelist", "500")]),
+            key(&[("step", "0"), ("levelist", "500")]),
+            key(&[("step", "6"), ("levelist", "500")]),
+            // Another rule's field without a level: still told apart by the named keyword.
+            key(&[("step", "0")]),
+        ];
+        let ident = identity(&r, &wanted);
+        let prints: HashSet<String> = wanted.iter().map(|k| fingerprint(k, &ident)).collect();
+        assert_eq!(prints.len(), 3, "{prints:?}");
+        assert!(!ident.contains("domain"));
+        assert!(ident.contains("levelist"));
     }
 }
