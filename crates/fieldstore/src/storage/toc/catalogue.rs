@@ -17,6 +17,7 @@ use crate::storage::catalogue::{
     PurgeReport,
 };
 use crate::storage::fs::{self, FileSystem};
+use crate::storage::history::{ChangeWaiter, Commits, HistoryMark};
 use crate::storage::{CatalogueDump, DbRef, FieldRef, StorageError};
 
 pub struct TocCatalogue {
@@ -587,6 +588,32 @@ impl Catalogue for TocCatalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         maintenance::compact(&self.fs, dir(db))
+    }
+
+    fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
+        super::history::mark(&*self.fs, dir(db))
+    }
+
+    fn commits(
+        &self,
+        db: &DbRef,
+        epoch: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Commits, StorageError> {
+        super::history::commits(&*self.fs, dir(db), epoch, from, max)
+    }
+
+    fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {
+        let roots = self
+            .layout()
+            .visit_roots()
+            .map(|r| r.path.clone())
+            .collect();
+        Ok(Box::new(super::watch::TocWaiter::new(
+            self.fs.clone(),
+            roots,
+        )))
     }
 }
 

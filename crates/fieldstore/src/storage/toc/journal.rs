@@ -25,6 +25,11 @@ pub enum Record {
         db_key: String,
         uid: u32,
         created: u64,
+        /// Unique to this creation of the database (kept when a move copies the journal), so
+        /// subscribers tell a database wiped and made again within the same second from the
+        /// one they followed. Journals from before it have none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        incarnation: Option<String>,
     },
     /// Makes an index file visible.
     Index {
@@ -172,6 +177,30 @@ pub fn read_from(
 }
 
 fn read_tail(f: &dyn FsFile, path: &Path, start: u64) -> Result<(Records, u64), StorageError> {
+    let (appends, end) = read_appends(f, path, start)?;
+    Ok((
+        appends
+            .into_iter()
+            .flat_map(|a| a.records.into_iter())
+            .collect(),
+        end,
+    ))
+}
+
+/// One append, whole: the records one `write()` added, from byte `at` to byte `next`.
+pub struct Append {
+    pub at: u64,
+    pub next: u64,
+    pub records: Records,
+}
+
+/// The whole appends from byte `start` (a record boundary) to the end, and where they end;
+/// an append cut short (a torn tail, or one being written) is left out, as [`read_from`] does.
+pub fn read_appends(
+    f: &dyn FsFile,
+    path: &Path,
+    start: u64,
+) -> Result<(Vec<Append>, u64), StorageError> {
     let buf = f.read_from(start).map_err(StorageError::io("read", path))?;
     let mut pos = 0usize;
     let mut out = Vec::new();
@@ -185,7 +214,11 @@ fn read_tail(f: &dyn FsFile, path: &Path, start: u64) -> Result<(Records, u64), 
                 group.push((at, r));
                 pos += n;
                 if !more {
-                    out.append(&mut group);
+                    out.push(Append {
+                        at: start + whole as u64,
+                        next: start + pos as u64,
+                        records: std::mem::take(&mut group),
+                    });
                     whole = pos;
                 }
             }
@@ -217,7 +250,20 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     let f = fs
         .open(path, OpenMode::Read)
         .map_err(StorageError::io("open", path))?;
-    let read_exact = |buf: &mut [u8], at: u64| match read_full_at(&*f, buf, at) {
+    let (db_key, ..) = read_init(&*f, path)?;
+    crate::model::Key::parse(&db_key).map_err(|e| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        detail: e.to_string(),
+    })
+}
+
+/// The journal's Init record (database key, owner, created, incarnation), reading only it.
+pub fn read_init(
+    f: &dyn FsFile,
+    path: &Path,
+) -> Result<(String, u32, u64, Option<String>), StorageError> {
+    let read_exact = |buf: &mut [u8], at: u64| match read_full_at(f, buf, at) {
         Ok(n) if n == buf.len() => Ok(()),
         Ok(_) => Err(StorageError::io("read", path)(std::io::Error::from(
             std::io::ErrorKind::UnexpectedEof,
@@ -239,9 +285,15 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     buf.resize(HEADER + len, 0);
     read_exact(&mut buf[HEADER..], HEADER as u64)?;
     match parse_at(&buf) {
-        Parsed::Ok(Record::Init { db_key, .. }, ..) => {
-            crate::model::Key::parse(&db_key).map_err(|e| corrupt(e.to_string()))
-        }
+        Parsed::Ok(
+            Record::Init {
+                db_key,
+                uid,
+                created,
+                incarnation,
+            },
+            ..,
+        ) => Ok((db_key, uid, created, incarnation)),
         Parsed::Ok(..) => Err(corrupt(
             "the journal does not start with an Init record".into(),
         )),
@@ -500,6 +552,7 @@ mod tests {
             db_key: "{a=1}".into(),
             uid: 0,
             created: 1,
+            incarnation: None,
         }
     }
 

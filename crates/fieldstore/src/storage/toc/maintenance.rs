@@ -277,6 +277,7 @@ pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<CatalogueDump, StorageErr
                 db_key,
                 uid,
                 created,
+                ..
             } => DumpRecord::Init {
                 db: key(at, &db_key)?,
                 owner_uid: Some(uid),

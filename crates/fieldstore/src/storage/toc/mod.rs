@@ -2,12 +2,14 @@
 //! commit point), per-writer data files and immutable per-flush index files.
 
 mod catalogue;
+mod history;
 mod index;
 mod journal;
 pub(crate) mod maintenance;
 pub mod placement;
 mod reader;
 pub mod relocate;
+mod watch;
 mod writer;
 
 pub use catalogue::TocCatalogue;

@@ -80,6 +80,7 @@ pub(crate) fn ensure_database(
             db_key: db_key.to_string(),
             uid: current_uid(),
             created,
+            incarnation: Some(unique.clone()),
         }],
     )?;
     // link() fails if `toc` exists: the first creator wins and the others use its journal.

@@ -1,0 +1,374 @@
+//! Tells toc subscribers when a journal grew or a database appeared, without polling: inotify
+//! watches on the roots (new database directories), on each followed database's directory (a
+//! journal linked in) and on its `toc` (an append).
+//!
+//! Through the `inotify` crate rather than `notify`: only Linux's inotify is wanted here (the
+//! feed rescans every 2 s for what inotify cannot see, writes from other NFS or Lustre nodes),
+//! and `inotify` is the thin, well-kept binding `notify` itself builds on, without its event
+//! thread and debouncing. Where watches cannot be set (inotify's limits, a file system without
+//! it, a simulated one in tests) the waiter polls the journals' sizes every [`POLL_INTERVAL`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+
+use crate::storage::fs::FileSystem;
+use crate::storage::history::{ChangeWaiter, Wake};
+use crate::storage::{DbRef, StorageError};
+
+/// How often the fallback looks at the followed journals' sizes and the roots.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The fallback is announced once per process, not once per subscription.
+static FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// What a watch is on.
+#[derive(Debug, Clone)]
+enum Target {
+    Root,
+    /// A database directory (by database id): a `toc` linked into it is a new journal.
+    Dir(String),
+    /// A database's journal.
+    Toc(String),
+}
+
+struct Watcher {
+    inotify: Inotify,
+    targets: HashMap<WatchDescriptor, Target>,
+    buffer: Vec<u8>,
+}
+
+/// What the fallback saw last: each journal's (inode, length), each root's modification time.
+#[derive(Default)]
+struct Poller {
+    tocs: BTreeMap<String, Option<(u64, u64)>>,
+    roots: BTreeMap<PathBuf, Option<SystemTime>>,
+}
+
+enum Mode {
+    Watching(Watcher),
+    Polling(Poller),
+}
+
+pub struct TocWaiter {
+    fs: Arc<dyn FileSystem>,
+    roots: Vec<PathBuf>,
+    followed: BTreeSet<String>,
+    mode: Mode,
+}
+
+impl TocWaiter {
+    pub fn new(fs: Arc<dyn FileSystem>, roots: Vec<PathBuf>) -> TocWaiter {
+        let mut w = TocWaiter {
+            fs,
+            roots,
+            followed: BTreeSet::new(),
+            mode: Mode::Polling(Poller::default()),
+        };
+        match w.watch_roots() {
+            Ok(watcher) => {
+                w.mode = Mode::Watching(watcher);
+                if let Err(e) = w.rearm() {
+                    w.fall_back(&e);
+                }
+            }
+            Err(e) => w.fall_back(&e),
+        }
+        w
+    }
+
+    fn watch_roots(&self) -> std::io::Result<Watcher> {
+        let inotify = Inotify::init()?;
+        let mut watcher = Watcher {
+            inotify,
+            targets: HashMap::new(),
+            buffer: vec![0; 64 * 1024],
+        };
+        for r in &self.roots {
+            // A root not made yet holds no database; the feed's rescans find it once it is.
+            if !r.is_dir() {
+                continue;
+            }
+            let wd = watcher.inotify.watches().add(
+                r,
+                WatchMask::CREATE | WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,
+            )?;
+            watcher.targets.insert(wd, Target::Root);
+        }
+        Ok(watcher)
+    }
+
+    /// Switches to polling, from the state the files are in now.
+    fn fall_back(&mut self, why: &std::io::Error) {
+        if !FALLBACK_LOGGED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "subscribers cannot watch the toc journals ({why}); they look every {} ms instead",
+                POLL_INTERVAL.as_millis()
+            );
+        }
+        let mut p = Poller::default();
+        for r in &self.roots {
+            p.roots.insert(r.clone(), self.root_state(r));
+        }
+        for id in &self.followed {
+            p.tocs.insert(id.clone(), self.toc_state(id));
+        }
+        self.mode = Mode::Polling(p);
+    }
+
+    fn toc_state(&self, id: &str) -> Option<(u64, u64)> {
+        let m = self.fs.metadata(&Path::new(id).join("toc")).ok()?;
+        Some((m.ino, m.len))
+    }
+
+    fn root_state(&self, root: &Path) -> Option<SystemTime> {
+        self.fs.metadata(root).ok().map(|m| m.modified)
+    }
+
+    /// Watches a database's directory and journal. A database gone meanwhile is not an error:
+    /// the feed learns that from its commits.
+    fn watch_db(w: &mut Watcher, id: &str) -> std::io::Result<()> {
+        let dir = Path::new(id);
+        let adds = [
+            (
+                dir.to_path_buf(),
+                WatchMask::CREATE
+                    | WatchMask::MOVED_TO
+                    | WatchMask::MOVE_SELF
+                    | WatchMask::DELETE_SELF,
+                Target::Dir(id.to_string()),
+            ),
+            (
+                dir.join("toc"),
+                WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF,
+                Target::Toc(id.to_string()),
+            ),
+        ];
+        for (path, mask, target) in adds {
+            match w.inotify.watches().add(&path, mask) {
+                Ok(wd) => {
+                    w.targets.insert(wd, target);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the queued events into what they mean; `None` when none were queued.
+    fn drain(w: &mut Watcher) -> std::io::Result<Option<Wake>> {
+        let mut changed = BTreeSet::new();
+        let mut rescan = false;
+        let mut any = false;
+        loop {
+            let events = match w.inotify.read_events(&mut w.buffer) {
+                Ok(ev) => ev,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            for ev in events {
+                any = true;
+                if ev.mask.contains(EventMask::Q_OVERFLOW) {
+                    rescan = true;
+                    continue;
+                }
+                let target = w.targets.get(&ev.wd).cloned();
+                if ev.mask.contains(EventMask::IGNORED) {
+                    w.targets.remove(&ev.wd);
+                    continue;
+                }
+                match target {
+                    Some(Target::Root) => rescan = true,
+                    Some(Target::Dir(id)) => {
+                        if ev.name.is_some_and(|n| n == "toc") {
+                            rescan = true;
+                        }
+                        if ev.mask.contains(EventMask::MOVE_SELF)
+                            || ev.mask.contains(EventMask::DELETE_SELF)
+                        {
+                            changed.insert(id);
+                            rescan = true;
+                        }
+                    }
+                    Some(Target::Toc(id)) => {
+                        changed.insert(id);
+                    }
+                    None => {}
+                }
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        Ok(Some(if rescan {
+            Wake::Rescan
+        } else if changed.is_empty() {
+            Wake::Timeout
+        } else {
+            Wake::Changed(changed.into_iter().collect())
+        }))
+    }
+
+    /// Blocks until the inotify descriptor has events or `timeout` passed.
+    fn ready(w: &Watcher, timeout: Duration) -> std::io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: w.inotify.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(n > 0)
+    }
+
+    fn wait_watching(&mut self, deadline: Instant) -> std::io::Result<Wake> {
+        loop {
+            let Mode::Watching(w) = &mut self.mode else {
+                return Ok(Wake::Rescan);
+            };
+            if let Some(wake) = Self::drain(w)? {
+                if matches!(wake, Wake::Rescan) {
+                    // A new database directory, or a journal linked into one (a database made
+                    // again after a wipe): watch what is there now.
+                    self.rearm()?;
+                }
+                if !matches!(wake, Wake::Timeout) {
+                    return Ok(wake);
+                }
+                continue;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Wake::Timeout);
+            }
+            Self::ready(w, deadline - now)?;
+        }
+    }
+
+    /// Watches every visible database directory under the roots (a database being made has
+    /// no journal yet: its directory tells when it gets one) and every followed journal.
+    fn rearm(&mut self) -> std::io::Result<()> {
+        let Mode::Watching(w) = &mut self.mode else {
+            return Ok(());
+        };
+        for r in &self.roots {
+            let Ok(entries) = self.fs.read_dir(r) else {
+                continue;
+            };
+            for e in entries {
+                let name = e.file_name();
+                if name.starts_with('.') || !e.is_dir {
+                    continue;
+                }
+                let id = e.path.display().to_string();
+                if self.followed.contains(&id) {
+                    continue;
+                }
+                match w
+                    .inotify
+                    .watches()
+                    .add(&e.path, WatchMask::CREATE | WatchMask::MOVED_TO)
+                {
+                    Ok(wd) => {
+                        w.targets.insert(wd, Target::Dir(id));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        for id in &self.followed {
+            Self::watch_db(w, id)?;
+        }
+        Ok(())
+    }
+
+    fn wait_polling(&mut self, deadline: Instant) -> Wake {
+        loop {
+            let mut rescan = false;
+            let mut changed = Vec::new();
+            let roots: Vec<(PathBuf, Option<SystemTime>)> = self
+                .roots
+                .iter()
+                .map(|r| (r.clone(), self.root_state(r)))
+                .collect();
+            let tocs: Vec<(String, Option<(u64, u64)>)> = self
+                .followed
+                .iter()
+                .map(|id| (id.clone(), self.toc_state(id)))
+                .collect();
+            let Mode::Polling(p) = &mut self.mode else {
+                return Wake::Rescan;
+            };
+            for (r, now) in roots {
+                if p.roots.insert(r, now) != Some(now) {
+                    rescan = true;
+                }
+            }
+            for (id, now) in tocs {
+                if p.tocs.insert(id.clone(), now) != Some(now) {
+                    changed.push(id);
+                }
+            }
+            if rescan {
+                return Wake::Rescan;
+            }
+            if !changed.is_empty() {
+                return Wake::Changed(changed);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Wake::Timeout;
+            }
+            std::thread::sleep((deadline - now).min(POLL_INTERVAL));
+        }
+    }
+}
+
+impl ChangeWaiter for TocWaiter {
+    fn follow(&mut self, db: &DbRef) -> Result<(), StorageError> {
+        self.followed.insert(db.id.clone());
+        let failed = match &mut self.mode {
+            Mode::Watching(w) => Self::watch_db(w, &db.id).err(),
+            Mode::Polling(_) => None,
+        };
+        if let Some(e) = failed {
+            self.fall_back(&e);
+        }
+        let state = self.toc_state(&db.id);
+        if let Mode::Polling(p) = &mut self.mode {
+            p.tocs.insert(db.id.clone(), state);
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<Wake, StorageError> {
+        let deadline = Instant::now() + timeout;
+        if let Mode::Watching(_) = self.mode {
+            match self.wait_watching(deadline) {
+                Ok(wake) => return Ok(wake),
+                Err(e) => {
+                    // Whatever the watches missed, the rescan below catches up with.
+                    self.fall_back(&e);
+                    return Ok(Wake::Rescan);
+                }
+            }
+        }
+        Ok(self.wait_polling(deadline))
+    }
+}
