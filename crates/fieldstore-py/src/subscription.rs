@@ -32,7 +32,7 @@ pub fn start(text: &str) -> PyResult<Start> {
 pub fn seconds(s: Option<f64>, what: &str) -> PyResult<Option<Duration>> {
     match s {
         None => Ok(None),
-        Some(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) if (0.0..1e9).contains(&s) => Ok(Some(Duration::from_secs_f64(s))),
         Some(s) => Err(PyValueError::new_err(format!(
             "{what}={s}: expected seconds, 0 or more"
         ))),

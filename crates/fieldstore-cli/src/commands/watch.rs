@@ -73,7 +73,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         _ => f64::NAN,
     };
     let secs = num.parse::<f64>().map(|n| n * factor).unwrap_or(f64::NAN);
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !(0.0..=1e9).contains(&secs) {
         bail!("{text:?}: expected a duration like 30s, 5m, 1h or 500ms");
     }
     Ok(Duration::from_secs_f64(secs))
