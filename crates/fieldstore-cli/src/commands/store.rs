@@ -448,8 +448,12 @@ fn read_waiting(
     let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
     let mut total = 0u64;
     let mut chunk = vec![0; COPY_CHUNK];
-    for req in reqs {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+    for (i, req) in reqs.iter().enumerate() {
+        // The first request gets the duration as given, so its timeout message says "30s".
+        let left = match i {
+            0 => wait,
+            _ => deadline.saturating_duration_since(std::time::Instant::now()),
+        };
         let mut waiting = fieldstore::api::RetrieveWait::new(fdb, req, left)
             .with_context(|| format!("waiting for {req}"))?;
         let mut n = 0u64;
