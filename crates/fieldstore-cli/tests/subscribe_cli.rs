@@ -1,10 +1,13 @@
-//! Subscriptions between real processes on a local toc store: `fieldstore write` producers (one
-//! process per flush), `fieldstore watch` subscribers and `fieldstore read --wait`. Watchers see
-//! every field once in flush order per producer, a restarted watcher resumes exactly, a producer
-//! killed with SIGKILL before its flush is never seen, and a waiting read returns when the last
-//! field is flushed or times out naming what is missing.
+//! Subscriptions between real processes on a toc store, used directly and through a
+//! `fieldstore server`: `fieldstore write` producers (one process per flush), `fieldstore watch`
+//! subscribers and `fieldstore read --wait`. Watchers see every field once in flush order per
+//! producer, a restarted watcher resumes exactly, a producer killed with SIGKILL before its flush
+//! is never seen, and a waiting read returns when the last field is flushed or times out naming
+//! what is missing.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -14,12 +17,16 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+const TOKEN: &str = "subscribe-cli-token";
+
 struct Store {
     dir: tempfile::TempDir,
+    /// Set when every command goes through a server (`remote.yaml`) instead of the store.
+    served: Option<server::Served>,
 }
 
 impl Store {
-    fn new() -> Store {
+    fn new(through_server: bool) -> Store {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
@@ -31,7 +38,19 @@ impl Store {
             ),
         )
         .unwrap();
-        Store { dir }
+        let mut store = Store { dir, served: None };
+        if through_server {
+            let mut c = common::fieldstore();
+            c.arg("--config").arg(store.path("config.yaml")).args([
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--token",
+                TOKEN,
+            ]);
+            store.served = Some(server::start(c, store.dir.path(), TOKEN));
+        }
+        store
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -39,8 +58,12 @@ impl Store {
     }
 
     fn cmd(&self) -> Command {
+        let config = match self.served {
+            Some(_) => "remote.yaml",
+            None => "config.yaml",
+        };
         let mut c = common::fieldstore();
-        c.arg("--config").arg(self.path("config.yaml"));
+        c.arg("--config").arg(self.path(config));
         c
     }
 
@@ -147,10 +170,9 @@ fn field(line: &str, keyword: &str) -> String {
 
 /// Every watcher gets every field exactly once, and each producer's fields in the order it
 /// flushed them (3 producer processes at once, 4 flushes each, 2 watchers).
-#[test]
-fn every_watcher_sees_every_flushed_field_once_in_flush_order_per_producer() {
+fn producers_and_watchers(through_server: bool) {
     const STEPS: u32 = 4;
-    let store = Store::new();
+    let store = Store::new(through_server);
     let params = ["t", "u", "v"];
     let files: Vec<Vec<PathBuf>> = params
         .iter()
@@ -210,9 +232,8 @@ fn every_watcher_sees_every_flushed_field_once_in_flush_order_per_producer() {
 
 /// A watcher stopped (SIGTERM) in the middle and started again with its position file: the two
 /// runs together printed every field once.
-#[test]
-fn a_restarted_watcher_misses_nothing_and_repeats_nothing() {
-    let store = Store::new();
+fn restarted_watcher(through_server: bool) {
+    let store = Store::new(through_server);
     let files: Vec<PathBuf> = (0..6).map(|s| store.sample("t", s)).collect();
     let pos = store.path("watch.pos");
     let pos_arg = pos.to_str().unwrap();
@@ -265,9 +286,8 @@ fn a_restarted_watcher_misses_nothing_and_repeats_nothing() {
 /// `write -` archives its input batch by batch and flushes at the end of it: killed
 /// with SIGKILL after archiving (its `--verbose` lines say so) and before that end, its fields
 /// were never flushed, and no watcher (live, or reading from the beginning later) prints them.
-#[test]
-fn fields_of_a_producer_killed_before_its_flush_are_never_seen() {
-    let store = Store::new();
+fn killed_producer(through_server: bool) {
+    let store = Store::new(through_server);
     let (before, doomed, after) = (
         store.sample("t", 0),
         store.sample("t", 6),
@@ -328,9 +348,8 @@ const REQUEST: &str =
 /// `read --wait` returns once another process flushes the last field, with every field in its
 /// output; a field that never comes fails it naming that field, leaving no file (or, with
 /// `--keep-partial`, what came).
-#[test]
-fn read_wait_returns_when_the_last_field_is_flushed_and_times_out_naming_the_missing() {
-    let store = Store::new();
+fn read_wait(through_server: bool) {
+    let store = Store::new(through_server);
     let (s0, s6) = (store.sample("t", 0), store.sample("t", 6));
     store.write(&s0);
     let out = store.path("out.grib");
@@ -387,9 +406,8 @@ fn read_wait_returns_when_the_last_field_is_flushed_and_times_out_naming_the_mis
 
 /// The line forms: JSON lines, aviso's CloudEvents notification, and `--exec` with the key in
 /// the environment and the line on standard input.
-#[test]
-fn watch_prints_json_and_aviso_lines_and_runs_a_command_per_field() {
-    let store = Store::new();
+fn watch_forms(through_server: bool) {
+    let store = Store::new(through_server);
     store.write(&store.sample("t", 0));
     let porcelain = store.ok(&["list", "--porcelain", "class=od"]).stdout;
     let porcelain = String::from_utf8(porcelain).unwrap();
@@ -460,4 +478,55 @@ fn watch_prints_json_and_aviso_lines_and_runs_a_command_per_field() {
         .unwrap();
     assert_eq!(stop.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&stop.stderr).contains("exec-fail-stop"));
+}
+
+#[test]
+fn every_watcher_sees_every_flushed_field_once_in_flush_order_per_producer() {
+    producers_and_watchers(false);
+}
+
+#[test]
+fn every_watcher_sees_every_flushed_field_once_in_flush_order_per_producer_through_a_server() {
+    producers_and_watchers(true);
+}
+
+#[test]
+fn a_restarted_watcher_misses_nothing_and_repeats_nothing() {
+    restarted_watcher(false);
+}
+
+#[test]
+fn a_restarted_watcher_misses_nothing_and_repeats_nothing_through_a_server() {
+    restarted_watcher(true);
+}
+
+#[test]
+fn fields_of_a_producer_killed_before_its_flush_are_never_seen() {
+    killed_producer(false);
+}
+
+#[test]
+fn fields_of_a_producer_killed_before_its_flush_are_never_seen_through_a_server() {
+    killed_producer(true);
+}
+
+#[test]
+fn read_wait_returns_when_the_last_field_is_flushed_and_times_out_naming_the_missing() {
+    read_wait(false);
+}
+
+#[test]
+fn read_wait_returns_when_the_last_field_is_flushed_and_times_out_naming_the_missing_through_a_server(
+) {
+    read_wait(true);
+}
+
+#[test]
+fn watch_prints_json_and_aviso_lines_and_runs_a_command_per_field() {
+    watch_forms(false);
+}
+
+#[test]
+fn watch_prints_json_and_aviso_lines_and_runs_a_command_per_field_through_a_server() {
+    watch_forms(true);
 }
