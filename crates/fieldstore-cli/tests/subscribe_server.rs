@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use fieldstore::api::subscribe::{Notice, Position, Start, Subscription};
-use fieldstore::api::Fdb;
+use fieldstore::api::{Fdb, Notice, Position, Start, Subscription};
 use fieldstore::model::request::parse_request;
 use fieldstore::model::Key;
 use fieldstore::remote::RemoteFdb;
@@ -63,10 +62,6 @@ impl Site {
             "127.0.0.1:0",
         ]);
         server::start(c, self.dir.path(), TOKEN)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path("server.log")).unwrap_or_default()
     }
 }
 
@@ -185,7 +180,6 @@ fn two_producers_two_subscribers_and_a_resume(engine: Engine) {
         per,
     );
     nothing_more(&mut *c);
-    assert!(site.log().contains("listening"), "{}", site.log());
 }
 
 #[test]
@@ -289,6 +283,7 @@ fn a_slow_subscriber_holds_back_nobody() {
     assert_eq!(of_slow.len(), 3);
     // 320 MiB went through; the server holds a few batches and buffers, not the data.
     let grown = peak.saturating_sub(baseline);
+    eprintln!("server RSS {baseline} KiB before, {peak} KiB after 320 MiB with a slow subscriber");
     assert!(
         grown < 96 * 1024,
         "server RSS grew by {grown} KiB (from {baseline})"

@@ -229,7 +229,9 @@ impl MemDb {
         MemDb {
             key,
             created,
-            epoch: format!("{created}.{unique}"),
+            // The process too: a server restarted within the second numbers its databases
+            // from 1 again, and a subscriber resuming must see a new incarnation.
+            epoch: format!("{created}.{}.{unique}", std::process::id()),
             log: Mutex::new(CommitLog::default()),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             change: Mutex::new(()),
