@@ -121,3 +121,65 @@ def test_new_error_kinds_map_to_their_classes():
 
     assert type(_from_kind("timeout", "m")) is fieldstore.TimeoutError
     assert type(_from_kind("fell-behind", "m")) is fieldstore.FellBehindError
+
+
+# Between processes on a toc store: the producer is another Python process.
+PRODUCER = r"""
+import json, sys, time
+import fieldstore
+from fieldstore import _native
+
+config, base, steps, flush = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+fdb = fieldstore.FDB(config)
+for step in steps:
+    for level in ("500", "850"):
+        key = dict(base, step=step, levelist=level, param="130")
+        fdb.archive(_native.make_field(key, 100, int(step)))
+    if flush == "flush":
+        fdb.flush()
+    print("archived", step, flush=True)
+if flush != "flush":
+    time.sleep(120)
+"""
+
+
+def _spawn_producer(config, steps, flush=True):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.Popen(
+        [sys.executable, "-c", PRODUCER, json.dumps(config), json.dumps(BASE_KEY),
+         ",".join(str(s) for s in steps), "flush" if flush else "hold"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )
+
+
+def test_a_subscriber_follows_another_process_and_never_sees_its_unflushed_fields(fdb, config):
+    sub = fdb.subscribe(DB_REQUEST, start="now", timeout=30)
+    doomed = _spawn_producer(config, [6], flush=False)
+    assert doomed.stdout.readline().split() == ["archived", "6"]
+    doomed.kill()  # SIGKILL with its fields archived and not flushed
+    doomed.wait()
+    producer = _spawn_producer(config, [0, 12])
+    got = [next(sub) for _ in range(4)]
+    assert producer.wait(timeout=60) == 0
+    assert [el.key["step"] for el in got] == ["0", "0", "12", "12"]
+    assert sub.next(timeout=0.5) is None
+    # From the beginning, later: the same fields, and still not the unflushed ones.
+    steps = [el.key["step"] for el in fdb.subscribe(DB_REQUEST, start="beginning", timeout=0.5)]
+    assert "6" not in steps
+    assert steps.count("0") == 2 and steps.count("12") == 2
+
+
+def test_retrieve_wait_returns_what_another_process_flushes(fdb, config):
+    request = dict(BASE_KEY, step=[0, 6], param="130", levelist=[500, 850])
+    r = fdb.retrieve(request, wait=60)
+    producer = _spawn_producer(config, [0, 6])
+    data = r.read()
+    assert producer.wait(timeout=60) == 0
+    assert r.missing == []
+    plain = fdb.retrieve(request).read()
+    assert sorted(data) == sorted(plain) and len(data) == len(plain)
