@@ -447,7 +447,7 @@ fn read_waiting(
     let deadline = std::time::Instant::now() + wait;
     let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
     let mut total = 0u64;
-    let mut chunk = vec![0; COPY_CHUNK];
+    let mut chunk = Vec::new();
     for (i, req) in reqs.iter().enumerate() {
         // The first request gets the duration as given, so its timeout message says "30s".
         let left = match i {
@@ -460,10 +460,11 @@ fn read_waiting(
         while let Some(mut stream) = waiting.next(fdb)? {
             let copied = match (file.as_deref_mut(), stdout.as_mut()) {
                 (Some(f), _) => stream.copy_to_file(f),
-                (None, Some(out)) => copy_large(&mut stream, out, &mut chunk).and_then(|n| {
+                (None, Some(out)) => {
+                    chunk.resize(COPY_CHUNK, 0);
                     // Each field reaches a pipe as it arrives, not when the buffer fills.
-                    out.flush().map(|()| n)
-                }),
+                    copy_large(&mut stream, out, &mut chunk).and_then(|n| out.flush().map(|()| n))
+                }
                 (None, None) => Ok(0),
             };
             n += copied.with_context(|| format!("reading {req}"))?;
