@@ -5,11 +5,12 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use fieldstore::api::{ApiError, ArchiveError};
 use fieldstore::error_kind::full_message;
 use fieldstore::model::ModelError;
+use fieldstore::ErrorKind;
 
 pub const FDB_SUCCESS: c_int = 0;
 pub const FDB_ERROR_GENERAL_EXCEPTION: c_int = 1;
@@ -35,6 +36,19 @@ pub enum CError {
 
 pub type Result<T> = std::result::Result<T, CError>;
 
+impl CError {
+    /// The library's kind name (`fieldstore_error_kind`): a caller's bad argument is a bad
+    /// request.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CError::Null(_) | CError::Utf8(_) | CError::Invalid(_) => ErrorKind::BadRequest,
+            CError::Api(e) => e.kind(),
+            CError::Archive(e) => e.kind(),
+            CError::Model(e) => e.kind(),
+        }
+    }
+}
+
 /// Called on every failure with the caller's context, as FDB5 does.
 pub type fdb_failure_handler_t =
     Option<unsafe extern "C" fn(context: *mut c_void, error_code: c_int)>;
@@ -48,11 +62,13 @@ static HANDLER: Mutex<Option<Handler>> = Mutex::new(None);
 
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_KIND: std::cell::Cell<Option<ErrorKind>> = const { std::cell::Cell::new(None) };
 }
 
-fn record(code: c_int, message: String) -> c_int {
+fn record(code: c_int, kind: ErrorKind, message: String) -> c_int {
     let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = c);
+    LAST_KIND.with(|k| k.set(Some(kind)));
     let handler = HANDLER
         .lock()
         .ok()
@@ -77,8 +93,12 @@ fn panic_message(p: &(dyn Any + Send)) -> String {
 pub fn guard(f: impl FnOnce() -> Result<c_int>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(code)) => code,
-        Ok(Err(e)) => record(FDB_ERROR_GENERAL_EXCEPTION, full_message(&e)),
-        Err(p) => record(FDB_ERROR_UNKNOWN_EXCEPTION, panic_message(p.as_ref())),
+        Ok(Err(e)) => record(FDB_ERROR_GENERAL_EXCEPTION, e.kind(), full_message(&e)),
+        Err(p) => record(
+            FDB_ERROR_UNKNOWN_EXCEPTION,
+            ErrorKind::Internal,
+            panic_message(p.as_ref()),
+        ),
     }
 }
 
@@ -98,6 +118,30 @@ pub extern "C" fn fdb_error_string(err: c_int) -> *const c_char {
             LAST.with(|l| l.borrow().as_ptr())
         }
         _ => c"<unknown>".as_ptr(),
+    }
+}
+
+/// The kind of this thread's last failure (fieldstore/fdb_subscribe.h), so a caller can tell a
+/// wait that ran out (`timeout`) from a failure; "" before any.
+#[no_mangle]
+pub extern "C" fn fieldstore_error_kind() -> *const c_char {
+    static NAMES: OnceLock<Vec<(ErrorKind, CString)>> = OnceLock::new();
+    let found = catch_unwind(|| {
+        let kind = LAST_KIND.with(std::cell::Cell::get)?;
+        let names = NAMES.get_or_init(|| {
+            ErrorKind::ALL
+                .iter()
+                .map(|k| (*k, CString::new(k.as_str()).unwrap_or_default()))
+                .collect()
+        });
+        names
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, n)| n.as_ptr())
+    });
+    match found {
+        Ok(Some(p)) => p,
+        _ => c"".as_ptr(),
     }
 }
 

@@ -15,13 +15,14 @@ pub mod list;
 pub(crate) mod reader;
 pub(crate) mod request;
 pub(crate) mod strings;
+pub mod subscribe;
 pub(crate) mod user_config;
 pub mod version;
 pub(crate) mod wipe;
 
 pub use errors::{
-    fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, FDB_ERROR_GENERAL_EXCEPTION,
-    FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
+    fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, fieldstore_error_kind,
+    FDB_ERROR_GENERAL_EXCEPTION, FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
 };
 pub use handle::{
     fdb_archive, fdb_archive_multiple, fdb_delete_handle, fdb_flush, fdb_handle_t, fdb_new_handle,
@@ -41,6 +42,11 @@ pub use reader::{
 pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
+};
+pub use subscribe::{
+    fieldstore_delete_subscription, fieldstore_retrieve_wait, fieldstore_subscribe,
+    fieldstore_subscription_attrs, fieldstore_subscription_key, fieldstore_subscription_next,
+    fieldstore_subscription_position, fieldstore_subscription_t, fieldstore_subscription_value,
 };
 pub use version::{fdb_initialise, fdb_vcs_version};
 pub use wipe::{

@@ -20,6 +20,12 @@ pub struct fdb_datareader_t {
 }
 
 impl fdb_datareader_t {
+    /// Positions it on a retrieve's answer, open (`fdb_retrieve` and its waiting variant).
+    pub(crate) fn set(&mut self, reader: Box<dyn DataReader>) {
+        self.reader = Some(reader);
+        self.closed = false;
+    }
+
     /// The open reader.
     fn reader(&mut self) -> Result<&mut Box<dyn DataReader>> {
         if self.closed {

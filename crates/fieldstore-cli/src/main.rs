@@ -52,6 +52,8 @@ enum Command {
     Write(WriteArgs),
     /// Retrieve the fields a request names into a file (`-`: standard output).
     Read(ReadArgs),
+    /// Follow fields as flushes make them visible: one line each, or a command run per field.
+    Watch(commands::watch::WatchArgs),
     /// List fields, indexes or databases matching a partial request.
     List(ListArgs),
     /// Values present for each keyword.
@@ -155,6 +157,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Write(a) => commands::store::write(a, &session),
         Command::Read(a) => commands::store::read(a, &session),
         Command::List(a) => commands::store::list(a, &session),
+        Command::Watch(a) => commands::watch::run(a, &session),
         Command::Axes(a) => commands::store::axes(a, &session),
         Command::Where(a) => commands::store::where_(a, &session),
         Command::Sample(a) => commands::sample::run(a),

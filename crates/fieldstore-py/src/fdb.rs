@@ -18,6 +18,7 @@ use crate::errors::{bad_request, to_py};
 use crate::listing::ListIterator;
 use crate::reader::Reader;
 use crate::results;
+use crate::subscription::{self, Subscription, WaitingReader};
 
 static RESOLVER: fn(&str) -> Option<String> = fieldstore::grib::params::resolver;
 
@@ -231,8 +232,15 @@ impl Fdb {
     }
 
     /// The fields a request names, newest copy of each, as a seekable Reader (empty if nothing
-    /// matches).
-    fn retrieve(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Reader> {
+    /// matches). With `wait=seconds`: a WaitingReader giving each field as it is flushed, and
+    /// raising fieldstore.TimeoutError (naming the missing fields) if they do not all come.
+    #[pyo3(signature = (request, wait = None))]
+    fn retrieve<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+        wait: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if request.is_none() {
             return Err(PyTypeError::new_err(
                 "retrieve needs a request (a dict or a MARS string), not None",
@@ -240,8 +248,37 @@ impl Fdb {
         }
         let request = convert::request(Some(request))?;
         let fdb = &*self.inner;
+        if let Some(wait) = subscription::seconds(wait, "wait")? {
+            let w = py
+                .detach(|| api::RetrieveWait::new(fdb, &request, wait))
+                .map_err(to_py)?;
+            let r = WaitingReader::new(self.inner.clone(), w);
+            return Ok(Bound::new(py, r)?.into_any());
+        }
         let r = py.detach(|| fdb.retrieve(&request)).map_err(to_py)?;
-        Ok(Reader::new(r))
+        Ok(Bound::new(py, Reader::new(r))?.into_any())
+    }
+
+    /// The fields matching a partial request as flushes make them visible: a Subscription
+    /// yielding ListElements (each with `.position`). `start`: "now", "beginning", or a
+    /// position a subscription gave. Iteration ends when no field came within `timeout`
+    /// seconds (never, if None).
+    #[pyo3(signature = (request = None, start = "now", timeout = None))]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        request: Option<&Bound<'_, PyAny>>,
+        start: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Subscription> {
+        let request = convert::request(request)?;
+        let start = subscription::start(start)?;
+        let timeout = subscription::seconds(timeout, "timeout")?;
+        let fdb = &*self.inner;
+        let sub = py
+            .detach(|| fdb.subscribe(&request, &start))
+            .map_err(to_py)?;
+        Ok(Subscription::new(sub, timeout))
     }
 
     /// The values present for each keyword under a partial request, each list in sorted order

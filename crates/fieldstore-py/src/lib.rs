@@ -12,6 +12,7 @@ mod message;
 mod reader;
 mod results;
 mod strings;
+mod subscription;
 mod sync;
 
 use pyo3::prelude::*;
@@ -51,6 +52,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::Reader>()?;
     m.add_class::<reader::FieldInfo>()?;
     m.add_class::<reader::FieldIterator>()?;
+    m.add_class::<subscription::Subscription>()?;
+    m.add_class::<subscription::WaitingReader>()?;
     results::register(m)?;
     message::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;

@@ -110,6 +110,8 @@ pub struct ListElement {
     depth: u8,
     key: OnceLock<Py<PyDict>>,
     prefix: Arc<Prefix>,
+    /// For a subscription's element: where to resume to get the fields after it.
+    position: Option<String>,
 }
 
 impl ListElement {
@@ -119,6 +121,18 @@ impl ListElement {
             depth,
             key: OnceLock::new(),
             prefix,
+            position: None,
+        }
+    }
+
+    /// A field a subscription delivered, with the position just after it.
+    pub fn notice(inner: api::ListElement, position: String) -> Self {
+        ListElement {
+            inner,
+            depth: 3,
+            key: OnceLock::new(),
+            prefix: Arc::new(Mutex::new(None)),
+            position: Some(position),
         }
     }
 
@@ -199,6 +213,13 @@ impl ListElement {
     #[getter]
     fn timestamp(&self) -> u64 {
         self.inner.timestamp
+    }
+
+    /// From `FDB.subscribe`: the position just after this field (resume there to get the
+    /// fields after it); None for listed elements.
+    #[getter]
+    fn position(&self) -> Option<String> {
+        self.position.clone()
     }
 
     /// True for an older copy replaced by a newer archive (listed with include_masked=True).

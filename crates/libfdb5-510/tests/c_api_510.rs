@@ -287,3 +287,39 @@ fn exports_exactly_the_29_functions_of_debians_510_api() {
         assert_eq!(ours, declared(Path::new(DEBIAN_HEADER)), "Debian's fdb_c.h");
     }
 }
+
+/// fieldstore's own extensions (fieldstore/fdb_subscribe.h) are exported by the 5.10 library
+/// too, under their `fieldstore_` names, beside Debian's 29 `fdb_` functions.
+#[test]
+fn exports_the_extensions_of_the_extension_header() {
+    let header = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fieldstore-c/include/fieldstore/fdb_subscribe.h"),
+    )
+    .unwrap();
+    let mut declared: Vec<String> = header
+        .lines()
+        .filter(|l| l.starts_with("int fieldstore_") || l.starts_with("const char* fieldstore_"))
+        .filter_map(|l| l.split('(').next()?.split_whitespace().last())
+        .map(str::to_string)
+        .collect();
+    declared.sort();
+    let out = ok(
+        "nm -D",
+        Command::new("nm")
+            .args(["-D", "--defined-only"])
+            .arg(built_lib())
+            .output()
+            .unwrap(),
+    );
+    let mut exported: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] if name.starts_with("fieldstore_") => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    exported.sort();
+    assert_eq!(declared.len(), 9, "{declared:?}");
+    assert_eq!(exported, declared);
+}

@@ -80,6 +80,18 @@ fn build_c_installs_both_libraries_and_prints_how_to_use_them() {
         );
     }
 
+    for prefix in [&up, &old] {
+        assert_eq!(
+            std::fs::read(prefix.join("include/fieldstore/fdb_subscribe.h")).unwrap(),
+            std::fs::read(
+                workspace().join("crates/fieldstore-c/include/fieldstore/fdb_subscribe.h")
+            )
+            .unwrap(),
+            "the extension header is not installed under {}",
+            prefix.display()
+        );
+    }
+
     // The printed lines build and run a program against each library, as printed.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("prog.c"), PROGRAM).unwrap();

@@ -24,6 +24,8 @@ fn compile(source: &str, out: &Path, extra: &[&str]) {
         .arg(crate_dir.join("tests/c").join(source))
         .arg("-I")
         .arg(crate_dir.join("include"))
+        .arg("-I")
+        .arg(crate_dir.join("../fieldstore-c/include"))
         .arg("-L")
         .arg(&lib)
         .arg("-lfdb5")
@@ -75,6 +77,54 @@ fn c_threads_archive_through_one_handle_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "test_threads failed:\n{stderr}");
     assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
+
+#[test]
+fn c_program_subscribes_and_waits_through_the_extension_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("test_subscribe");
+    compile("test_subscribe.c", &exe, &["-pthread"]);
+    let out = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "test_subscribe failed:\n{stderr}");
+    assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
+
+/// The `fieldstore_*` extensions fieldstore/fdb_subscribe.h declares are what libfdb5.so
+/// exports under that prefix.
+#[test]
+fn exports_the_extensions_the_extension_header_declares() {
+    let header = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fieldstore-c/include/fieldstore/fdb_subscribe.h"),
+    )
+    .unwrap();
+    let mut declared: Vec<String> = header
+        .lines()
+        .filter(|l| l.starts_with("int fieldstore_") || l.starts_with("const char* fieldstore_"))
+        .filter_map(|l| l.split('(').next()?.split_whitespace().last())
+        .map(str::to_string)
+        .collect();
+    declared.sort();
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib_dir().join("libfdb5.so"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut exported: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] if name.starts_with("fieldstore_") => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    exported.sort();
+    assert_eq!(declared.len(), 9, "{declared:?}");
+    assert_eq!(exported, declared);
 }
 
 /// The `fdb_*` functions our header declares, and those libfdb5.so exports (`nm -D`): the same

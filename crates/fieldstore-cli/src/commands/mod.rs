@@ -7,3 +7,4 @@ pub mod sample;
 pub mod schema;
 pub mod server;
 pub mod store;
+pub mod watch;

@@ -358,6 +358,14 @@ pub struct ReadArgs {
     request: String,
     /// Output file (`-`: standard output).
     output: PathBuf,
+    /// Wait up to this long (`30s`, `5m`, `1h`) for fields not flushed yet, writing each as it
+    /// arrives; on timeout, fail naming the fields still missing.
+    #[arg(long, value_name = "DURATION")]
+    wait: Option<String>,
+    /// With --wait: keep the fields already written when the wait times out (by default a
+    /// failed read leaves no file behind).
+    #[arg(long, requires = "wait")]
+    keep_partial: bool,
 }
 
 pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
@@ -373,8 +381,17 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
                 .with_context(|| format!("cannot create {}", args.output.display()))?,
         )
     };
-    let result = read_into(fdb, &reqs, file.as_mut());
-    if result.is_err() {
+    let result = match args.wait.as_deref() {
+        Some(w) => {
+            let wait = super::watch::parse_duration(w).context("--wait")?;
+            read_waiting(fdb, &reqs, wait, file.as_mut())
+        }
+        None => read_into(fdb, &reqs, file.as_mut()),
+    };
+    let timed_out = result
+        .as_ref()
+        .is_err_and(|e| crate::exit::error_kind(e) == Some(fieldstore::ErrorKind::Timeout));
+    if result.is_err() && !(timed_out && args.keep_partial) {
         // A cut-short or empty GRIB file must not be mistaken for the answer: remove what this
         // run created (never a device such as /dev/null).
         if let Some(f) = file.take() {
@@ -407,6 +424,51 @@ fn read_into(
             (None, None) => Ok(0),
         };
         let n = copied.with_context(|| format!("reading {req}"))?;
+        if n == 0 {
+            let why = fdb.explain_nothing(req);
+            bail!("nothing matches {req}\n{why}");
+        }
+        total += n;
+    }
+    if let Some(out) = stdout.as_mut() {
+        out.flush()?;
+    }
+    eprintln!("read {total} bytes");
+    Ok(())
+}
+
+/// `read --wait`: each request's fields as flushes make them visible, all within one deadline.
+fn read_waiting(
+    fdb: &dyn fieldstore::api::Fdb,
+    reqs: &[Request],
+    wait: std::time::Duration,
+    mut file: Option<&mut File>,
+) -> Result<()> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut stdout = file.is_none().then(|| BufWriter::new(io::stdout().lock()));
+    let mut total = 0u64;
+    let mut chunk = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        // The first request gets the duration as given, so its timeout message says "30s".
+        let left = match i {
+            0 => wait,
+            _ => deadline.saturating_duration_since(std::time::Instant::now()),
+        };
+        let mut waiting = fieldstore::api::RetrieveWait::new(fdb, req, left)
+            .with_context(|| format!("waiting for {req}"))?;
+        let mut n = 0u64;
+        while let Some(mut stream) = waiting.next(fdb)? {
+            let copied = match (file.as_deref_mut(), stdout.as_mut()) {
+                (Some(f), _) => stream.copy_to_file(f),
+                (None, Some(out)) => {
+                    chunk.resize(COPY_CHUNK, 0);
+                    // Each field reaches a pipe as it arrives, not when the buffer fills.
+                    copy_large(&mut stream, out, &mut chunk).and_then(|n| out.flush().map(|()| n))
+                }
+                (None, None) => Ok(0),
+            };
+            n += copied.with_context(|| format!("reading {req}"))?;
+        }
         if n == 0 {
             let why = fdb.explain_nothing(req);
             bail!("nothing matches {req}\n{why}");

@@ -26,6 +26,8 @@ from ._native import (
     PurgeElement,
     Reader,
     StatsElement,
+    Subscription,
+    WaitingReader,
     WhereElement,
     WipeElement,
     eccodes_version,
@@ -41,9 +43,11 @@ from .errors import (
     LockedError,
     NotFoundError,
     PermissionDeniedError,
+    FellBehindError,
     RemoteError,
     SchemaError,
     StorageIOError,
+    TimeoutError,
     UnsupportedError,
 )
 
@@ -55,6 +59,8 @@ __all__ = [
     "ListElement",
     "ListIterator",
     "Reader",
+    "Subscription",
+    "WaitingReader",
     "FieldInfo",
     "Field",
     "Message",
@@ -79,6 +85,8 @@ __all__ = [
     "RemoteError",
     "FullError",
     "UnsupportedError",
+    "TimeoutError",
+    "FellBehindError",
     "InternalError",
     "__version__",
 ]

@@ -13,6 +13,8 @@ from ._native import (
     PurgeElement as PurgeElement,
     Reader as Reader,
     StatsElement as StatsElement,
+    Subscription as Subscription,
+    WaitingReader as WaitingReader,
     WhereElement as WhereElement,
     WipeElement as WipeElement,
     eccodes_version as eccodes_version,
@@ -28,9 +30,11 @@ from .errors import (
     LockedError as LockedError,
     NotFoundError as NotFoundError,
     PermissionDeniedError as PermissionDeniedError,
+    FellBehindError as FellBehindError,
     RemoteError as RemoteError,
     SchemaError as SchemaError,
     StorageIOError as StorageIOError,
+    TimeoutError as TimeoutError,
     UnsupportedError as UnsupportedError,
 )
 

@@ -7,6 +7,8 @@ user would catch (``KeyError`` for a missing field, ``ValueError`` for a bad req
 
 from __future__ import annotations
 
+import builtins
+
 __all__ = [
     "Error",
     "NotFoundError",
@@ -20,6 +22,8 @@ __all__ = [
     "RemoteError",
     "FullError",
     "UnsupportedError",
+    "TimeoutError",
+    "FellBehindError",
     "InternalError",
 ]
 
@@ -119,6 +123,22 @@ class UnsupportedError(Error, NotImplementedError):
     kind = "unsupported"
 
 
+class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 - fieldstore.TimeoutError
+    """A wait ran out (``retrieve(..., wait=)``): the message names the fields still missing."""
+
+    kind = "timeout"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class FellBehindError(Error):
+    """A subscription's position points at history the store no longer keeps: start again
+    from ``"now"`` or ``"beginning"``, or re-read what was missed another way."""
+
+    kind = "fell-behind"
+
+
 class InternalError(Error):
     """A defect of fieldstore itself: please report it."""
 
@@ -139,6 +159,8 @@ _BY_KIND = {
         RemoteError,
         FullError,
         UnsupportedError,
+        TimeoutError,
+        FellBehindError,
         InternalError,
     )
 }
