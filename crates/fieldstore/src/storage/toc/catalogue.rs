@@ -608,7 +608,14 @@ impl Catalogue for TocCatalogue {
         from: u64,
         max: usize,
     ) -> Result<Commits, StorageError> {
-        let answer = super::history::commits(&*self.fs, dir(db), epoch, from, max)?;
+        let answer = match super::history::commits(&*self.fs, dir(db), epoch, from, max) {
+            // Followed from its beginning, but purge removed early flushes' index files: what
+            // the database holds now, as one commit, is the history that is left.
+            Err(StorageError::FellBehind { .. }) if from == 0 => {
+                return super::history::snapshot(&self.fs, dir(db), epoch);
+            }
+            answer => answer?,
+        };
         if answer != Commits::Gone {
             return Ok(answer);
         }

@@ -118,6 +118,45 @@ pub fn commits(
     Ok(Commits::Since(out))
 }
 
+/// Every live field of the database in `dir` as one commit from cursor 0 to the journal's end:
+/// for a subscriber from the beginning whose early flushes a purge took (their fields live on
+/// in merged indexes). Oldest index first.
+pub fn snapshot(
+    fs: &std::sync::Arc<dyn FileSystem>,
+    dir: &Path,
+    wanted: &str,
+) -> Result<Commits, StorageError> {
+    use crate::storage::catalogue::CatalogueReader;
+    let reader = super::reader::DbReader::open(fs, dir)?;
+    let toc = dir.join("toc");
+    let Some(f) = open(&**fs, &toc)? else {
+        return Ok(Commits::Gone);
+    };
+    let epoch = epoch(&*f, &toc)?;
+    if epoch != wanted {
+        let (_, end) = journal::read_appends(&*f, &toc, 0)?;
+        return Ok(Commits::Recreated(HistoryMark { epoch, end }));
+    }
+    let mut commit = Commit {
+        at: 0,
+        next: reader.state().end,
+        timestamp: 0,
+        entries: Vec::new(),
+    };
+    for (i, ix) in reader.indexes().iter().enumerate().rev() {
+        commit.timestamp = commit.timestamp.max(ix.timestamp);
+        for e in reader.entries(i, false)? {
+            let e = e?;
+            commit.entries.push(CommitEntry {
+                index: ix.index_key.clone(),
+                datum: e.datum,
+                field: e.field,
+            });
+        }
+    }
+    Ok(Commits::Since(vec![commit]))
+}
+
 /// The fields of one flushed index file, in its order.
 fn flushed(
     fs: &dyn FileSystem,
@@ -403,17 +442,25 @@ mod tests {
     }
 
     #[test]
-    fn a_purged_index_is_reported_as_fallen_behind() {
+    fn a_purged_index_is_reported_as_fallen_behind_except_from_the_beginning() {
         let d = tempfile::tempdir().unwrap();
         let c = catalogue(&[d.path()]);
         let db = c.create(&db_key(), "schema").unwrap();
         flush(&c, &db, &[0]);
         let mark = c.history_mark(&db).unwrap();
+        // Where the first flush starts (after the Init record's append).
+        let first_flush = since(&c, &db, &mark.epoch, 0)
+            .into_iter()
+            .find(|c| !c.entries.is_empty())
+            .unwrap()
+            .at;
+        assert!(first_flush > 0);
         // The same field again: the first index holds only a replaced field, and purge removes it.
         flush(&c, &db, &[0]);
+        flush(&c, &db, &[6]);
         let report = c.purge(&db, true).unwrap();
         assert_eq!(report.indexes.len(), 1, "{report:?}");
-        let err = c.commits(&db, &mark.epoch, 0, 100).unwrap_err();
+        let err = c.commits(&db, &mark.epoch, first_flush, 100).unwrap_err();
         assert!(matches!(err, StorageError::FellBehind { .. }), "{err}");
         let msg = err.to_string();
         assert!(
@@ -421,7 +468,22 @@ mod tests {
             "{msg}"
         );
         // A cursor past it still reads on.
-        assert_eq!(steps(&since(&c, &db, &mark.epoch, mark.end)), [["0"]]);
+        assert_eq!(
+            steps(&since(&c, &db, &mark.epoch, mark.end)),
+            [["0"], ["6"]]
+        );
+        // From the beginning: what the database holds now, as one commit up to the journal's
+        // end, then on from there.
+        let whole = since(&c, &db, &mark.epoch, 0);
+        assert_eq!(whole.len(), 1);
+        let mut got: Vec<String> = whole[0]
+            .entries
+            .iter()
+            .map(|e| e.datum.get("step").unwrap().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["0", "6"]);
+        assert_eq!(whole[0].next, c.history_mark(&db).unwrap().end);
     }
 
     #[test]
