@@ -19,6 +19,8 @@ const NAMED: usize = 10;
 pub struct RetrieveWait {
     sub: SubscriptionBox,
     request: Request,
+    /// The keywords the request gives: what tells its fields apart.
+    named: Vec<String>,
     /// Not given yet, by fingerprint; `order` keeps the request's order for messages.
     missing: HashMap<String, Key>,
     order: Vec<String>,
@@ -27,9 +29,14 @@ pub struct RetrieveWait {
     started: bool,
 }
 
-/// A key's identity whatever its keyword order (absent optional keywords are left out).
-fn fingerprint(k: &Key) -> String {
-    let mut pairs: Vec<(&str, &str)> = k.iter().filter(|(_, v)| !v.is_empty()).collect();
+/// A field's identity as the request names it: the values of the keywords the request gives,
+/// whatever their order. Keywords it leaves to the schema (a default `domain`, an absent
+/// optional one) differ between the schema's alternatives for one field, so they are left out.
+fn fingerprint(k: &Key, named: &[String]) -> String {
+    let mut pairs: Vec<(&str, &str)> = k
+        .iter()
+        .filter(|(kw, v)| !v.is_empty() && named.iter().any(|n| n == kw))
+        .collect();
     pairs.sort_unstable();
     let mut s = String::new();
     for (k, v) in pairs {
@@ -41,15 +48,24 @@ fn fingerprint(k: &Key) -> String {
     s
 }
 
-/// A request naming exactly one field.
-fn request_for(key: &Key) -> Request {
-    let mut r = Request::new(Some("retrieve"));
+/// The request, narrowed to the one field with these values of the keywords it gives.
+fn narrowed(request: &Request, key: &Key) -> Request {
+    let mut r = request.clone();
     for (k, v) in key.iter() {
-        if !v.is_empty() {
+        if !v.is_empty() && request.get(k).is_some() {
             r.set(k, vec![v.to_string()]);
         }
     }
     r
+}
+
+/// A key as messages show it: without the empty values of absent optional keywords.
+fn shown(k: &Key) -> String {
+    k.iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl RetrieveWait {
@@ -61,10 +77,11 @@ impl RetrieveWait {
     ) -> Result<RetrieveWait, ApiError> {
         let wanted = fdb.wanted_fields(request)?;
         let sub = fdb.subscribe(request, &Start::Now)?;
+        let named: Vec<String> = request.keywords().map(str::to_string).collect();
         let mut missing = HashMap::with_capacity(wanted.len());
         let mut order = Vec::with_capacity(wanted.len());
         for k in wanted {
-            let f = fingerprint(&k);
+            let f = fingerprint(&k, &named);
             if missing.insert(f.clone(), k).is_none() {
                 order.push(f);
             }
@@ -72,6 +89,7 @@ impl RetrieveWait {
         Ok(RetrieveWait {
             sub,
             request: request.clone(),
+            named,
             missing,
             order,
             timeout,
@@ -98,7 +116,11 @@ impl RetrieveWait {
             let mut given = 0;
             for span in reader.fields() {
                 let full = span.key.db.join(&span.key.index).join(&span.key.datum);
-                if self.missing.remove(&fingerprint(&full)).is_some() {
+                if self
+                    .missing
+                    .remove(&fingerprint(&full, &self.named))
+                    .is_some()
+                {
                     given += 1;
                 }
             }
@@ -113,13 +135,13 @@ impl RetrieveWait {
             };
             let k = &notice.element.key;
             let full = k.db.join(&k.index).join(&k.datum);
-            let Some(key) = self.missing.remove(&fingerprint(&full)) else {
+            let Some(key) = self.missing.remove(&fingerprint(&full, &self.named)) else {
                 continue;
             };
-            let reader = fdb.retrieve(&request_for(&key))?;
+            let reader = fdb.retrieve(&narrowed(&self.request, &full))?;
             if reader.fields().is_empty() {
                 // Wiped between its flush and this retrieve: wait for it again.
-                self.missing.insert(fingerprint(&key), key);
+                self.missing.insert(fingerprint(&key, &self.named), key);
                 continue;
             }
             return Ok(Some(reader));
@@ -129,7 +151,7 @@ impl RetrieveWait {
 
     fn timed_out(&self) -> ApiError {
         let missing = self.missing();
-        let mut named: Vec<String> = missing.iter().take(NAMED).map(|k| k.to_string()).collect();
+        let mut named: Vec<String> = missing.iter().take(NAMED).map(shown).collect();
         if missing.len() > NAMED {
             named.push(format!("and {} more", missing.len() - NAMED));
         }
@@ -139,5 +161,83 @@ impl RetrieveWait {
             total: self.order.len(),
             names: named.join("; "),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::RetrieveWait;
+    use crate::api::{Fdb, LocalFdb};
+    use crate::error_kind::ErrorKind;
+    use crate::model::request::parse_request;
+    use crate::model::Key;
+
+    fn memory() -> Arc<LocalFdb> {
+        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
+            crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
+            other => panic!("expected a local config, got {other:?}"),
+        }
+    }
+
+    fn key(step: u32) -> Key {
+        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
+    }
+
+    fn body(step: u32) -> Vec<u8> {
+        format!("GRIB{step:04}7777").into_bytes()
+    }
+
+    const REQUEST: &str = "retrieve,class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step=0/6/12,param=2t";
+
+    #[test]
+    fn gives_what_is_there_then_each_field_as_it_is_flushed() {
+        let f = memory();
+        f.archive_grib(&key(0), &body(0)).unwrap();
+        f.flush().unwrap();
+        let r = parse_request(REQUEST).unwrap();
+        let mut w = RetrieveWait::new(&*f, &r, Duration::from_secs(10)).unwrap();
+        let mut first = w.next(&*f).unwrap().unwrap();
+        let mut got = Vec::new();
+        first.read_to_end(&mut got).unwrap();
+        assert_eq!(got, body(0));
+        assert_eq!(w.missing().len(), 2);
+        let producer = {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                for step in [12, 6] {
+                    std::thread::sleep(Duration::from_millis(30));
+                    f.archive_grib(&key(step), &body(step)).unwrap();
+                    f.flush().unwrap();
+                }
+            })
+        };
+        let mut order = Vec::new();
+        while let Some(mut r) = w.next(&*f).unwrap() {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).unwrap();
+            order.push(b);
+        }
+        producer.join().unwrap();
+        assert_eq!(order, [body(12), body(6)]);
+    }
+
+    #[test]
+    fn a_timeout_names_the_fields_never_flushed() {
+        let f = memory();
+        f.archive_grib(&key(6), &body(6)).unwrap();
+        f.flush().unwrap();
+        let r = parse_request(REQUEST).unwrap();
+        let mut w = RetrieveWait::new(&*f, &r, Duration::from_millis(100)).unwrap();
+        assert!(w.next(&*f).unwrap().is_some());
+        let e = w.next(&*f).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        let msg = e.to_string();
+        assert!(msg.contains("2 of the 3 fields"), "{msg}");
+        assert!(msg.contains("step=0") && msg.contains("step=12"), "{msg}");
+        assert!(!msg.contains("step=6"), "{msg}");
     }
 }
