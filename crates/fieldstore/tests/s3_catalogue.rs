@@ -350,3 +350,92 @@ fn compaction_after_flushes_is_size_tiered() {
     assert_eq!(c.list("db/class=od,expver=7/0000000001/").count(), 1);
     assert_eq!(get(&cat, &db, "p0").as_deref(), Some("p0"));
 }
+
+/// Commits from `from` on, once `want` of them have settled (S3 delivers a flush a few
+/// seconds after its rank's time).
+fn settled_commits(
+    cat: &S3Catalogue,
+    db: &DbRef,
+    epoch: &str,
+    from: u64,
+    want: usize,
+) -> Vec<fieldstore::storage::history::Commit> {
+    use fieldstore::storage::history::Commits;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match cat.commits(db, epoch, from, 100).unwrap() {
+            Commits::Since(c) if c.len() >= want => return c,
+            Commits::Since(_) => {}
+            other => panic!("expected commits, got {other:?}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{want} commits never settled"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Two writers' commits can become visible out of rank order: a subscriber already past the
+/// later one must still get the slow one, and a compaction taking both markers' place changes
+/// nothing for a cursor.
+#[test]
+fn subscribers_get_a_late_lower_ranked_marker_and_read_through_compactions() {
+    use fieldstore::storage::history::{Commits, Wake};
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=sub"), "").unwrap();
+    flush(&cat, &db, &[("t", "before")]).unwrap();
+    let mark = cat.history_mark(&db).unwrap();
+    let mut waiter = cat.change_waiter().unwrap();
+    waiter.follow(&db).unwrap();
+    // The slow writer takes its rank now, then the fast one commits and is seen first.
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let slow_rank = format!("{micros:017}.slow-writer.1.2.3.0000000001");
+    std::thread::sleep(Duration::from_millis(20));
+    flush(&cat, &db, &[("x", "fast1"), ("u", "fast2"), ("w", "fast3")]).unwrap();
+    match waiter.wait(Duration::from_secs(10)).unwrap() {
+        Wake::Changed(ids) => assert_eq!(ids, vec![db.id.clone()]),
+        other => panic!("expected the database changed, got {other:?}"),
+    }
+    let json = r#"{"format":1,"stamp":"slow#1","created":1,"indexes":[{"key":[["type","an"]],"keywords":["param"],"axes":{"param":["v"]},"entries":[{"values":["v"],"object":"slow","offset":0,"length":10}]}]}"#;
+    let mut body = json.as_bytes().to_vec();
+    body.extend_from_slice(
+        format!(
+            "\ncrc32c={:08x}\n",
+            fieldstore::checksum::crc32c(json.as_bytes())
+        )
+        .as_bytes(),
+    );
+    c.create(&format!("db/{}/flush/{slow_rank}", db.id), &body)
+        .unwrap();
+    let got = settled_commits(&cat, &db, &mark.epoch, mark.end, 2);
+    let objects: Vec<Vec<String>> = got
+        .iter()
+        .map(|c| c.entries.iter().map(|e| e.field.object.clone()).collect())
+        .collect();
+    // A flush's fields in key order, whichever object holds them (so a position inside one
+    // survives a compaction).
+    assert_eq!(objects, [vec!["slow"], vec!["fast2", "fast3", "fast1"]]);
+    assert!(got[0].next <= got[1].at);
+    // The same history after a compaction replaced the markers.
+    cat.compact(&db).unwrap();
+    let again = settled_commits(&cat, &db, &mark.epoch, mark.end, 2);
+    assert_eq!(again, got);
+    let rest = settled_commits(&cat, &db, &mark.epoch, got[0].next, 1);
+    assert_eq!(rest, got[1..]);
+    // A wipe: gone; made again: another epoch.
+    cat.wipe(&db, true).unwrap();
+    assert_eq!(cat.commits(&db, &mark.epoch, 0, 10).unwrap(), Commits::Gone);
+    let db2 = cat.create(&key("class=od,expver=sub"), "").unwrap();
+    match cat.commits(&db2, &mark.epoch, got[1].next, 10).unwrap() {
+        Commits::Recreated(m2) => assert_ne!(m2.epoch, mark.epoch),
+        other => panic!("expected another epoch, got {other:?}"),
+    }
+}

@@ -41,11 +41,11 @@ const MAX_REPLY: u64 = 1 << 32;
 /// straight into it.
 const DIRECT_READ: usize = 1 << 20;
 
-struct Connection {
-    reader: BufReader<Socket>,
-    writer: BufWriter<Socket>,
-    version: u16,
-    payload: Vec<u8>,
+pub(super) struct Connection {
+    pub(super) reader: BufReader<Socket>,
+    pub(super) writer: BufWriter<Socket>,
+    pub(super) version: u16,
+    pub(super) payload: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -134,15 +134,15 @@ impl RemoteFdb {
         &self.endpoint
     }
 
-    fn id(&self) -> u64 {
+    pub(super) fn id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn lost(&self, during: &'static str, detail: impl ToString) -> RemoteError {
+    pub(super) fn lost(&self, during: &'static str, detail: impl ToString) -> RemoteError {
         self.pool.lost(during, detail)
     }
 
-    fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
+    pub(super) fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
         let connect_err = |source: io::Error| RemoteError::Connect {
             endpoint: self.endpoint.clone(),
             source: match source.kind() {
@@ -275,7 +275,7 @@ impl RemoteFdb {
         self.pool.checkin(c)
     }
 
-    fn reply_error(&self, payload: &[u8]) -> ApiError {
+    pub(super) fn reply_error(&self, payload: &[u8]) -> ApiError {
         self.pool.reply_error(payload)
     }
 
@@ -397,7 +397,7 @@ impl RemoteFdb {
 
     /// A handle onto the same server sharing this one's connection pool, for a stream that
     /// must send its request again after this handle is gone (it never archives).
-    fn detached(&self) -> RemoteFdb {
+    pub(super) fn detached(&self) -> RemoteFdb {
         RemoteFdb {
             host: self.host.clone(),
             port: self.port,
@@ -461,7 +461,7 @@ fn is_alive(c: &Connection) -> bool {
     back && matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
-fn describe_loss(e: RemoteError) -> String {
+pub(super) fn describe_loss(e: RemoteError) -> String {
     match e {
         RemoteError::Closed => {
             "the server closed the connection (it stopped, or was restarted)".into()
@@ -1028,6 +1028,22 @@ impl Fdb for RemoteFdb {
             first: Some(h),
             received: 0,
         }))
+    }
+
+    /// On a connection of its own, resumed across reconnections (remote/subscription.rs).
+    fn subscribe(
+        &self,
+        request: &Request,
+        start: &crate::api::subscribe::Start,
+    ) -> Result<crate::api::subscribe::SubscriptionBox, ApiError> {
+        Ok(Box::new(super::subscription::RemoteSubscription::start(
+            self, request, start,
+        )?))
+    }
+
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        let pairs: Vec<Vec<(String, String)>> = self.call(MsgType::Expand, &Query::new(request))?;
+        Ok(pairs.into_iter().map(Key::from_pairs).collect())
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {

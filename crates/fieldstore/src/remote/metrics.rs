@@ -40,6 +40,10 @@ pub struct Metrics {
     pub frame_errors: AtomicU64,
     /// Archived fields discarded because their client vanished or a flush failed.
     pub discarded_fields: AtomicU64,
+    /// Subscriptions being served now.
+    pub subscriptions_open: AtomicI64,
+    /// Notices sent to subscribers.
+    pub notices_sent: AtomicU64,
 }
 
 impl Metrics {
@@ -135,6 +139,11 @@ impl Metrics {
                 "Archived fields discarded unflushed (client vanished, or archive error).",
                 load(&self.discarded_fields),
             ),
+            (
+                "fieldstore_notices_sent_total",
+                "Fields announced to subscribers.",
+                load(&self.notices_sent),
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
@@ -143,6 +152,11 @@ impl Metrics {
             s,
             "# HELP fieldstore_connections_open Connections open now.\n# TYPE fieldstore_connections_open gauge\nfieldstore_connections_open {}",
             self.connections_open.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            s,
+            "# HELP fieldstore_subscriptions_open Subscriptions served now.\n# TYPE fieldstore_subscriptions_open gauge\nfieldstore_subscriptions_open {}",
+            self.subscriptions_open.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             s,
@@ -221,5 +235,10 @@ mod tests {
             assert!(text.contains(line), "missing {line}");
         }
         assert!(!text.contains("op=\"reply\""));
+        m.subscriptions_open.fetch_add(2, Ordering::Relaxed);
+        m.notices_sent.fetch_add(7, Ordering::Relaxed);
+        let text = m.render();
+        assert!(text.contains("fieldstore_subscriptions_open 2\n"));
+        assert!(text.contains("fieldstore_notices_sent_total 7\n"));
     }
 }

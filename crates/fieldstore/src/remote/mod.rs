@@ -6,6 +6,7 @@ pub(crate) mod error;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
+mod subscription;
 pub(crate) mod transport;
 
 pub use client::RemoteFdb;

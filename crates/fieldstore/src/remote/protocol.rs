@@ -9,6 +9,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use super::error::RemoteError;
+use crate::api::subscribe::{Cursor, Notice, Position, Start};
 use crate::api::{ControlAction, ControlIdentifier, ListElement, Location, Operation};
 use crate::checksum::{crc32c, crc32c_append, Crc32c};
 use crate::error_kind::ErrorKind;
@@ -39,6 +40,10 @@ pub const DEFAULT_MAX_PAYLOAD: u64 = 1 << 30;
 /// Default size of the chunks retrieve and list stream back in.
 pub const DEFAULT_CHUNK_SIZE: usize = 10 << 20;
 
+/// A subscription with nothing to say sends an empty `Notices` frame this often, so either side
+/// finds a vanished peer; a client hearing nothing for three times this reconnects.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// First allocation for a payload; it doubles only as bytes actually arrive.
 const FIRST_STEP: usize = 256 << 10;
 
@@ -64,6 +69,8 @@ pub enum MsgType {
     Explain = 28,
     /// Follow fields as flushes make them visible (docs/subscribe.md).
     Subscribe = 29,
+    /// The full keys a retrieve names, without their data (`Fdb::wanted_fields`).
+    Expand = 30,
     Reply = 32,
     Data = 33,
     Entries = 34,
@@ -75,7 +82,7 @@ pub enum MsgType {
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 23] = [
+    pub const ALL: [MsgType; 24] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -93,6 +100,7 @@ impl MsgType {
         MsgType::Compact,
         MsgType::Explain,
         MsgType::Subscribe,
+        MsgType::Expand,
         MsgType::Reply,
         MsgType::Data,
         MsgType::Entries,
@@ -122,6 +130,8 @@ impl MsgType {
             MsgType::Compact => Operation::Compact,
             MsgType::Explain => Operation::Explain,
             MsgType::Subscribe => Operation::Subscribe,
+            // The first half of a `retrieve --wait`: locked and counted as a retrieve.
+            MsgType::Expand => Operation::Retrieve,
             MsgType::Hello
             | MsgType::Welcome
             | MsgType::Error
@@ -156,6 +166,9 @@ impl MsgType {
 
     /// A name for logs and messages: the operation's for a request.
     pub fn op_name(self) -> &'static str {
+        if self == MsgType::Expand {
+            return "expand";
+        }
         if let Some(op) = self.operation() {
             return op.name();
         }
@@ -571,7 +584,7 @@ pub fn parse_identifier(s: &str) -> Option<ControlIdentifier> {
         .filter(|op| op.is_controllable())
 }
 
-fn key_pairs(k: &Key) -> Vec<(String, String)> {
+pub(crate) fn key_pairs(k: &Key) -> Vec<(String, String)> {
     k.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
@@ -668,6 +681,53 @@ impl From<WireListElement> for ListElement {
             }),
             timestamp: w.timestamp,
             masked: w.masked,
+        }
+    }
+}
+
+/// A `Subscribe` payload: the query (its `request` only) and where to start: `"now"`,
+/// `"beginning"` or `{"at": POSITION}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscribeQuery {
+    pub request: WireRequest,
+    pub start: Start,
+}
+
+/// A `Notices` payload: the first of a subscription carries its resolved start position, the
+/// others a batch of notices; an empty one (`{}`) is a keep-alive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireNotices {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Position>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<WireNotice>,
+}
+
+/// One notice: the element as `Entries` frames carry it, its stream and the cursor after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireNotice {
+    #[serde(flatten)]
+    pub element: WireListElement,
+    pub stream: String,
+    pub cursor: Cursor,
+}
+
+impl From<&Notice> for WireNotice {
+    fn from(n: &Notice) -> Self {
+        WireNotice {
+            element: WireListElement::from(&n.element),
+            stream: n.stream.clone(),
+            cursor: n.cursor.clone(),
+        }
+    }
+}
+
+impl From<WireNotice> for Notice {
+    fn from(w: WireNotice) -> Self {
+        Notice {
+            element: w.element.into(),
+            stream: w.stream,
+            cursor: w.cursor,
         }
     }
 }
@@ -931,11 +991,62 @@ mod tests {
             .iter()
             .filter(|t| t.operation().is_some())
             .count();
-        assert_eq!(requests, Operation::ALL.len());
+        // Every operation's, and expand (a retrieve's first half).
+        assert_eq!(requests, Operation::ALL.len() + 1);
+        assert_eq!(MsgType::from_u16(30), Some(MsgType::Expand));
+        assert_eq!(MsgType::Expand.op_name(), "expand");
         assert_eq!(MsgType::Reply.operation(), None);
         // Wire codes never move.
         assert_eq!(MsgType::request(Operation::Wipe) as u16, 24);
         assert_eq!(MsgType::request(Operation::Explain) as u16, 28);
+    }
+
+    #[test]
+    fn subscribe_queries_and_notices_round_trip() {
+        let q = SubscribeQuery {
+            request: (&crate::model::request::parse_request("class=od").unwrap()).into(),
+            start: Start::Now,
+        };
+        let text = String::from_utf8(to_json(&q)).unwrap();
+        assert!(text.contains("\"start\":\"now\""), "{text}");
+        assert_eq!(
+            from_json::<SubscribeQuery>("s", text.as_bytes()).unwrap(),
+            q
+        );
+        let at: SubscribeQuery = from_json(
+            "s",
+            br#"{"request":{"params":[]},"start":{"at":{"streams":{"x":{"epoch":"e","at":3}}}}}"#,
+        )
+        .unwrap();
+        let Start::At(p) = at.start else {
+            panic!("not a position: {:?}", at.start)
+        };
+        assert_eq!(p.streams["x"].at, 3);
+        let n = Notice {
+            element: ListElement {
+                key: SplitKey {
+                    db: Key::parse("class=od").unwrap(),
+                    index: Key::parse("type=fc").unwrap(),
+                    datum: Key::parse("step=6").unwrap(),
+                },
+                location: None,
+                timestamp: 5,
+                masked: false,
+            },
+            stream: "class=od".into(),
+            cursor: Cursor {
+                epoch: "e".into(),
+                at: 4,
+                within: 1,
+            },
+        };
+        let batch = WireNotices {
+            start: None,
+            notices: vec![WireNotice::from(&n)],
+        };
+        let back: WireNotices = from_json("n", &to_json(&batch)).unwrap();
+        assert_eq!(Notice::from(back.notices[0].clone()), n);
+        assert_eq!(to_json(&WireNotices::default()), b"{}");
     }
 
     #[test]

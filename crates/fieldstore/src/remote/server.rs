@@ -34,6 +34,8 @@ pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
 const POLL: Duration = Duration::from_millis(200);
 /// A client must say hello within this long after connecting.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A subscription's batch of notices is sent once it reaches this many bytes.
+const NOTICE_BATCH_BYTES: usize = 1 << 20;
 /// A client that stops in the middle of a frame for this long is dropped.
 const STALL_LIMIT: Duration = Duration::from_secs(120);
 
@@ -569,6 +571,8 @@ impl<'a> Connection<'a> {
                 | MsgType::Control
                 | MsgType::Compact
                 | MsgType::Explain => self.simple(h)?,
+                MsgType::Expand => self.expand(h.request)?,
+                MsgType::Subscribe => self.subscribe(h.request)?,
                 MsgType::Archive | MsgType::Flush => {
                     self.send_error(h.request, kinds::BAD_REQUEST, "archive and flush go on an archive connection (role \"archive\" in the hello)")?;
                     false
@@ -646,6 +650,122 @@ impl<'a> Connection<'a> {
                 Ok(false)
             }
         }
+    }
+
+    /// The full keys a retrieve names, as a JSON array of key pairs.
+    fn expand(&mut self, request: u64) -> Result<bool, Broken> {
+        let Some(q) = self.query(request)? else {
+            return Ok(false);
+        };
+        match self.shared.fdb.wanted_fields(&q.request.to_request()) {
+            Ok(keys) => {
+                let pairs: Vec<_> = keys.iter().map(p::key_pairs).collect();
+                self.reply(request, &p::to_json(&pairs))?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.send_api_error(request, &e)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Serves a subscription on this connection until the client goes, the subscription fails
+    /// or the server stops (the client then resumes elsewhere from its position). Writes block:
+    /// a slow subscriber is held back by TCP flow control, holding one batch here, and slows
+    /// nobody else. An empty frame every few seconds finds a vanished client.
+    fn subscribe(&mut self, request: u64) -> Result<bool, Broken> {
+        let q = match p::from_json::<p::SubscribeQuery>("subscribe", &self.payload) {
+            Ok(q) => q,
+            Err(e) => {
+                self.send_error(request, kinds::BAD_REQUEST, &e.to_string())?;
+                return Ok(false);
+            }
+        };
+        let shared = self.shared;
+        let mut sub = match shared.fdb.subscribe(&q.request.to_request(), &q.start) {
+            Ok(s) => s,
+            Err(e) => {
+                self.send_api_error(request, &e)?;
+                return Ok(false);
+            }
+        };
+        let metrics = &shared.metrics;
+        metrics.subscriptions_open.fetch_add(1, Ordering::Relaxed);
+        struct Open<'a>(&'a Metrics);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.subscriptions_open.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _open = Open(metrics);
+        let first = p::WireNotices {
+            start: Some(sub.position()),
+            notices: Vec::new(),
+        };
+        self.send(MsgType::Notices, request, &[&p::to_json(&first)])?;
+        self.writer.flush()?;
+        let chunk = shared.opts.chunk_size.clamp(1, NOTICE_BATCH_BYTES);
+        let mut last_sent = Instant::now();
+        loop {
+            if shared.stopping.load(Ordering::SeqCst) {
+                return Ok(true);
+            }
+            let mut batch = Vec::with_capacity(1024);
+            let mut count = 0u64;
+            let mut wait = POLL;
+            loop {
+                match sub.next_within(wait) {
+                    Ok(Some(n)) => {
+                        batch.push(if count == 0 { b'[' } else { b',' });
+                        batch.extend_from_slice(&p::to_json(&p::WireNotice::from(&n)));
+                        count += 1;
+                        // Take what is ready now, up to a batch.
+                        wait = Duration::ZERO;
+                        if batch.len() >= chunk {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        // The notices already taken go first: they are the client's.
+                        if count > 0 {
+                            self.send_notices(request, &mut batch, count)?;
+                        }
+                        self.send_api_error(request, &e)?;
+                        return Ok(false);
+                    }
+                }
+            }
+            if count > 0 {
+                self.send_notices(request, &mut batch, count)?;
+                last_sent = Instant::now();
+            } else if last_sent.elapsed() >= p::KEEPALIVE {
+                self.send(MsgType::Notices, request, &[b"{}"])?;
+                self.writer.flush()?;
+                last_sent = Instant::now();
+            }
+        }
+    }
+
+    fn send_notices(
+        &mut self,
+        request: u64,
+        batch: &mut Vec<u8>,
+        count: u64,
+    ) -> Result<(), Broken> {
+        batch.push(b']');
+        let mut body = Vec::with_capacity(batch.len() + 16);
+        body.extend_from_slice(b"{\"notices\":");
+        body.extend_from_slice(batch);
+        body.push(b'}');
+        self.send(MsgType::Notices, request, &[&body])?;
+        self.writer.flush()?;
+        self.shared
+            .metrics
+            .notices_sent
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Streams the fields in `Data` frames. A reader thread fills chunks from the store while

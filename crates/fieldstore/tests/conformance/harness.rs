@@ -30,6 +30,16 @@ impl Env {
     }
 }
 
+/// Whether `CONFORMANCE_BACKENDS` (comma-separated words, unset: all) names the backend.
+fn chosen(backend: &Backend) -> bool {
+    match std::env::var("CONFORMANCE_BACKENDS") {
+        Ok(words) if !words.trim().is_empty() => words
+            .split(',')
+            .any(|w| !w.trim().is_empty() && backend.name.contains(w.trim())),
+        _ => true,
+    }
+}
+
 /// Runs `case` on every backend (each in a new temporary directory), then fails naming the
 /// case and each backend it failed on.
 pub fn run(case: &str, f: fn(&Env)) {
@@ -53,7 +63,7 @@ fn run_with(case: &str, f: fn(&Env), alone: bool) {
             );
             continue;
         }
-        if !(backend.available)() {
+        if !(backend.available)() || !chosen(backend) {
             continue;
         }
         let outcome = {

@@ -7,7 +7,9 @@
 //! `Backend { name: "memory", open: |dir| from_yaml(format!("{{engine: memory, ...}}")), .. }`
 //! (handles of a store that lives in one process must share it: hand out clones of one `Arc`).
 //!
-//! Run: `cargo test -p fieldstore --test conformance` (debug is fine; under a minute). The S3
+//! Run: `cargo test -p fieldstore --test conformance` (debug is fine; under a minute);
+//! `CONFORMANCE_BACKENDS=memory,local` runs only the backends whose names contain one of the
+//! words (while working on one; CI runs them all). The S3
 //! backends run on one MinIO per test process, a fresh bucket per case; without a MinIO binary
 //! (`scripts/minio install`) they print `SKIP` and are left out, and under `CI=true` they fail.
 //! Where a store legitimately behaves differently (a `select` retrieves lane by
@@ -34,6 +36,7 @@ mod ops;
 mod reader;
 mod retrieve;
 mod streaming;
+mod subscribe;
 mod visibility;
 mod wipe_purge;
 

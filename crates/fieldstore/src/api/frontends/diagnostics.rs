@@ -466,6 +466,21 @@ impl Fdb for DiagnosticsFdb {
         )
     }
 
+    /// Counts the call and how long it took to start; the notices are the caller's.
+    fn subscribe(
+        &self,
+        request: &Request,
+        start: &crate::api::subscribe::Start,
+    ) -> Result<crate::api::subscribe::SubscriptionBox, ApiError> {
+        self.call(
+            Operation::Subscribe,
+            request,
+            0,
+            || self.child.subscribe(request, start),
+            |_| 0,
+        )
+    }
+
     fn wipe(&self, request: &Request, doit: bool) -> Result<Vec<WipeElement>, ApiError> {
         self.call(
             Operation::Wipe,

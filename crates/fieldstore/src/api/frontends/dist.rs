@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
 
+use super::merged::{Child, MergedSubscription};
 use super::{combine_errors, field_key, merge_axes, Canon};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
@@ -16,6 +17,7 @@ use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
 };
+use crate::api::subscribe::{Start, SubscriptionBox};
 use crate::api::ApiError;
 use crate::error_kind::ErrorKind;
 use crate::model::config::DistHash;
@@ -336,6 +338,34 @@ impl Fdb for DistFdb {
             });
         }
         Ok(Box::new(rx.into_iter()))
+    }
+
+    /// Every lane, its streams under `<lane id>|`.
+    fn subscribe(&self, request: &Request, start: &Start) -> Result<SubscriptionBox, ApiError> {
+        let children = self
+            .lanes
+            .iter()
+            .map(|l| Child {
+                prefix: format!("{}|", l.id),
+                name: l.id.clone(),
+                fdb: l.fdb.as_ref(),
+            })
+            .collect();
+        Ok(Box::new(MergedSubscription::start(
+            children, request, start,
+        )?))
+    }
+
+    /// The lanes share one schema, so the first lane that answers names the fields.
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        let mut errors = Vec::new();
+        for l in &self.lanes {
+            match l.fdb.wanted_fields(request) {
+                Ok(k) => return Ok(k),
+                Err(e) => errors.push((l.id.clone(), e)),
+            }
+        }
+        Err(combine_errors("wanted fields", errors))
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {

@@ -11,9 +11,12 @@ use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
 };
+use crate::api::subscribe::{Notice, Position, Start, Subscription, SubscriptionBox};
 use crate::api::ApiError;
+use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::Key;
+use std::time::Duration;
 
 pub struct MirrorFdb {
     children: Vec<Arc<dyn Fdb>>,
@@ -191,6 +194,16 @@ impl Fdb for MirrorFdb {
         Err(combine_errors("list on every mirror child", errors))
     }
 
+    /// One copy at a time (every copy holds the same fields): see [`MirrorSubscription`].
+    fn subscribe(&self, request: &Request, start: &Start) -> Result<SubscriptionBox, ApiError> {
+        MirrorSubscription::start(self.children.clone(), request.clone(), start)
+            .map(|s| Box::new(s) as SubscriptionBox)
+    }
+
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        self.first(|f| f.wanted_fields(request))
+    }
+
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
         self.first(|f| f.axes(request, depth))
     }
@@ -250,6 +263,117 @@ impl Fdb for MirrorFdb {
 
     fn explain_nothing(&self, request: &Request) -> String {
         self.children[0].explain_nothing(request)
+    }
+}
+
+/// Follows the first copy that accepts the subscription, its streams under `<child index>|`.
+/// The position holds that copy's part only, so a resume goes back to the same copy. When the
+/// copy fails (its server gone, its disk lost), the next copy takes over from `now`: copies
+/// number their histories independently, so one copy's cursor means nothing on another.
+/// Fields flushed between the failure and the takeover may be missed then; the takeover is
+/// logged. Seeing each field once matters more here than seeing it from two places.
+pub struct MirrorSubscription {
+    children: Vec<Arc<dyn Fdb>>,
+    request: Request,
+    active: usize,
+    sub: SubscriptionBox,
+    /// The active copy's part.
+    position: Position,
+}
+
+impl MirrorSubscription {
+    fn start(
+        children: Vec<Arc<dyn Fdb>>,
+        request: Request,
+        start: &Start,
+    ) -> Result<MirrorSubscription, ApiError> {
+        // A position names the copy it ran on: begin there.
+        let first = match start {
+            Start::At(p) => (0..children.len())
+                .find(|i| !p.under(&format!("{i}|")).streams.is_empty())
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let mut errors = Vec::new();
+        for i in (first..children.len()).chain(0..first) {
+            let child_start = match start {
+                Start::At(p) => Start::At(p.under(&format!("{i}|"))),
+                other => other.clone(),
+            };
+            match children[i].subscribe(&request, &child_start) {
+                Ok(sub) => {
+                    let mut s = MirrorSubscription {
+                        children,
+                        request,
+                        active: i,
+                        sub,
+                        position: Position::default(),
+                    };
+                    s.note_child_position();
+                    return Ok(s);
+                }
+                Err(e) => errors.push((children[i].name(), e)),
+            }
+        }
+        Err(combine_errors("subscribe on every mirror child", errors))
+    }
+
+    fn prefix(&self) -> String {
+        format!("{}|", self.active)
+    }
+
+    fn note_child_position(&mut self) {
+        self.position = Position::default();
+        self.position
+            .extend_under(&self.prefix(), self.sub.position());
+    }
+
+    /// Moves to the next copy that accepts; `Err` when none does.
+    fn fail_over(&mut self, why: ApiError) -> Result<(), ApiError> {
+        let n = self.children.len();
+        let mut errors = vec![(self.children[self.active].name(), why)];
+        for step in 1..n {
+            let i = (self.active + step) % n;
+            match self.children[i].subscribe(&self.request, &Start::Now) {
+                Ok(sub) => {
+                    tracing::warn!(
+                        from = %self.children[self.active].name(),
+                        to = %self.children[i].name(),
+                        error = %errors[0].1,
+                        "mirror subscription moved to another copy"
+                    );
+                    self.active = i;
+                    self.sub = sub;
+                    self.note_child_position();
+                    return Ok(());
+                }
+                Err(e) => errors.push((self.children[i].name(), e)),
+            }
+        }
+        Err(combine_errors("subscription on every mirror child", errors))
+    }
+}
+
+impl Subscription for MirrorSubscription {
+    fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
+        match self.sub.next_within(timeout) {
+            Ok(Some(mut n)) => {
+                n.stream = format!("{}{}", self.prefix(), n.stream);
+                self.position.advance(&n);
+                Ok(Some(n))
+            }
+            Ok(None) => Ok(None),
+            // About the request or the position, not the copy: another copy would say the same.
+            Err(e) if !matches!(e.kind(), ErrorKind::Remote | ErrorKind::Io) => Err(e),
+            Err(e) => {
+                self.fail_over(e)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn position(&self) -> Position {
+        self.position.clone()
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod diagnostics;
 pub mod dist;
 pub mod filter;
+mod merged;
 pub mod mirror;
 pub mod select;
 pub mod selection;

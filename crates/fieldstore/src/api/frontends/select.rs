@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::merged::{union_of_wanted, Child, MergedSubscription};
 use super::{combine_errors, field_key, merge_axes, Canon, Selection};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
@@ -11,6 +12,7 @@ use crate::api::results::{
     CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
     WipeElement,
 };
+use crate::api::subscribe::{Start, SubscriptionBox};
 use crate::api::ApiError;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -153,6 +155,30 @@ impl Fdb for SelectFdb {
             lists.push(self.lanes[i].fdb.list(request, options)?);
         }
         Ok(Box::new(lists.into_iter().flatten()))
+    }
+
+    /// The lanes the request can concern, each one's streams under `<lane index>|`.
+    fn subscribe(&self, request: &Request, start: &Start) -> Result<SubscriptionBox, ApiError> {
+        let children = self
+            .lane_indexes(request, true)
+            .into_iter()
+            .map(|i| Child {
+                prefix: format!("{i}|"),
+                name: self.lanes[i].select.text().to_string(),
+                fdb: self.lanes[i].fdb.as_ref(),
+            })
+            .collect();
+        Ok(Box::new(MergedSubscription::start(
+            children, request, start,
+        )?))
+    }
+
+    fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
+        union_of_wanted(
+            self.lane_indexes(request, false)
+                .into_iter()
+                .map(|i| self.lanes[i].fdb.wanted_fields(request)),
+        )
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {

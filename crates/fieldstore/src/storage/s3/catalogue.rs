@@ -19,6 +19,7 @@ use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     PurgeReport,
 };
+use crate::storage::history::{ChangeWaiter, Commits, HistoryMark};
 use crate::storage::{CatalogueDump, DbRef, DumpRecord, FieldRef, StorageError};
 
 /// Live flush markers after which a writer's commit compacts (as toc merges indexes), so a
@@ -642,6 +643,27 @@ impl Catalogue for S3Catalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         self.compact_some(db, true)
+    }
+
+    fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
+        self.s3_history_mark(db)
+    }
+
+    fn commits(
+        &self,
+        db: &DbRef,
+        epoch: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Commits, StorageError> {
+        self.s3_commits(db, epoch, from, max)
+    }
+
+    /// S3 has no portable change notifications: the waiter lists (docs/s3-format.md).
+    fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {
+        Ok(Box::new(super::history::S3Waiter::new(
+            self.client.clone(),
+        )?))
     }
 }
 

@@ -5,6 +5,7 @@ mod cache;
 mod catalogue;
 pub mod client;
 pub mod credentials;
+mod history;
 mod layout;
 mod maintenance;
 pub mod store;

@@ -591,7 +591,14 @@ impl Catalogue for TocCatalogue {
     }
 
     fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
-        super::history::mark(&*self.fs, dir(db))
+        let mark = super::history::mark(&*self.fs, dir(db))?;
+        if !mark.epoch.is_empty() {
+            return Ok(mark);
+        }
+        match self.find(&db.key)? {
+            Some(moved) if moved.id != db.id => super::history::mark(&*self.fs, dir(&moved)),
+            _ => Ok(mark),
+        }
     }
 
     fn commits(
@@ -601,7 +608,18 @@ impl Catalogue for TocCatalogue {
         from: u64,
         max: usize,
     ) -> Result<Commits, StorageError> {
-        super::history::commits(&*self.fs, dir(db), epoch, from, max)
+        let answer = super::history::commits(&*self.fs, dir(db), epoch, from, max)?;
+        if answer != Commits::Gone {
+            return Ok(answer);
+        }
+        // Moved to another root (the journal went along, offsets and all): read on there, so
+        // a subscriber that has not rescanned yet neither stops nor starts over.
+        match self.find(&db.key)? {
+            Some(moved) if moved.id != db.id => {
+                super::history::commits(&*self.fs, dir(&moved), epoch, from, max)
+            }
+            _ => Ok(Commits::Gone),
+        }
     }
 
     fn change_waiter(&self) -> Result<Box<dyn ChangeWaiter>, StorageError> {

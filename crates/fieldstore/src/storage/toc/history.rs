@@ -179,7 +179,7 @@ mod tests {
     use crate::storage::toc::TocCatalogue;
     use crate::storage::{DbRef, FieldRef, StorageError};
 
-    fn root(path: &Path) -> Root {
+    pub(super) fn root(path: &Path) -> Root {
         Root {
             path: path.to_path_buf(),
             name: None,
@@ -285,6 +285,73 @@ mod tests {
         );
     }
 
+    /// The producer of the test below, run in a process of its own: flushes step 6, then
+    /// archives step 12 without flushing and waits to be killed.
+    #[test]
+    #[ignore = "the producer process of another_process_flush_wakes_the_waiter_..."]
+    fn producer_process() {
+        let Ok(root) = std::env::var("FIELDSTORE_TEST_PRODUCER_ROOT") else {
+            return;
+        };
+        let c = catalogue(&[Path::new(&root)]);
+        let db = c.find(&db_key()).unwrap().unwrap();
+        flush(&c, &db, &[6]);
+        let mut w = c.writer(&db).unwrap();
+        let field = FieldRef {
+            object: "y.data".into(),
+            offset: 0,
+            length: 10,
+            checksum: None,
+        };
+        w.add(&index(), &datum(12), field).unwrap();
+        std::fs::write(Path::new(&root).join("producer.ready"), b"").unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+    }
+
+    #[test]
+    fn another_process_flush_wakes_the_waiter_and_its_unflushed_fields_never_show() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(&[d.path()]);
+        let db = c.create(&db_key(), "schema").unwrap();
+        let mark = c.history_mark(&db).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        waiter.follow(&db).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--ignored",
+                "storage::toc::history::tests::producer_process",
+                "--nocapture",
+            ])
+            .env("FIELDSTORE_TEST_PRODUCER_ROOT", d.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let ready = d.path().join("producer.ready");
+        let mut woken = false;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !ready.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the producer never got ready"
+            );
+            if let Wake::Changed(ids) = waiter.wait(Duration::from_millis(100)).unwrap() {
+                assert_eq!(ids, vec![db.id.clone()]);
+                woken = true;
+            }
+        }
+        // kill -9 with step 12 archived and not flushed.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // A flush before the first wait is queued for the next one.
+        if !woken {
+            woken =
+                waiter.wait(Duration::from_secs(10)).unwrap() == Wake::Changed(vec![db.id.clone()]);
+        }
+        assert!(woken, "the other process's flush did not wake the waiter");
+        assert_eq!(steps(&since(&c, &db, &mark.epoch, mark.end)), [["6"]]);
+    }
+
     #[test]
     fn a_new_database_wakes_a_rescan() {
         let d = tempfile::tempdir().unwrap();
@@ -364,8 +431,11 @@ mod tests {
         let db = c.create(&db_key(), "schema").unwrap();
         flush(&c, &db, &[0]);
         let old = c.history_mark(&db).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        waiter.follow(&db).unwrap();
         c.wipe(&db, true).unwrap();
         c.finish_wipe(&db).unwrap();
+        assert_ne!(waiter.wait(Duration::from_secs(10)).unwrap(), Wake::Timeout);
         assert_eq!(
             c.commits(&db, &old.epoch, old.end, 100).unwrap(),
             Commits::Gone
@@ -379,6 +449,13 @@ mod tests {
         assert_ne!(new.epoch, old.epoch);
         assert_eq!(new, c.history_mark(&again).unwrap());
         assert_eq!(steps(&since(&c, &again, &new.epoch, 0)), [["6"]]);
+        // The new journal wakes the waiter as the old one did.
+        while waiter.wait(Duration::from_millis(50)).unwrap() != Wake::Timeout {}
+        flush(&c, &again, &[12]);
+        assert_eq!(
+            waiter.wait(Duration::from_secs(10)).unwrap(),
+            Wake::Changed(vec![db.id.clone()])
+        );
     }
 
     #[test]
@@ -398,9 +475,71 @@ mod tests {
         assert_eq!(c.history_mark(&moved).unwrap(), mark);
         flush(&c, &moved, &[6]);
         assert_eq!(steps(&since(&c, &moved, &mark.epoch, mark.end)), [["6"]]);
+        // A subscriber still naming the old place reads on from the new one.
+        assert_eq!(steps(&since(&c, &db, &mark.epoch, mark.end)), [["6"]]);
+        c.wipe(&moved, true).unwrap();
         assert_eq!(
             c.commits(&db, &mark.epoch, mark.end, 100).unwrap(),
             Commits::Gone
+        );
+    }
+}
+
+/// The waiter's fallback, on a file system inotify cannot see (the simulated one).
+#[cfg(test)]
+mod polling_tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::model::config::Space;
+    use crate::model::Key;
+    use crate::storage::catalogue::Catalogue;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::fs::FileSystem;
+    use crate::storage::history::Wake;
+    use crate::storage::toc::TocCatalogue;
+    use crate::storage::FieldRef;
+
+    #[test]
+    fn without_inotify_the_waiter_sees_flushes_and_new_databases_by_polling() {
+        let root = Path::new("/sim/root");
+        let fs = Arc::new(SimFs::new());
+        fs.create_dir_all(root).unwrap();
+        let space = Space {
+            name: None,
+            regex: ".*".into(),
+            handler: "Default".into(),
+            roots: vec![super::tests::root(root)],
+        };
+        let c = TocCatalogue::with_fs(vec![space], fs).unwrap();
+        let mut waiter = c.change_waiter().unwrap();
+        let db = c
+            .create(&Key::parse("{class=od,expver=0001}").unwrap(), "schema")
+            .unwrap();
+        assert_eq!(waiter.wait(Duration::from_secs(10)).unwrap(), Wake::Rescan);
+        waiter.follow(&db).unwrap();
+        assert_eq!(
+            waiter.wait(Duration::from_millis(300)).unwrap(),
+            Wake::Timeout
+        );
+        let mut w = c.writer(&db).unwrap();
+        let field = FieldRef {
+            object: "x.data".into(),
+            offset: 0,
+            length: 1,
+            checksum: None,
+        };
+        w.add(
+            &Key::parse("{type=fc}").unwrap(),
+            &Key::parse("{step=0}").unwrap(),
+            field,
+        )
+        .unwrap();
+        w.commit().unwrap();
+        assert_eq!(
+            waiter.wait(Duration::from_secs(10)).unwrap(),
+            Wake::Changed(vec![db.id.clone()])
         );
     }
 }

@@ -1,6 +1,6 @@
 //! Tells toc subscribers when a journal grew or a database appeared, without polling: inotify
-//! watches on the roots (new database directories), on each followed database's directory (a
-//! journal linked in) and on its `toc` (an append).
+//! watches on the roots (databases made, wiped, moved), on database directories still without a
+//! journal (one linked in) and on each followed database's `toc` (an append).
 //!
 //! Through the `inotify` crate rather than `notify`: only Linux's inotify is wanted here (the
 //! feed rescans every 2 s for what inotify cannot see, writes from other NFS or Lustre nodes),
@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
@@ -31,8 +31,8 @@ static FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
 #[derive(Debug, Clone)]
 enum Target {
     Root,
-    /// A database directory (by database id): a `toc` linked into it is a new journal.
-    Dir(String),
+    /// A database directory without a journal: a `toc` linked into it is a new journal.
+    Dir,
     /// A database's journal.
     Toc(String),
 }
@@ -43,11 +43,11 @@ struct Watcher {
     buffer: Vec<u8>,
 }
 
-/// What the fallback saw last: each journal's (inode, length), each root's modification time.
+/// What the fallback saw last: each journal's (inode, length), each root's entries (hashed).
 #[derive(Default)]
 struct Poller {
     tocs: BTreeMap<String, Option<(u64, u64)>>,
-    roots: BTreeMap<PathBuf, Option<SystemTime>>,
+    roots: BTreeMap<PathBuf, Option<u64>>,
 }
 
 enum Mode {
@@ -83,6 +83,13 @@ impl TocWaiter {
     }
 
     fn watch_roots(&self) -> std::io::Result<Watcher> {
+        // Roots the catalogue's file system has and the kernel's has not: a simulated one.
+        if let Some(r) = self.roots.iter().find(|r| self.fs.is_dir(r) && !r.is_dir()) {
+            return Err(std::io::Error::other(format!(
+                "root {} is not on a file system the kernel can watch",
+                r.display()
+            )));
+        }
         let inotify = Inotify::init()?;
         let mut watcher = Watcher {
             inotify,
@@ -126,39 +133,58 @@ impl TocWaiter {
         Some((m.ino, m.len))
     }
 
-    fn root_state(&self, root: &Path) -> Option<SystemTime> {
-        self.fs.metadata(root).ok().map(|m| m.modified)
+    /// The root's entries, hashed: a directory's modification time is too coarse on some file
+    /// systems (and absent on others) to tell a database made within the same second.
+    fn root_state(&self, root: &Path) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut names: Vec<String> = self
+            .fs
+            .read_dir(root)
+            .ok()?
+            .into_iter()
+            .map(|e| e.file_name())
+            .collect();
+        names.sort_unstable();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        names.hash(&mut h);
+        Some(h.finish())
     }
 
-    /// Watches a database's directory and journal. A database gone meanwhile is not an error:
-    /// the feed learns that from its commits.
+    /// Watches a database's journal, or while it has none (being made again after a wipe)
+    /// its directory, which tells when one is linked in. A database gone meanwhile is not an
+    /// error: the feed learns that from its commits. (Wipes and moves rename directories in
+    /// the roots, which the roots' watches see.)
     fn watch_db(w: &mut Watcher, id: &str) -> std::io::Result<()> {
         let dir = Path::new(id);
-        let adds = [
-            (
-                dir.to_path_buf(),
-                WatchMask::CREATE
-                    | WatchMask::MOVED_TO
-                    | WatchMask::MOVE_SELF
-                    | WatchMask::DELETE_SELF,
-                Target::Dir(id.to_string()),
-            ),
-            (
-                dir.join("toc"),
-                WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF,
-                Target::Toc(id.to_string()),
-            ),
-        ];
-        for (path, mask, target) in adds {
-            match w.inotify.watches().add(&path, mask) {
-                Ok(wd) => {
-                    w.targets.insert(wd, target);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+        let toc = w.inotify.watches().add(
+            dir.join("toc"),
+            WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF,
+        );
+        match toc {
+            Ok(wd) => {
+                w.targets.insert(wd, Target::Toc(id.to_string()));
+                return Ok(());
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        Ok(())
+        Self::watch_dir(w, dir)
+    }
+
+    /// Watches a database directory without a journal for one to be linked in.
+    fn watch_dir(w: &mut Watcher, dir: &Path) -> std::io::Result<()> {
+        match w
+            .inotify
+            .watches()
+            .add(dir, WatchMask::CREATE | WatchMask::MOVED_TO)
+        {
+            Ok(wd) => {
+                w.targets.insert(wd, Target::Dir);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads the queued events into what they mean; `None` when none were queued.
@@ -166,6 +192,7 @@ impl TocWaiter {
         let mut changed = BTreeSet::new();
         let mut rescan = false;
         let mut any = false;
+        let mut done = Vec::new();
         loop {
             let events = match w.inotify.read_events(&mut w.buffer) {
                 Ok(ev) => ev,
@@ -186,22 +213,24 @@ impl TocWaiter {
                 }
                 match target {
                     Some(Target::Root) => rescan = true,
-                    Some(Target::Dir(id)) => {
-                        if ev.name.is_some_and(|n| n == "toc") {
-                            rescan = true;
-                        }
-                        if ev.mask.contains(EventMask::MOVE_SELF)
-                            || ev.mask.contains(EventMask::DELETE_SELF)
-                        {
-                            changed.insert(id);
-                            rescan = true;
-                        }
+                    // Its journal is there: the journal's own watch takes over (set by the
+                    // rescan this asks for), and the directory's other files are no concern.
+                    Some(Target::Dir) if ev.name.is_some_and(|n| n == "toc") => {
+                        rescan = true;
+                        done.push(ev.wd.clone());
                     }
+                    Some(Target::Dir) => {}
                     Some(Target::Toc(id)) => {
                         changed.insert(id);
                     }
                     None => {}
                 }
+            }
+        }
+        for wd in done {
+            if w.targets.remove(&wd).is_some() {
+                // Already gone if the directory went: nothing to undo then.
+                let _ = w.inotify.watches().remove(wd);
             }
         }
         if !any {
@@ -260,8 +289,8 @@ impl TocWaiter {
         }
     }
 
-    /// Watches every visible database directory under the roots (a database being made has
-    /// no journal yet: its directory tells when it gets one) and every followed journal.
+    /// Watches the database directories under the roots that have no journal yet (being
+    /// made: the directory tells when it gets one) and every followed journal.
     fn rearm(&mut self) -> std::io::Result<()> {
         let Mode::Watching(w) = &mut self.mode else {
             return Ok(());
@@ -275,21 +304,10 @@ impl TocWaiter {
                 if name.starts_with('.') || !e.is_dir {
                     continue;
                 }
-                let id = e.path.display().to_string();
-                if self.followed.contains(&id) {
+                if self.fs.exists(&e.path.join("toc")) {
                     continue;
                 }
-                match w
-                    .inotify
-                    .watches()
-                    .add(&e.path, WatchMask::CREATE | WatchMask::MOVED_TO)
-                {
-                    Ok(wd) => {
-                        w.targets.insert(wd, Target::Dir(id));
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
+                Self::watch_dir(w, &e.path)?;
             }
         }
         for id in &self.followed {
@@ -302,7 +320,7 @@ impl TocWaiter {
         loop {
             let mut rescan = false;
             let mut changed = Vec::new();
-            let roots: Vec<(PathBuf, Option<SystemTime>)> = self
+            let roots: Vec<(PathBuf, Option<u64>)> = self
                 .roots
                 .iter()
                 .map(|r| (r.clone(), self.root_state(r)))

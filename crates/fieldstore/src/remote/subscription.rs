@@ -1,0 +1,414 @@
+//! A subscription served by a `fieldstore server`: a connection of its own (never pooled),
+//! read by a thread that hands notices over one batch at a time. A lost connection is opened
+//! again with back-off and the subscription resumed from what was received, so a server
+//! restart costs latency, not fields; after [`RESUME_FOR`] without success the caller gets a
+//! `remote` error.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::client::{describe_loss, Connection, RemoteFdb};
+use super::error::RemoteError;
+use super::protocol::{self as p, MsgType, Role, SubscribeQuery, WireNotices};
+use super::transport::Socket;
+use crate::api::subscribe::{Notice, Position, Start, Subscription};
+use crate::api::ApiError;
+use crate::model::request::Request;
+
+/// How long a lost subscription keeps trying to reconnect before it gives up.
+pub const RESUME_FOR: Duration = Duration::from_secs(60);
+/// Largest notices frame accepted (the server sends batches of about 1 MiB).
+const MAX_NOTICES: u64 = 64 << 20;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+enum Msg {
+    Batch(Vec<Notice>),
+    Failed(ApiError),
+}
+
+/// Why opening a subscription failed: the connection (try again), or the server's answer.
+enum OpenError {
+    Lost(RemoteError),
+    Refused(ApiError),
+}
+
+impl From<OpenError> for ApiError {
+    fn from(e: OpenError) -> ApiError {
+        match e {
+            OpenError::Lost(e) => e.into(),
+            OpenError::Refused(e) => e,
+        }
+    }
+}
+
+pub(super) struct RemoteSubscription {
+    rx: Option<Receiver<Msg>>,
+    ready: VecDeque<Notice>,
+    position: Position,
+    stop: Arc<AtomicBool>,
+    /// The connection being read, to close it when the subscription is dropped.
+    socket: Arc<Mutex<Option<Socket>>>,
+    endpoint: String,
+}
+
+impl RemoteSubscription {
+    /// Opens the subscription (so a refused one fails here) and starts its reader.
+    pub(super) fn start(
+        fdb: &RemoteFdb,
+        request: &Request,
+        start: &Start,
+    ) -> Result<RemoteSubscription, ApiError> {
+        let handle = fdb.detached();
+        let (conn, position) = open(&handle, request, start)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let socket = Arc::new(Mutex::new(conn.reader.get_ref().try_clone().ok()));
+        // One batch queued, one being read: a slow caller holds the server back through TCP.
+        let (tx, rx) = sync_channel(1);
+        let reader = Reader {
+            handle,
+            request: request.clone(),
+            received: position.clone(),
+            stop: stop.clone(),
+            socket: socket.clone(),
+            tx,
+        };
+        std::thread::spawn(move || reader.run(conn));
+        Ok(RemoteSubscription {
+            rx: Some(rx),
+            ready: VecDeque::new(),
+            position,
+            stop,
+            socket,
+            endpoint: fdb.endpoint().to_string(),
+        })
+    }
+}
+
+/// Sends the subscribe request on a new control connection and reads the start position.
+fn open(
+    fdb: &RemoteFdb,
+    request: &Request,
+    start: &Start,
+) -> Result<(Connection, Position), OpenError> {
+    let mut c = fdb.connect(Role::Control).map_err(OpenError::Lost)?;
+    let q = SubscribeQuery {
+        request: request.into(),
+        start: start.clone(),
+    };
+    let id = fdb.id();
+    p::write_frame(
+        &mut c.writer,
+        c.version,
+        MsgType::Subscribe,
+        id,
+        &[&p::to_json(&q)],
+    )
+    .and_then(|_| c.writer.flush())
+    .map_err(|e| OpenError::Lost(fdb.lost("subscribe", e)))?;
+    c.reader
+        .get_ref()
+        .set_read_timeout(Some(p::KEEPALIVE * 3))
+        .map_err(|e| OpenError::Lost(fdb.lost("subscribe", e)))?;
+    let h = p::read_frame(&mut c.reader, MAX_NOTICES, &mut c.payload)
+        .map_err(|e| OpenError::Lost(fdb.lost("subscribe", describe_loss(e))))?;
+    match h.kind {
+        MsgType::Error => Err(OpenError::Refused(fdb.reply_error(&c.payload))),
+        MsgType::Notices => {
+            let first: WireNotices =
+                p::from_json("notices", &c.payload).map_err(|e| OpenError::Refused(e.into()))?;
+            match first.start {
+                Some(position) => Ok((c, position)),
+                None => Err(OpenError::Refused(protocol(fdb, "no start position"))),
+            }
+        }
+        other => Err(OpenError::Refused(protocol(
+            fdb,
+            &format!("answered subscribe with a {} frame", other.op_name()),
+        ))),
+    }
+}
+
+fn protocol(fdb: &RemoteFdb, detail: &str) -> ApiError {
+    RemoteError::Protocol {
+        endpoint: fdb.endpoint().to_string(),
+        detail: detail.to_string(),
+    }
+    .into()
+}
+
+struct Reader {
+    handle: RemoteFdb,
+    request: Request,
+    /// Just after the last notice received (handed over or queued): where a reconnection
+    /// resumes, so nothing is missed or repeated.
+    received: Position,
+    stop: Arc<AtomicBool>,
+    socket: Arc<Mutex<Option<Socket>>>,
+    tx: SyncSender<Msg>,
+}
+
+impl Reader {
+    fn run(mut self, first: Connection) {
+        let mut conn = Some(first);
+        loop {
+            let c = match conn.take() {
+                Some(c) => c,
+                None => match self.reconnect() {
+                    Some(c) => c,
+                    None => return,
+                },
+            };
+            if let Ok(s) = c.reader.get_ref().try_clone() {
+                *lock(&self.socket) = Some(s);
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.read(c) {
+                Ok(()) => return,
+                Err(lost) => {
+                    tracing::info!(error = %lost, "subscription connection lost; resuming");
+                }
+            }
+        }
+    }
+
+    /// Hands over notices until the caller goes (`Ok`) or the connection is lost (`Err`).
+    fn read(&mut self, mut c: Connection) -> Result<(), RemoteError> {
+        loop {
+            let h = p::read_frame(&mut c.reader, MAX_NOTICES, &mut c.payload)
+                .map_err(|e| self.handle.lost("subscribe", describe_loss(e)))?;
+            match h.kind {
+                MsgType::Notices => {
+                    let batch: WireNotices = match p::from_json("notices", &c.payload) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            let _ = self.tx.send(Msg::Failed(e.into()));
+                            return Ok(());
+                        }
+                    };
+                    if batch.notices.is_empty() {
+                        continue;
+                    }
+                    let notices: Vec<Notice> =
+                        batch.notices.into_iter().map(Notice::from).collect();
+                    for n in &notices {
+                        self.received.advance(n);
+                    }
+                    if self.tx.send(Msg::Batch(notices)).is_err() {
+                        return Ok(());
+                    }
+                }
+                // The server's answer (a position fallen behind, a failed store): not ours to
+                // retry.
+                MsgType::Error => {
+                    let _ = self
+                        .tx
+                        .send(Msg::Failed(self.handle.reply_error(&c.payload)));
+                    return Ok(());
+                }
+                other => {
+                    return Err(RemoteError::Protocol {
+                        endpoint: self.handle.endpoint().to_string(),
+                        detail: format!("sent a {} frame in a subscription", other.op_name()),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Opens the subscription again from what was received, with back-off; `None` when the
+    /// caller went or the server stayed away too long (the caller is told).
+    fn reconnect(&mut self) -> Option<Connection> {
+        let since = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let start = Start::At(self.received.clone());
+            let last = match open(&self.handle, &self.request, &start) {
+                Ok((c, _)) => return Some(c),
+                Err(OpenError::Refused(e)) => {
+                    let _ = self.tx.send(Msg::Failed(e));
+                    return None;
+                }
+                Err(OpenError::Lost(e)) => e,
+            };
+            if since.elapsed() >= RESUME_FOR {
+                let e = self.handle.lost(
+                    "subscribe",
+                    format!(
+                        "could not resume the subscription for {} s: {last}",
+                        RESUME_FOR.as_secs()
+                    ),
+                );
+                let _ = self.tx.send(Msg::Failed(e.into()));
+                return None;
+            }
+            let until = Instant::now() + backoff;
+            while Instant::now() < until {
+                if self.stop.load(Ordering::SeqCst) {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Subscription for RemoteSubscription {
+    fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
+        if self.ready.is_empty() {
+            let Some(rx) = &self.rx else {
+                return Err(self.ended());
+            };
+            match rx.recv_timeout(timeout) {
+                Ok(Msg::Batch(b)) => self.ready.extend(b),
+                Ok(Msg::Failed(e)) => {
+                    self.rx = None;
+                    return Err(e);
+                }
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.rx = None;
+                    return Err(self.ended());
+                }
+            }
+        }
+        let n = self.ready.pop_front();
+        if let Some(n) = &n {
+            self.position.advance(n);
+        }
+        Ok(n)
+    }
+
+    fn position(&self) -> Position {
+        self.position.clone()
+    }
+}
+
+impl RemoteSubscription {
+    fn ended(&self) -> ApiError {
+        RemoteError::ConnectionLost {
+            endpoint: self.endpoint.clone(),
+            during: "subscribe",
+            detail: "the subscription ended (see the error it returned before)".into(),
+        }
+        .into()
+    }
+}
+
+impl Drop for RemoteSubscription {
+    /// Closes the connection; the reader thread ends on its own at once.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.rx = None;
+        if let Some(s) = lock(&self.socket).take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::SlowFlush;
+    use crate::api::{Fdb, LocalFdb};
+    use crate::model::request::parse_request;
+    use crate::model::Key;
+    use crate::remote::{FdbFactory, Server, ServerOptions, ShutdownHandle};
+
+    fn memory() -> Arc<LocalFdb> {
+        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
+            crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
+            other => panic!("expected a local config, got {other:?}"),
+        }
+    }
+
+    fn key(step: u32) -> Key {
+        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
+    }
+
+    type Serving = std::thread::JoinHandle<Result<(), RemoteError>>;
+
+    fn serve(store: &Arc<LocalFdb>, addr: &str) -> (ShutdownHandle, Serving, u16) {
+        let shared = SlowFlush::new(store.clone());
+        let factory: Box<FdbFactory> =
+            Box::new(move || Ok(Box::new(shared.clone()) as Box<dyn Fdb>));
+        let server = Server::bind(addr, factory, ServerOptions::default()).unwrap();
+        let port = server.local_addr().port();
+        let stop = server.shutdown_handle();
+        (stop, std::thread::spawn(move || server.run()), port)
+    }
+
+    fn steps(sub: &mut dyn Subscription, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let n = sub
+                    .next_within(Duration::from_secs(20))
+                    .unwrap()
+                    .expect("a notice in time");
+                n.element.key.datum.get("step").unwrap().to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_remote_subscription_resumes_across_a_server_restart() {
+        let store = memory();
+        let (stop, serving, port) = serve(&store, "127.0.0.1:0");
+        let fdb = RemoteFdb::new("127.0.0.1", port, None);
+        let r = parse_request("class=od,expver=0001").unwrap();
+        fdb.archive_grib(&key(0), b"GRIB....7777").unwrap();
+        fdb.flush().unwrap();
+        let mut sub = fdb.subscribe(&r, &Start::Now).unwrap();
+        // The start position is known before any notice.
+        assert_eq!(sub.position().streams.len(), 1);
+        for s in [1, 2, 3] {
+            fdb.archive_grib(&key(s), b"GRIB....7777").unwrap();
+            fdb.flush().unwrap();
+        }
+        assert_eq!(steps(&mut *sub, 2), ["1", "2"]);
+        let two = parse_request("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step=1/2,param=167").unwrap();
+        let wanted = fdb.wanted_fields(&two).unwrap();
+        assert!(!wanted.is_empty());
+        assert_eq!(wanted, store.wanted_fields(&two).unwrap());
+
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+        let (stop, serving, _) = serve(&store, &format!("127.0.0.1:{port}"));
+        store.archive_grib(&key(4), b"GRIB....7777").unwrap();
+        store.flush().unwrap();
+        // Step 3 was sent before the restart or is sent again after it: once either way.
+        assert_eq!(steps(&mut *sub, 2), ["3", "4"]);
+        assert!(sub
+            .next_within(Duration::from_millis(300))
+            .unwrap()
+            .is_none());
+        let at = sub.position();
+        drop(sub);
+        store.archive_grib(&key(5), b"GRIB....7777").unwrap();
+        store.flush().unwrap();
+        let mut again = fdb.subscribe(&r, &Start::At(at)).unwrap();
+        assert_eq!(steps(&mut *again, 1), ["5"]);
+        assert!(again
+            .next_within(Duration::from_millis(300))
+            .unwrap()
+            .is_none());
+        drop(again);
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+    }
+}
