@@ -60,8 +60,8 @@ fn main() {
             fields: fields.parse()?,
             size: parse_size(size)?,
         };
-        if shape.size < 16 {
-            return Err("SIZE must be at least 16 bytes".into());
+        if shape.size < 20 {
+            return Err("SIZE must be at least 20 bytes".into());
         }
         match (cmd.as_str(), mode.as_str()) {
             ("run", _) => run(mode, target, shape),
@@ -143,6 +143,7 @@ fn tag(b: &[u8]) -> Option<(u32, u32, u32)> {
 fn produce_files(dir: &Path, m: u32, shape: Shape) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     for s in 0..shape.steps {
+        std::thread::sleep(interval());
         let data = dir.join(format!("m{m}_s{s}.grib"));
         let mut f = std::fs::File::create(&data)?;
         for p in 0..shape.fields {
@@ -208,6 +209,7 @@ fn produce_fdb(config: &str, m: u32, shape: Shape) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     let base = cycle();
     for s in 0..shape.steps {
+        std::thread::sleep(interval());
         for p in 0..shape.fields {
             let key = Key::parse(&format!("{base},number={m},step={s},param={}", param(p)))?;
             fdb.archive_grib(&key, &field(m, s, p, shape.size))?;
@@ -219,21 +221,68 @@ fn produce_fdb(config: &str, m: u32, shape: Shape) -> Result<(), Error> {
     Ok(())
 }
 
+/// Retrieves run on [`readers`] threads, so one slow retrieve does not hold up the notices
+/// behind it.
 fn consume_fdb(config: &str, shape: Shape) -> Result<(), Error> {
-    let fdb = open(config)?;
+    let fdb: std::sync::Arc<dyn Fdb> = std::sync::Arc::from(open(config)?);
     let base = cycle();
     let mut sub = fdb.subscribe(&parse_request(&base)?, &Start::Now)?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ready")?;
-    out.flush()?;
+    let warm = std::sync::Arc::new(std::sync::Barrier::new(readers() + 1));
     let params: HashMap<String, u32> = (0..shape.fields)
         .map(|p| (param(p).to_string(), p))
         .collect();
+    type Job = (String, (u32, u32, u32), u128);
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+    let workers: Vec<_> = (0..readers())
+        .map(|_| {
+            let (fdb, rx, warm) = (fdb.clone(), rx.clone(), warm.clone());
+            let nothing = format!("{base},number=0,step=0,param=1");
+            std::thread::spawn(move || -> Result<(), String> {
+                // Each reader's connection is open (and the schema read) before anything is timed:
+                // a consumer is started before its producers.
+                if let Ok(r) = parse_request(&nothing) {
+                    let _ = fdb.retrieve(&r).map(|mut d| d.read_to_end(&mut Vec::new()));
+                }
+                warm.wait();
+                let mut buf = Vec::with_capacity(shape.size);
+                loop {
+                    let job = rx.lock().map_err(|_| "poisoned")?.recv();
+                    let Ok((request, want, told)) = job else {
+                        return Ok(());
+                    };
+                    buf.clear();
+                    let r = parse_request(&request).map_err(|e| e.to_string())?;
+                    fdb.retrieve(&r)
+                        .map_err(|e| e.to_string())?
+                        .read_to_end(&mut buf)
+                        .map_err(|e| e.to_string())?;
+                    let t = now_ns();
+                    if tag(&buf) != Some(want) || buf.len() != shape.size {
+                        return Err(format!(
+                            "{request}: the bytes retrieved are not the field archived"
+                        ));
+                    }
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "got {} {} {} {t} {told}", want.0, want.1, want.2)
+                        .and_then(|()| out.flush())
+                        .map_err(|e| e.to_string())?;
+                }
+            })
+        })
+        .collect();
+    warm.wait();
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
     let mut left = shape.members * shape.steps * shape.fields;
     let start = Instant::now();
-    let mut buf = Vec::with_capacity(shape.size);
     while left > 0 {
-        let Some(notice) = sub.next_within(Duration::from_secs(1))? else {
+        let next = sub.next_within(Duration::from_secs(1))?;
+        let told = now_ns();
+        let Some(notice) = next else {
             if start.elapsed() > DEADLINE {
                 return Err(format!("{left} fields never arrived").into());
             }
@@ -242,25 +291,41 @@ fn consume_fdb(config: &str, shape: Shape) -> Result<(), Error> {
         let d = &notice.element.key.datum;
         let get = |k: &str| d.get(k).unwrap_or("").to_string();
         let (number, step, prm) = (get("number"), get("step"), get("param"));
-        let request = parse_request(&format!("{base},number={number},step={step},param={prm}"))?;
-        buf.clear();
-        fdb.retrieve(&request)?.read_to_end(&mut buf)?;
-        let t = now_ns();
         let want = (
             number.parse::<u32>()?,
             step.parse::<u32>()?,
             params.get(&prm).copied().unwrap_or(u32::MAX),
         );
-        if tag(&buf) != Some(want) || buf.len() != shape.size {
-            return Err(
-                format!("{request}: the bytes retrieved are not the field archived").into(),
-            );
-        }
-        writeln!(out, "got {} {} {} {t}", want.0, want.1, want.2)?;
+        let request = format!("{base},number={number},step={step},param={prm}");
+        tx.send((request, want, told))
+            .map_err(|_| "every reader thread stopped")?;
         left -= 1;
     }
-    out.flush()?;
+    drop(tx);
+    for w in workers {
+        w.join().map_err(|_| "a reader thread panicked")??;
+    }
     Ok(())
+}
+
+/// Reader threads of the fdb consumer (EXCHANGE_READERS, default 2).
+fn readers() -> usize {
+    std::env::var("EXCHANGE_READERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2)
+}
+
+/// Time a producer spends "computing" between steps (EXCHANGE_INTERVAL_MS, default 0: steps
+/// back to back, the exchange saturated).
+fn interval() -> Duration {
+    Duration::from_millis(
+        std::env::var("EXCHANGE_INTERVAL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    )
 }
 
 fn spawn(args: &[String]) -> Result<Child, Error> {
@@ -334,16 +399,24 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         return Err(format!("the consumer failed: {cstatus}").into());
     }
     let mut lat_ms: Vec<f64> = Vec::new();
+    // When the subscriber was told (fdb modes): the rest of the latency is the retrieve.
+    let mut notice_ms: Vec<f64> = Vec::new();
     let mut last = t0;
     for l in &got {
         let w: Vec<&str> = l.split_whitespace().collect();
-        if let ["got", m, s, _, t] = w.as_slice() {
-            let t: u128 = t.parse()?;
-            last = last.max(t);
-            let f = flushed
-                .get(&(m.parse()?, s.parse()?))
-                .ok_or_else(|| format!("member {m} step {s} received but never flushed"))?;
-            lat_ms.push((t as f64 - *f as f64) / 1e6);
+        let (m, s, t, told) = match w.as_slice() {
+            ["got", m, s, _, t] => (m, s, t, None),
+            ["got", m, s, _, t, told] => (m, s, t, Some(told.parse::<u128>()?)),
+            _ => continue,
+        };
+        let t: u128 = t.parse()?;
+        last = last.max(t);
+        let f = *flushed
+            .get(&(m.parse()?, s.parse()?))
+            .ok_or_else(|| format!("member {m} step {s} received but never flushed"))?;
+        lat_ms.push((t as f64 - f as f64) / 1e6);
+        if let Some(told) = told {
+            notice_ms.push((told as f64 - f as f64) / 1e6);
         }
     }
     let want = (shape.members * shape.steps * shape.fields) as usize;
@@ -351,11 +424,17 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         return Err(format!("the consumer got {} fields of {want}", lat_ms.len()).into());
     }
     lat_ms.sort_by(f64::total_cmp);
-    let pct = |q: f64| lat_ms[((lat_ms.len() - 1) as f64 * q).round() as usize];
+    notice_ms.sort_by(f64::total_cmp);
+    let pct_of = |v: &[f64], q: f64| {
+        v.get(((v.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let pct = |q: f64| pct_of(&lat_ms, q);
     let total = (last - t0) as f64 / 1e9;
     let bytes = want as f64 * shape.size as f64;
     println!(
-        "mode={mode} members={} steps={} fields={} size={} total_s={total:.3} producers_s={:.3} MiB_s={:.1} Gbit_s={:.2} p50_ms={:.2} p99_ms={:.2} max_ms={:.2}",
+        "mode={mode} members={} steps={} fields={} size={} total_s={total:.3} producers_s={:.3} MiB_s={:.1} Gbit_s={:.2} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} told_p50_ms={:.2} told_p99_ms={:.2}",
         shape.members,
         shape.steps,
         shape.fields,
@@ -366,6 +445,8 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         pct(0.5),
         pct(0.99),
         lat_ms[lat_ms.len() - 1],
+        pct_of(&notice_ms, 0.5),
+        pct_of(&notice_ms, 0.99),
     );
     Ok(())
 }
