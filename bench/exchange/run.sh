@@ -72,12 +72,14 @@ port=$(sed -n 's/^listening on .*://p' "$work/server.out")
 [ -n "$port" ] || { echo "the memory server did not start:"; cat "$work/server.log"; exit 1; }
 printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
 
-date=20260100
+run=0
 : > "$work/results"
 exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories and a new cycle
   local mode=$1 m=$2 size=$3 line
-  date=$((date + 1))
-  export EXCHANGE_DATE=$date
+  # A new, valid date per exchange: runs against the one server never mix.
+  export EXCHANGE_DATE
+  EXCHANGE_DATE=$(printf '2026%02d%02d' $((1 + run / 28)) $((1 + run % 28)))
+  run=$((run + 1))
   rm -rf "$work/files" "$work/toc"; mkdir -p "$work/files" "$work/toc"
   printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$work/toc" > "$work/toc.yaml"
   sync
