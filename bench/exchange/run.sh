@@ -74,12 +74,15 @@ printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
 
 run=0
 : > "$work/results"
-exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories and a new cycle
-  local mode=$1 m=$2 size=$3 line
-  # A new, valid date per exchange: runs against the one server never mix.
+# A new, valid date per exchange (set here, not in the piped function's subshell): runs against
+# the one server never mix, and each memory run makes a new cycle, so retention wipes the old.
+next_cycle() {
   export EXCHANGE_DATE
   EXCHANGE_DATE=$(printf '2026%02d%02d' $((1 + run / 28)) $((1 + run % 28)))
   run=$((run + 1))
+}
+exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories, in the cycle EXCHANGE_DATE
+  local mode=$1 m=$2 size=$3 line
   rm -rf "$work/files" "$work/toc"; mkdir -p "$work/files" "$work/toc"
   printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$work/toc" > "$work/toc.yaml"
   sync
@@ -96,10 +99,12 @@ exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories and a new cy
 for size in $SIZES; do
   for m in $MEMBERS; do
     for mode in files toc memory; do
+      next_cycle
       exchange $mode "$m" "$size" | sed 's/^/saturated /' | tee -a "$work/results"
     done
     export EXCHANGE_INTERVAL_MS=$(( m * FIELDS * $(bytes "$size") * 5 / (1 << 20) ))
     for mode in files toc memory; do
+      next_cycle
       exchange $mode "$m" "$size" | sed "s/^/paced-${EXCHANGE_INTERVAL_MS}ms /" | tee -a "$work/results"
     done
     unset EXCHANGE_INTERVAL_MS
