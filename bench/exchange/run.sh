@@ -10,7 +10,8 @@
 #   memory  a memory-backed `fieldstore server` (when_full: block, retain: {databases: 2}):
 #           producers and consumer are `type: remote` clients of it; nothing touches disk.
 # Also the loopback TCP bandwidth (iperf3, one stream, 3 s) measured in the same run: the limit of
-# any exchange through a server. Per exchange: total time (consumer ready → last field held),
+# any exchange through a server. Per exchange: total time (first producer ready to write, after
+# its start-up → last field held by the consumer),
 # throughput, and the latency from a producer's flush (or marker) returning to the consumer
 # holding the field's bytes (p50/p99/max; every process logs the same wall clock).
 # The processes are crates/fieldstore/examples/exchange.rs.

@@ -10,7 +10,8 @@
 //!   disk) or `type: remote` (a memory-backed `fieldstore server`).
 //!
 //! Latency is from a producer's flush (or marker) returning to the consumer holding the field's
-//! bytes, on the wall clock of this machine, which every process shares.
+//! bytes, on the wall clock of this machine, which every process shares. The total runs from the
+//! first producer ready to write (its config read, connected) to the last field held.
 //!
 //! Usage:
 //!   exchange run MODE TARGET MEMBERS STEPS FIELDS SIZE   (runs the processes, prints results)
@@ -142,6 +143,7 @@ fn tag(b: &[u8]) -> Option<(u32, u32, u32)> {
 
 fn produce_files(dir: &Path, m: u32, shape: Shape) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
+    writeln!(out, "started {}", now_ns())?;
     for s in 0..shape.steps {
         std::thread::sleep(interval());
         let data = dir.join(format!("m{m}_s{s}.grib"));
@@ -208,6 +210,8 @@ fn produce_fdb(config: &str, m: u32, shape: Shape) -> Result<(), Error> {
     let fdb = open(config)?;
     let mut out = std::io::stdout().lock();
     let base = cycle();
+    // Ready to write (config read, connected): a process's start-up is not the exchange's.
+    writeln!(out, "started {}", now_ns())?;
     for s in 0..shape.steps {
         std::thread::sleep(interval());
         for p in 0..shape.fields {
@@ -378,6 +382,8 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         std::thread::spawn(move || -> Vec<String> { cout.lines().map_while(Result::ok).collect() });
     let mut flushed: HashMap<(u32, u32), u128> = HashMap::new();
     let mut producers_done = t0;
+    // The exchange starts when the first producer is ready to write.
+    let mut started = u128::MAX;
     for (mut c, h) in producers {
         let status = c.wait()?;
         if !status.success() {
@@ -386,6 +392,9 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         }
         for l in h.join().map_err(|_| "a reader thread panicked")? {
             let w: Vec<&str> = l.split_whitespace().collect();
+            if let ["started", t] = w.as_slice() {
+                started = started.min(t.parse()?);
+            }
             if let ["flushed", m, s, t] = w.as_slice() {
                 let t: u128 = t.parse()?;
                 producers_done = producers_done.max(t);
@@ -431,7 +440,8 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
             .unwrap_or(f64::NAN)
     };
     let pct = |q: f64| pct_of(&lat_ms, q);
-    let total = (last - t0) as f64 / 1e9;
+    let t0 = if started == u128::MAX { t0 } else { started };
+    let total = (last.saturating_sub(t0)) as f64 / 1e9;
     let bytes = want as f64 * shape.size as f64;
     println!(
         "mode={mode} members={} steps={} fields={} size={} total_s={total:.3} producers_s={:.3} MiB_s={:.1} Gbit_s={:.2} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} told_p50_ms={:.2} told_p99_ms={:.2}",
@@ -439,7 +449,7 @@ fn run(mode: &str, target: &str, shape: Shape) -> Result<(), Error> {
         shape.steps,
         shape.fields,
         shape.size,
-        (producers_done - t0) as f64 / 1e9,
+        producers_done.saturating_sub(t0) as f64 / 1e9,
         bytes / total / (1 << 20) as f64,
         bytes * 8.0 / total / 1e9,
         pct(0.5),
