@@ -260,11 +260,16 @@ impl Shared {
             .values()
             .cloned()
             .collect();
+        let mut total = 0;
         for o in objects {
             let mut segs = o.segments.write().map_err(poisoned)?;
             let freed: u64 = segs.values().map(|s| s.len() as u64 + ENTRY_OVERHEAD).sum();
             segs.clear();
             self.release(freed);
+            total += freed;
+        }
+        if total >= GIVE_BACK_AFTER {
+            give_back();
         }
         Ok(())
     }
@@ -353,6 +358,23 @@ impl MemDb {
         Ok((h.records.iter().cloned().collect(), h.total))
     }
 }
+
+/// A wipe freeing at least this much hands the memory back to the system, so a server's
+/// resident size follows its capacity rather than its largest past cycle.
+const GIVE_BACK_AFTER: u64 = 64 << 20;
+
+/// glibc keeps freed memory in its arenas (a server has one per few connection threads); a wiped
+/// cycle's gigabytes would stay resident until reused.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn give_back() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn give_back() {}
 
 fn human_duration(d: Duration) -> String {
     if d.subsec_millis() != 0 || d.as_secs() == 0 {
