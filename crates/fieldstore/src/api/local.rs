@@ -156,15 +156,8 @@ impl LocalFdb {
                     (t, Arc::new(PosixStore::new(fs)))
                 }
                 ("memory", "memory" | "") => {
-                    let m = config.memory.clone().unwrap_or(crate::model::config::MemoryConfig {
-                        name: None,
-                        capacity: crate::model::config::MemoryConfig::DEFAULT_CAPACITY,
-                        instance: None,
-                    });
-                    let backend = crate::storage::MemoryBackend::open(
-                        m.shared_name().as_deref(),
-                        m.capacity,
-                    )?;
+                    let m = config.memory.clone().unwrap_or_default();
+                    let backend = crate::storage::MemoryBackend::from_config(&m)?;
                     (Arc::new(backend.catalogue()), Arc::new(backend.store()))
                 }
                 ("s3", "s3" | "") => {

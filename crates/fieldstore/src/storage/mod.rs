@@ -23,7 +23,7 @@ pub use catalogue::{
 };
 pub use dump::{CatalogueDump, DumpRecord};
 pub use error::StorageError;
-pub use memory::{MemoryBackend, MemoryCatalogue, MemoryStore};
+pub use memory::{Limits as MemoryLimits, MemoryBackend, MemoryCatalogue, MemoryStore};
 pub use posix::PosixStore;
 pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
 pub use toc::TocCatalogue;

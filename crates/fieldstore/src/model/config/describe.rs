@@ -48,6 +48,12 @@ impl FdbConfig {
                             .as_deref()
                             .map_or(String::new(), |n| format!(" named {n}"))
                     )?;
+                    if let super::WhenFull::Block { timeout } = m.when_full {
+                        write!(s, ", when full: block up to {} ms", timeout.as_millis())?;
+                    }
+                    if let Some(n) = m.retain_databases {
+                        write!(s, ", retains the {n} newest databases")?;
+                    }
                 }
                 if let Some(c) = &l.s3 {
                     write!(

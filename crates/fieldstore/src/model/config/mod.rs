@@ -204,9 +204,40 @@ pub struct MemoryConfig {
     /// one parsed config (a server opens one per connection) shares one store, while configs
     /// parsed separately do not. `None`: each handle has a store of its own.
     pub instance: Option<u64>,
+    /// What an archive that does not fit does: fail at once, or wait for space.
+    pub when_full: WhenFull,
+    /// `retain: {databases: N}`: keep the N newest databases, wiping the oldest when a new one
+    /// is made, so an exchange of cycles runs unattended.
+    pub retain_databases: Option<usize>,
+}
+
+/// `memory: {when_full: ...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenFull {
+    /// The archive fails with `full` (the default: a producer learns at once).
+    Error,
+    /// The archive waits up to `timeout` for a wipe, purge or retention to free space, then
+    /// fails with `full`.
+    Block { timeout: std::time::Duration },
+}
+
+impl Default for MemoryConfig {
+    /// What `engine: memory` without a `memory:` section means; a store of its own per handle.
+    fn default() -> MemoryConfig {
+        MemoryConfig {
+            name: None,
+            capacity: MemoryConfig::DEFAULT_CAPACITY,
+            instance: None,
+            when_full: WhenFull::Error,
+            retain_databases: None,
+        }
+    }
 }
 
 impl MemoryConfig {
+    /// How long `when_full: block` waits when the config gives no `block_timeout`.
+    pub const DEFAULT_BLOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
     /// When the config sets no capacity: fixed rather than a share of RAM, so a store behaves
     /// the same on every machine.
     pub const DEFAULT_CAPACITY: u64 = 1 << 30;

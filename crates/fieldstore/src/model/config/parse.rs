@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use super::env::{process_env, Env};
 use super::{
     Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
-    Root, S3Config, SelectLane, Space, SpacesSource, HANDLERS, TYPES, UNSUPPORTED_HANDLERS,
+    Root, S3Config, SelectLane, Space, SpacesSource, WhenFull, HANDLERS, TYPES,
+    UNSUPPORTED_HANDLERS,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -238,6 +239,17 @@ fn parse_duration(text: &str) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_secs(
         num.parse::<u64>().ok()?.checked_mul(factor)?,
     ))
+}
+
+/// A wait: [`parse_duration`]'s forms plus milliseconds (`500ms`), which a producer's timeout
+/// may well be.
+fn parse_wait(text: &str) -> Option<std::time::Duration> {
+    match text.trim().strip_suffix("ms") {
+        Some(ms) if !ms.is_empty() && ms.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Some(std::time::Duration::from_millis(ms.trim().parse().ok()?))
+        }
+        _ => parse_duration(text),
+    }
 }
 
 /// Levenshtein distance, for "did you mean" hints.
@@ -863,9 +875,8 @@ impl Walk<'_> {
         };
         let memory = match (m.get("memory"), in_memory) {
             (None | Some(Value::Null), true) => Some(MemoryConfig {
-                name: None,
-                capacity: MemoryConfig::DEFAULT_CAPACITY,
                 instance: Some(next_instance()),
+                ..MemoryConfig::default()
             }),
             (Some(v), true) => Some(self.memory(v, &join(path, "memory"))?),
             (None | Some(Value::Null), false) => None,
@@ -1019,9 +1030,14 @@ impl Walk<'_> {
         })
     }
 
-    /// `memory: {capacity: 2GiB, name: exchange}`.
+    /// `memory: {capacity: 2GiB, name: exchange, when_full: block, block_timeout: 30s,
+    /// retain: {databases: 4}}`.
     fn memory(&self, v: &Value, path: &str) -> Result<MemoryConfig, ConfigError> {
-        let m = self.map(v, path, &["capacity", "name"])?;
+        let m = self.map(
+            v,
+            path,
+            &["capacity", "name", "when_full", "block_timeout", "retain"],
+        )?;
         let capacity = match self.string(m, "capacity", path)? {
             None => MemoryConfig::DEFAULT_CAPACITY,
             Some(c) => parse_size(&c).ok_or_else(|| {
@@ -1033,10 +1049,61 @@ impl Walk<'_> {
         };
         let name = self.string(m, "name", path)?.filter(|n| !n.is_empty());
         let instance = name.is_none().then(next_instance);
+        let timeout = match self.string(m, "block_timeout", path)? {
+            None => None,
+            Some(t) => Some(parse_wait(&t).ok_or_else(|| {
+                self.err(
+                    &join(path, "block_timeout"),
+                    format!("'{t}' is not a duration like 500ms, 30s, 5m or 30 (seconds)"),
+                )
+            })?),
+        };
+        let when_full = match self.string(m, "when_full", path)?.as_deref() {
+            None | Some("error") if timeout.is_some() => {
+                return Err(self.err(
+                    &join(path, "block_timeout"),
+                    "block_timeout applies to when_full: block only; add it, or drop block_timeout",
+                ))
+            }
+            None | Some("error") => WhenFull::Error,
+            Some("block") => WhenFull::Block {
+                timeout: timeout.unwrap_or(MemoryConfig::DEFAULT_BLOCK_TIMEOUT),
+            },
+            Some(other) => {
+                return Err(self.err(
+                    &join(path, "when_full"),
+                    format!("'{other}' is not one of: error (fail the archive at once), block (wait for space up to block_timeout)"),
+                ))
+            }
+        };
+        let retain_databases = match m.get("retain") {
+            None | Some(Value::Null) => None,
+            Some(r) => {
+                let rp = join(path, "retain");
+                let rm = self.map(r, &rp, &["databases"])?;
+                let n = self.string(rm, "databases", &rp)?.ok_or_else(|| {
+                    self.err(&rp, "missing required key 'databases' (retain: {databases: N} keeps the N newest databases)")
+                })?;
+                Some(
+                    n.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            self.err(
+                                &join(&rp, "databases"),
+                                format!("'{n}' is not a whole number above zero"),
+                            )
+                        })?,
+                )
+            }
+        };
         Ok(MemoryConfig {
             name,
             capacity,
             instance,
+            when_full,
+            retain_databases,
         })
     }
 
@@ -1302,6 +1369,63 @@ mod tests {
             ),
         ] {
             let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn memory_when_full_and_retention() {
+        use std::time::Duration;
+        let m = local(parse("engine: memory").unwrap()).memory.unwrap();
+        assert_eq!((m.when_full, m.retain_databases), (WhenFull::Error, None));
+        let m = local(
+            parse("engine: memory\nmemory: {when_full: block, retain: {databases: 4}}").unwrap(),
+        )
+        .memory
+        .unwrap();
+        assert_eq!(
+            (m.when_full, m.retain_databases),
+            (
+                WhenFull::Block {
+                    timeout: MemoryConfig::DEFAULT_BLOCK_TIMEOUT
+                },
+                Some(4)
+            )
+        );
+        let m = local(
+            parse("engine: memory\nmemory: {when_full: block, block_timeout: 250ms}").unwrap(),
+        )
+        .memory
+        .unwrap();
+        assert_eq!(
+            m.when_full,
+            WhenFull::Block {
+                timeout: Duration::from_millis(250)
+            }
+        );
+        for (text, wanted) in [
+            (
+                "memory: {when_full: wait}",
+                "memory.when_full: 'wait' is not one of: error",
+            ),
+            (
+                "memory: {block_timeout: 5s}",
+                "block_timeout applies to when_full: block only",
+            ),
+            (
+                "memory: {when_full: block, block_timeout: soon}",
+                "memory.block_timeout: 'soon' is not a duration",
+            ),
+            (
+                "memory: {retain: {databases: 0}}",
+                "memory.retain.databases: '0' is not a whole number above zero",
+            ),
+            ("memory: {retain: {}}", "missing required key 'databases'"),
+            ("memory: {retain: {cycles: 2}}", "unknown key 'cycles'"),
+        ] {
+            let e = parse(&format!("engine: memory\n{text}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(wanted), "{text}: {e}");
         }
     }

@@ -22,6 +22,7 @@ pub use catalogue::MemoryCatalogue;
 pub use store::MemoryStore;
 
 use super::{DbRef, StorageError};
+use crate::model::config::{MemoryConfig, WhenFull};
 use crate::model::Key;
 use state::Shared;
 
@@ -49,29 +50,54 @@ impl MemoryBackend {
     /// A named store is shared by every handle of the process that names it (and lives as long
     /// as the process); an unnamed one belongs to this backend alone.
     pub fn open(name: Option<&str>, capacity: u64) -> Result<MemoryBackend, StorageError> {
+        MemoryBackend::open_with(
+            name,
+            Limits {
+                capacity,
+                when_full: WhenFull::Error,
+                retain_databases: None,
+            },
+        )
+    }
+
+    /// The store an `engine: memory` config names, with its limits.
+    pub fn from_config(m: &MemoryConfig) -> Result<MemoryBackend, StorageError> {
+        MemoryBackend::open_with(
+            m.shared_name().as_deref(),
+            Limits {
+                capacity: m.capacity,
+                when_full: m.when_full,
+                retain_databases: m.retain_databases,
+            },
+        )
+    }
+
+    /// Handles sharing a named store must agree on its limits: two configs that disagree would
+    /// otherwise see a limit they did not write.
+    pub fn open_with(name: Option<&str>, limits: Limits) -> Result<MemoryBackend, StorageError> {
         let Some(name) = name else {
             use std::sync::atomic::{AtomicU64, Ordering};
             static ANON: AtomicU64 = AtomicU64::new(0);
             let n = ANON.fetch_add(1, Ordering::Relaxed);
             return Ok(MemoryBackend {
-                shared: Arc::new(Shared::new(format!("anon-{n}"), capacity)),
+                shared: Arc::new(Shared::new(format!("anon-{n}"), limits)),
             });
         };
         let mut reg = registry().lock().map_err(|_| StorageError::Config {
             detail: "the memory store registry is unusable (a thread panicked holding it)".into(),
         })?;
         if let Some(s) = reg.get(name) {
-            if s.capacity != capacity {
+            if s.limits != limits {
                 return Err(StorageError::Config {
                     detail: format!(
-                        "memory store '{name}' is already open in this process with capacity {} bytes, not {capacity}: give both configs the same capacity, or another name",
-                        s.capacity
+                        "memory store '{name}' is already open in this process with {}, not {}: give both configs the same capacity, when_full, block_timeout and retain, or another name",
+                        s.limits, limits
                     ),
                 });
             }
             return Ok(MemoryBackend { shared: s.clone() });
         }
-        let s = Arc::new(Shared::new(name.to_string(), capacity));
+        let s = Arc::new(Shared::new(name.to_string(), limits));
         reg.insert(name.to_string(), s.clone());
         Ok(MemoryBackend { shared: s })
     }
@@ -90,7 +116,32 @@ impl MemoryBackend {
     }
 
     pub fn capacity(&self) -> u64 {
-        self.shared.capacity
+        self.shared.limits.capacity
+    }
+}
+
+/// What bounds a memory store: its bytes, what an archive that does not fit does, and how many
+/// databases it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub capacity: u64,
+    pub when_full: WhenFull,
+    pub retain_databases: Option<usize>,
+}
+
+impl std::fmt::Display for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "capacity {} bytes", self.capacity)?;
+        match self.when_full {
+            WhenFull::Error => write!(f, ", when_full: error")?,
+            WhenFull::Block { timeout } => {
+                write!(f, ", when_full: block ({} ms)", timeout.as_millis())?
+            }
+        }
+        match self.retain_databases {
+            Some(n) => write!(f, ", retain {n} databases"),
+            None => write!(f, ", no retention"),
+        }
     }
 }
 
@@ -118,5 +169,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod tests;

@@ -3,18 +3,24 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use super::history::{CommitLog, Notifier};
-use super::ENTRY_OVERHEAD;
+use super::{Limits, ENTRY_OVERHEAD};
+use crate::model::config::WhenFull;
 use crate::model::Key;
 use crate::storage::catalogue::IndexSummary;
 use crate::storage::{DumpRecord, FieldRef, StorageError};
 
 pub(super) struct Shared {
     pub name: String,
-    pub capacity: u64,
+    pub limits: Limits,
     used: AtomicU64,
+    /// Archives waiting for space (`when_full: block`) sleep on `freed`; the mutex only orders
+    /// a release's signal after the waiter's check, so no wake-up is lost.
+    space: Mutex<()>,
+    freed: Condvar,
     /// By the key's sorted form (keyword order does not make another database); a BTreeMap so
     /// `databases()` has a stable order.
     dbs: RwLock<BTreeMap<String, Arc<MemDb>>>,
@@ -39,11 +45,13 @@ pub(super) fn db_id(key: &Key) -> String {
 }
 
 impl Shared {
-    pub fn new(name: String, capacity: u64) -> Shared {
+    pub fn new(name: String, limits: Limits) -> Shared {
         Shared {
             name,
-            capacity,
+            limits,
             used: AtomicU64::new(0),
+            space: Mutex::new(()),
+            freed: Condvar::new(),
             dbs: RwLock::new(BTreeMap::new()),
             wiping: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
@@ -64,21 +72,46 @@ impl Shared {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Counts `wanted` bytes as held, or says how full the store is; never over capacity.
+    /// Counts `wanted` bytes as held, or says how full the store is; never over capacity. With
+    /// `when_full: block` it first waits for space; the caller holds no lock of the store then.
     pub fn reserve(&self, wanted: u64) -> Result<(), StorageError> {
+        let used = match self.try_reserve(wanted) {
+            Ok(()) => return Ok(()),
+            Err(used) => used,
+        };
+        let timeout = match self.limits.when_full {
+            // More than the whole store never fits: waiting would only delay the same error.
+            WhenFull::Block { timeout } if wanted <= self.limits.capacity => timeout,
+            _ => return Err(self.full(used, wanted, None)),
+        };
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.space.lock().map_err(poisoned)?;
+        loop {
+            let used = match self.try_reserve(wanted) {
+                Ok(()) => return Ok(()),
+                Err(used) => used,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.full(used, wanted, Some(timeout)));
+            }
+            guard = self
+                .freed
+                .wait_timeout(guard, deadline - now)
+                .map_err(poisoned)?
+                .0;
+        }
+    }
+
+    /// One attempt; the bytes used when they do not fit.
+    fn try_reserve(&self, wanted: u64) -> Result<(), u64> {
         let mut used = self.used.load(Ordering::SeqCst);
         loop {
             let fits = used
                 .checked_add(wanted)
-                .is_some_and(|total| total <= self.capacity);
+                .is_some_and(|total| total <= self.limits.capacity);
             if !fits {
-                return Err(StorageError::Full {
-                    store: format!("memory://{}", self.name),
-                    used,
-                    capacity: self.capacity,
-                    wanted,
-                    hint: "data already flushed stays readable; free space with `fieldstore wipe` (whole databases) or `fieldstore purge --doit` (replaced copies), or raise `memory: {capacity: ...}` in the config".into(),
-                });
+                return Err(used);
             }
             match self.used.compare_exchange(
                 used,
@@ -92,6 +125,27 @@ impl Shared {
         }
     }
 
+    fn full(&self, used: u64, wanted: u64, waited: Option<Duration>) -> StorageError {
+        let free = "free space with `fieldstore wipe` (whole databases) or `fieldstore purge --doit` (replaced copies), keep fewer cycles with `memory: {retain: {databases: N}}`, or raise `memory: {capacity: ...}` in the config";
+        let hint = match waited {
+            Some(t) => format!(
+                "waited {} for space (when_full: block) and none was freed in time; data already flushed stays readable; {free}",
+                human_duration(t)
+            ),
+            None if wanted > self.limits.capacity => {
+                "the field is larger than the whole store; raise `memory: {capacity: ...}` in the config".to_string()
+            }
+            None => format!("data already flushed stays readable; {free}, or let producers wait with `memory: {{when_full: block}}`"),
+        };
+        StorageError::Full {
+            store: format!("memory://{}", self.name),
+            used,
+            capacity: self.limits.capacity,
+            wanted,
+            hint,
+        }
+    }
+
     pub fn release(&self, n: u64) {
         // Saturating: an accounting slip must not wrap into a store that looks full forever.
         let _ = self
@@ -99,6 +153,11 @@ impl Shared {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
                 Some(u.saturating_sub(n))
             });
+        if matches!(self.limits.when_full, WhenFull::Block { .. }) {
+            // Taken (and dropped) so a waiter between its check and its sleep is not missed.
+            drop(self.space.lock());
+            self.freed.notify_all();
+        }
     }
 
     pub fn get(&self, key: &Key) -> Result<Option<Arc<MemDb>>, StorageError> {
@@ -119,7 +178,32 @@ impl Shared {
             db
         };
         self.changed(key);
+        self.retain()?;
         Ok(made)
+    }
+
+    /// `retain: {databases: N}`: wipes the oldest databases (by creation) beyond the N newest,
+    /// as `fieldstore wipe --doit` would; their subscribers see them go.
+    fn retain(&self) -> Result<(), StorageError> {
+        let Some(keep) = self.limits.retain_databases else {
+            return Ok(());
+        };
+        let old: Vec<Arc<MemDb>> = {
+            let dbs = self.dbs.read().map_err(poisoned)?;
+            if dbs.len() <= keep {
+                return Ok(());
+            }
+            let mut all: Vec<Arc<MemDb>> = dbs.values().cloned().collect();
+            all.sort_by_key(|d| d.seq);
+            all.truncate(all.len() - keep);
+            all
+        };
+        for db in old {
+            self.detach(&db)?;
+            self.drain(&db)?;
+            self.forget_detached(&db.key)?;
+        }
+        Ok(())
     }
 
     pub fn all(&self) -> Result<Vec<Arc<MemDb>>, StorageError> {
@@ -176,11 +260,16 @@ impl Shared {
             .values()
             .cloned()
             .collect();
+        let mut total = 0;
         for o in objects {
             let mut segs = o.segments.write().map_err(poisoned)?;
             let freed: u64 = segs.values().map(|s| s.len() as u64 + ENTRY_OVERHEAD).sum();
             segs.clear();
             self.release(freed);
+            total += freed;
+        }
+        if total >= GIVE_BACK_AFTER {
+            give_back();
         }
         Ok(())
     }
@@ -201,6 +290,8 @@ impl Shared {
 pub(super) struct MemDb {
     pub key: Key,
     pub created: u64,
+    /// Creation order within the store, for retention (`created` has seconds only).
+    pub seq: u64,
     pub snapshot: RwLock<Arc<Snapshot>>,
     /// Serialises changes to the snapshot (commit, compact, purge); readers never take it.
     pub change: Mutex<()>,
@@ -231,6 +322,7 @@ impl MemDb {
             created,
             // The process too: a server restarted within the second numbers its databases
             // from 1 again, and a subscriber resuming must see a new incarnation.
+            seq: unique,
             epoch: format!("{created}.{}.{unique}", std::process::id()),
             log: Mutex::new(CommitLog::default()),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
@@ -266,6 +358,31 @@ impl MemDb {
     pub fn history(&self) -> Result<(Vec<DumpRecord>, u64), StorageError> {
         let h = self.history.lock().map_err(poisoned)?;
         Ok((h.records.iter().cloned().collect(), h.total))
+    }
+}
+
+/// A wipe freeing at least this much hands the memory back to the system, so a server's
+/// resident size follows its capacity rather than its largest past cycle.
+const GIVE_BACK_AFTER: u64 = 64 << 20;
+
+/// glibc keeps freed memory in its arenas (a server has one per few connection threads); a wiped
+/// cycle's gigabytes would stay resident until reused.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn give_back() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn give_back() {}
+
+fn human_duration(d: Duration) -> String {
+    if d.subsec_millis() != 0 || d.as_secs() == 0 {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{} s", d.as_secs())
     }
 }
 
