@@ -6,7 +6,8 @@
 //!   marker file; the consumer polls for each member's next marker every 10 ms and reads the
 //!   step's file (the exchange fieldstore replaces);
 //! - `fdb CONFIG`: producers archive each step's fields and `flush()`; the consumer
-//!   `subscribe`s and retrieves each field it is told of. CONFIG may be a local store (toc on
+//!   subscribes with data (`subscribe_with_data`: each notice carries its field, read by the
+//!   store or sent by the server with the notice). CONFIG may be a local store (toc on
 //!   disk) or `type: remote` (a memory-backed `fieldstore server`).
 //!
 //! Latency is from a producer's flush (or marker) returning to the consumer holding the field's
@@ -230,7 +231,9 @@ fn produce_fdb(config: &str, m: u32, shape: Shape) -> Result<(), Error> {
 fn consume_fdb(config: &str, shape: Shape) -> Result<(), Error> {
     let fdb: std::sync::Arc<dyn Fdb> = std::sync::Arc::from(open(config)?);
     let base = cycle();
-    let mut sub = fdb.subscribe(&parse_request(&base)?, &Start::Now)?;
+    // Notices carry their fields where the store can (a server sends each with its notice);
+    // the reader threads retrieve the others.
+    let mut sub = fdb.subscribe_with_data(&parse_request(&base)?, &Start::Now)?;
     let warm = std::sync::Arc::new(std::sync::Barrier::new(readers() + 1));
     let params: HashMap<String, u32> = (0..shape.fields)
         .map(|p| (param(p).to_string(), p))
@@ -300,10 +303,23 @@ fn consume_fdb(config: &str, shape: Shape) -> Result<(), Error> {
             step.parse::<u32>()?,
             params.get(&prm).copied().unwrap_or(u32::MAX),
         );
+        left -= 1;
+        if let Some(bytes) = &notice.data {
+            let t = now_ns();
+            if tag(bytes) != Some(want) || bytes.len() != shape.size {
+                return Err(format!(
+                    "{number}/{step}/{prm}: the bytes notified are not the field archived"
+                )
+                .into());
+            }
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "got {} {} {} {t} {told}", want.0, want.1, want.2)?;
+            out.flush()?;
+            continue;
+        }
         let request = format!("{base},number={number},step={step},param={prm}");
         tx.send((request, want, told))
             .map_err(|_| "every reader thread stopped")?;
-        left -= 1;
     }
     drop(tx);
     for w in workers {

@@ -66,6 +66,18 @@ pub trait Fdb: Send + Sync {
         forward(self, Operation::Subscribe)?.subscribe(request, start)
     }
 
+    /// As [`Fdb::subscribe`], with each notice carrying its field's bytes where the frontend can
+    /// (a local store reads them from where the catalogue says; a server sends them with the
+    /// notice, saving the consumer a request per field). Elsewhere `data` is `None` and the
+    /// consumer retrieves; the default is plain `subscribe`, so wrappers keep their semantics.
+    fn subscribe_with_data(
+        &self,
+        request: &Request,
+        start: &Start,
+    ) -> Result<SubscriptionBox, ApiError> {
+        self.subscribe(request, start)
+    }
+
     /// The full keys (canonical, as `list` shows them) of every field a retrieve of `request`
     /// names, in retrieve order: what `retrieve --wait` waits for.
     fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {

@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::subscribe::{Cursor, Notice, Position, Start, Subscription};
 use crate::model::schema::{Expansion, LevelMatcher, SplitKey};
 use crate::storage::history::{ChangeWaiter, Commits, Wake};
-use crate::storage::{Catalogue, DbRef, Store};
+use crate::storage::{Catalogue, DbRef, FieldRef, Store};
 
 /// Commits read from one database per look, so one busy database cannot starve the others.
 const COMMITS_PER_LOOK: usize = 64;
@@ -42,12 +42,15 @@ pub(crate) struct Feed {
     by_id: HashMap<String, String>,
     /// Where a stream not yet followed starts: from the given position, else its beginning.
     start_at: Position,
-    pending: VecDeque<Notice>,
+    /// With where each field's bytes are, for notices that carry them.
+    pending: VecDeque<(Notice, FieldRef)>,
     position: Position,
     /// Streams to read before waiting again.
     due: HashSet<String>,
     rescan_due: bool,
     last_rescan: Instant,
+    /// Notices carry their field's bytes.
+    with_data: bool,
 }
 
 impl Feed {
@@ -56,6 +59,7 @@ impl Feed {
         store: Arc<dyn Store>,
         expansions: Vec<Expansion>,
         start: &Start,
+        with_data: bool,
     ) -> Result<Feed, ApiError> {
         let waiter = catalogue.change_waiter()?;
         let mut feed = Feed {
@@ -79,6 +83,7 @@ impl Feed {
             due: HashSet::new(),
             rescan_due: false,
             last_rescan: Instant::now(),
+            with_data,
         };
         match start {
             Start::Beginning => {}
@@ -236,24 +241,28 @@ impl Feed {
                             within: i + 1,
                         }
                     };
-                    self.pending.push_back(Notice {
-                        element: ListElement {
-                            location: Some(Location {
-                                uri: self.store.uri(&f.db, &e.field.object),
-                                offset: e.field.offset,
-                                length: e.field.length,
-                            }),
-                            key: SplitKey {
-                                db: f.db.key.clone(),
-                                index: e.index,
-                                datum: e.datum,
+                    self.pending.push_back((
+                        Notice {
+                            element: ListElement {
+                                location: Some(Location {
+                                    uri: self.store.uri(&f.db, &e.field.object),
+                                    offset: e.field.offset,
+                                    length: e.field.length,
+                                }),
+                                key: SplitKey {
+                                    db: f.db.key.clone(),
+                                    index: e.index,
+                                    datum: e.datum,
+                                },
+                                timestamp: c.timestamp,
+                                masked: false,
                             },
-                            timestamp: c.timestamp,
-                            masked: false,
+                            stream: name.to_string(),
+                            cursor,
+                            data: None,
                         },
-                        stream: name.to_string(),
-                        cursor,
-                    });
+                        e.field,
+                    ));
                 }
                 f.cursor = Cursor {
                     epoch: f.cursor.epoch.clone(),
@@ -285,7 +294,10 @@ impl Subscription for Feed {
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(n) = self.pending.pop_front() {
+            if let Some((mut n, field)) = self.pending.pop_front() {
+                if self.with_data {
+                    n.data = self.bytes_of(&n, &field)?;
+                }
                 self.position.advance(&n);
                 if self.pending.is_empty() {
                     self.settle();
@@ -332,6 +344,19 @@ impl Subscription for Feed {
 }
 
 impl Feed {
+    /// A notice's field, read from where its commit put it (checked against its checksum);
+    /// `None` when it went meanwhile (wiped, purged): the consumer's retrieve then says so.
+    fn bytes_of(&self, n: &Notice, field: &FieldRef) -> Result<Option<Vec<u8>>, ApiError> {
+        let Some(f) = self.followed.get(&n.stream) else {
+            return Ok(None);
+        };
+        match self.store.read(&f.db, field) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == crate::error_kind::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// With nothing pending, every stream's position is its cursor (commits whose fields all
     /// failed the request's test are passed over).
     fn settle(&mut self) {
@@ -416,5 +441,33 @@ mod tests {
             .unwrap()
             .is_none());
         assert_eq!(steps(&mut *now, 1), ["18"]);
+    }
+}
+
+#[cfg(test)]
+mod data_tests {
+    use std::time::Duration;
+
+    use crate::api::subscribe::Start;
+    use crate::api::Fdb;
+    use crate::model::request::parse_request;
+
+    #[test]
+    fn notices_carry_their_fields_when_asked_and_only_then() {
+        let d = tempfile::tempdir().unwrap();
+        let f = crate::api::testing::local(d.path());
+        let r = parse_request("class=od,expver=0001").unwrap();
+        let mut with = f.subscribe_with_data(&r, &Start::Now).unwrap();
+        let mut without = f.subscribe(&r, &Start::Now).unwrap();
+        let key = crate::model::Key::parse("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step=6,param=167").unwrap();
+        f.archive_grib(&key, b"GRIB-six-7777").unwrap();
+        f.flush().unwrap();
+        let n = with.next_within(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!(n.data.as_deref(), Some(&b"GRIB-six-7777"[..]));
+        let n = without
+            .next_within(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.data, None);
     }
 }

@@ -1337,18 +1337,15 @@ impl Fdb for LocalFdb {
         request: &Request,
         start: &super::subscribe::Start,
     ) -> Result<super::subscribe::SubscriptionBox, ApiError> {
-        if !self.config.actions.list {
-            return Err(ApiError::Invalid(
-                "subscribe is disabled by this config (it lists: `list` is off)".into(),
-            ));
-        }
-        let expansions = self.expand(request, ExpandMode::List)?;
-        Ok(Box::new(super::feed::Feed::new(
-            self.catalogue.clone(),
-            self.store.clone(),
-            expansions,
-            start,
-        )?))
+        self.feed(request, start, false)
+    }
+
+    fn subscribe_with_data(
+        &self,
+        request: &Request,
+        start: &super::subscribe::Start,
+    ) -> Result<super::subscribe::SubscriptionBox, ApiError> {
+        self.feed(request, start, true)
     }
 
     fn wanted_fields(&self, request: &Request) -> Result<Vec<Key>, ApiError> {
@@ -1696,6 +1693,27 @@ impl Fdb for LocalFdb {
 }
 
 impl LocalFdb {
+    fn feed(
+        &self,
+        request: &Request,
+        start: &super::subscribe::Start,
+        with_data: bool,
+    ) -> Result<super::subscribe::SubscriptionBox, ApiError> {
+        if !self.config.actions.list {
+            return Err(ApiError::Invalid(
+                "subscribe is disabled by this config (it lists: `list` is off)".into(),
+            ));
+        }
+        let expansions = self.expand(request, ExpandMode::List)?;
+        Ok(Box::new(super::feed::Feed::new(
+            self.catalogue.clone(),
+            self.store.clone(),
+            expansions,
+            start,
+            with_data,
+        )?))
+    }
+
     /// Each space with what each of its roots holds, for a toc catalogue (`None` otherwise).
     pub fn tiers(&self) -> Option<Vec<(Space, Vec<RootUsage>)>> {
         self.toc.as_ref().map(|t| t.root_usage())

@@ -100,6 +100,10 @@ pub struct Notice {
     /// Which stream of the position it belongs to, and the cursor just after it.
     pub stream: String,
     pub cursor: Cursor,
+    /// The field's bytes, when the subscription was asked to carry them
+    /// ([`Fdb::subscribe_with_data`](super::Fdb::subscribe_with_data)) and the store could: a
+    /// consumer then needs no retrieve per field. `None`: retrieve it.
+    pub data: Option<Vec<u8>>,
 }
 
 /// The fields matching a request, in each stream's commit order (for one writer, the order it

@@ -107,3 +107,23 @@ pub(crate) fn archives_during_held_flush<F: Fdb + Send + Sync + 'static>(
     archiver.join().unwrap().unwrap();
     went_on.is_ok()
 }
+
+/// One local store behind many handles (a server's per-connection handles), with nothing in
+/// between: subscriptions with data take the store's own path.
+pub(crate) struct Shared(pub Arc<LocalFdb>);
+
+impl Fdb for Shared {
+    fn name(&self) -> String {
+        "shared".into()
+    }
+    fn forward_to(&self) -> Option<&dyn Fdb> {
+        Some(&*self.0)
+    }
+    fn subscribe_with_data(
+        &self,
+        request: &crate::model::request::Request,
+        start: &super::subscribe::Start,
+    ) -> Result<super::subscribe::SubscriptionBox, ApiError> {
+        self.0.subscribe_with_data(request, start)
+    }
+}

@@ -1037,7 +1037,18 @@ impl Fdb for RemoteFdb {
         start: &crate::api::subscribe::Start,
     ) -> Result<crate::api::subscribe::SubscriptionBox, ApiError> {
         Ok(Box::new(super::subscription::RemoteSubscription::start(
-            self, request, start,
+            self, request, start, false,
+        )?))
+    }
+
+    /// The server sends each field with its notice (`NoticeData`): no request per field.
+    fn subscribe_with_data(
+        &self,
+        request: &Request,
+        start: &crate::api::subscribe::Start,
+    ) -> Result<crate::api::subscribe::SubscriptionBox, ApiError> {
+        Ok(Box::new(super::subscription::RemoteSubscription::start(
+            self, request, start, true,
         )?))
     }
 

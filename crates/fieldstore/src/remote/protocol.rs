@@ -79,10 +79,12 @@ pub enum MsgType {
     Fields = 36,
     /// A subscription's notices, or its start position (docs/subscribe.md).
     Notices = 37,
+    /// One notice with its field's bytes (a subscription asked for data).
+    NoticeData = 38,
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 24] = [
+    pub const ALL: [MsgType; 25] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -107,6 +109,7 @@ impl MsgType {
         MsgType::End,
         MsgType::Fields,
         MsgType::Notices,
+        MsgType::NoticeData,
     ];
 
     pub fn from_u16(v: u16) -> Option<MsgType> {
@@ -140,7 +143,8 @@ impl MsgType {
             | MsgType::Entries
             | MsgType::End
             | MsgType::Fields
-            | MsgType::Notices => return None,
+            | MsgType::Notices
+            | MsgType::NoticeData => return None,
         })
     }
 
@@ -181,6 +185,7 @@ impl MsgType {
             MsgType::Entries => "entries",
             MsgType::Fields => "fields",
             MsgType::Notices => "notices",
+            MsgType::NoticeData => "notice-data",
             _ => "end",
         }
     }
@@ -691,6 +696,17 @@ impl From<WireListElement> for ListElement {
 pub struct SubscribeQuery {
     pub request: WireRequest,
     pub start: Start,
+    /// Send each notice with its field's bytes (`NoticeData` frames).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub data: bool,
+}
+
+/// Splits a `NoticeData` payload (u32 *m* big-endian, *m* bytes of a [`WireNotice`], then the
+/// field's bytes) into its notice and its field.
+pub fn split_notice_data(payload: &[u8]) -> Option<(&[u8], &[u8])> {
+    let m = u32::from_be_bytes(payload.get(..4)?.try_into().ok()?) as usize;
+    let notice = payload.get(4..4usize.checked_add(m)?)?;
+    Some((notice, &payload[4 + m..]))
 }
 
 /// A `Notices` payload: the first of a subscription carries its resolved start position, the
@@ -732,6 +748,7 @@ impl From<WireNotice> for Notice {
             element: w.element.into(),
             stream: w.stream,
             cursor: w.cursor,
+            data: None,
         }
     }
 }
@@ -1010,9 +1027,12 @@ mod tests {
         let q = SubscribeQuery {
             request: (&crate::model::request::parse_request("class=od").unwrap()).into(),
             start: Start::Now,
+            data: false,
         };
         let text = String::from_utf8(to_json(&q)).unwrap();
         assert!(text.contains("\"start\":\"now\""), "{text}");
+        // Older clients send no `data`, and asking for none sends none.
+        assert!(!text.contains("data"), "{text}");
         assert_eq!(
             from_json::<SubscribeQuery>("s", text.as_bytes()).unwrap(),
             q
@@ -1043,6 +1063,7 @@ mod tests {
                 at: 4,
                 within: 1,
             },
+            data: None,
         };
         let batch = WireNotices {
             notices: vec![WireNotice::from(&n)],
@@ -1051,6 +1072,16 @@ mod tests {
         let back: WireNotices = from_json("n", &to_json(&batch)).unwrap();
         assert_eq!(Notice::from(back.notices[0].clone()), n);
         assert_eq!(to_json(&WireNotices::default()), b"{}");
+        // A notice with its field: u32 length, the notice, the bytes.
+        let notice = to_json(&WireNotice::from(&n));
+        let mut payload = (notice.len() as u32).to_be_bytes().to_vec();
+        payload.extend_from_slice(&notice);
+        payload.extend_from_slice(b"GRIB..7777");
+        let (w, field) = split_notice_data(&payload).unwrap();
+        assert_eq!(Notice::from(from_json::<WireNotice>("n", w).unwrap()), n);
+        assert_eq!(field, b"GRIB..7777");
+        assert!(split_notice_data(&payload[..3]).is_none());
+        assert!(split_notice_data(&[0, 0, 1, 0, b'x']).is_none());
     }
 
     #[test]

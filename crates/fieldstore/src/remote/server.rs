@@ -24,8 +24,9 @@ use super::protocol::{
     WireListElement,
 };
 use super::transport::{Socket, TlsAcceptor};
-use crate::api::{ApiError, Fdb, ListOptions};
+use crate::api::{ApiError, Fdb, ListOptions, Notice};
 use crate::error_kind::ErrorKind;
+use crate::model::request::Request;
 
 /// Builds a fresh handle on the served store (one per archive connection).
 pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
@@ -684,7 +685,14 @@ impl<'a> Connection<'a> {
             }
         };
         let shared = self.shared;
-        let mut sub = match shared.fdb.subscribe(&q.request.to_request(), &q.start) {
+        let subscribed = if q.data {
+            shared
+                .fdb
+                .subscribe_with_data(&q.request.to_request(), &q.start)
+        } else {
+            shared.fdb.subscribe(&q.request.to_request(), &q.start)
+        };
+        let mut sub = match subscribed {
             Ok(s) => s,
             Err(e) => {
                 self.send_api_error(request, &e)?;
@@ -717,6 +725,11 @@ impl<'a> Connection<'a> {
             let mut wait = POLL;
             loop {
                 match sub.next_within(wait) {
+                    Ok(Some(n)) if q.data => {
+                        self.send_notice_data(request, n)?;
+                        last_sent = Instant::now();
+                        wait = Duration::ZERO;
+                    }
                     Ok(Some(n)) => {
                         batch.push(if count == 0 { b'[' } else { b',' });
                         batch.extend_from_slice(&p::to_json(&p::WireNotice::from(&n)));
@@ -755,6 +768,53 @@ impl<'a> Connection<'a> {
                 last_sent = Instant::now();
             }
         }
+    }
+
+    /// One notice with its field's bytes: those the subscription read, else retrieved here (a
+    /// composed store's subscription carries none). A field gone meanwhile goes as a plain
+    /// notice: the client's own retrieve then says what happened to it.
+    fn send_notice_data(&mut self, request: u64, mut n: Notice) -> Result<(), Broken> {
+        let data = match n.data.take() {
+            Some(d) => Some(d),
+            None => self.retrieve_noticed(&n),
+        };
+        let notice = p::to_json(&p::WireNotice::from(&n));
+        match data {
+            Some(d) => {
+                let len = (notice.len() as u32).to_be_bytes();
+                self.send(MsgType::NoticeData, request, &[&len, &notice, &d])?;
+                self.writer.flush()?;
+                self.shared
+                    .metrics
+                    .notices_sent
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            None => {
+                let mut batch = vec![b'['];
+                batch.extend_from_slice(&notice);
+                self.send_notices(request, &mut batch, 1)
+            }
+        }
+    }
+
+    fn retrieve_noticed(&self, n: &Notice) -> Option<Vec<u8>> {
+        let mut r = Request::new(Some("retrieve"));
+        let k = &n.element.key;
+        for (kw, v) in k.db.iter().chain(k.index.iter()).chain(k.datum.iter()) {
+            if !v.is_empty() {
+                r.set(kw, vec![v.to_string()]);
+            }
+        }
+        let mut reader = self.shared.fdb.retrieve(&r).ok()?;
+        let want = n.element.location.as_ref().map(|l| l.length);
+        let fields = reader.fields();
+        if fields.len() != 1 || want.is_some_and(|w| fields[0].length != w) {
+            return None;
+        }
+        let mut buf = Vec::with_capacity(usize::try_from(fields[0].length).ok()?);
+        reader.read_to_end(&mut buf).ok()?;
+        Some(buf)
     }
 
     /// Whether the client closed its end (a subscriber's client sends nothing once subscribed).

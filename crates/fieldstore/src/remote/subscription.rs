@@ -24,6 +24,9 @@ use crate::model::request::Request;
 pub const RESUME_FOR: Duration = Duration::from_secs(60);
 /// Largest notices frame accepted (the server sends batches of about 1 MiB).
 const MAX_NOTICES: u64 = 64 << 20;
+/// Largest frame of a subscription with data: a field as large as a server takes (its default
+/// `--max-frame`), plus its notice.
+const MAX_NOTICE_DATA: u64 = (1 << 30) + (1 << 20);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
@@ -66,9 +69,10 @@ impl RemoteSubscription {
         fdb: &RemoteFdb,
         request: &Request,
         start: &Start,
+        data: bool,
     ) -> Result<RemoteSubscription, ApiError> {
         let handle = fdb.detached();
-        let (conn, position) = open(&handle, request, start)?;
+        let (conn, position) = open(&handle, request, start, data)?;
         let stop = Arc::new(AtomicBool::new(false));
         let socket = Arc::new(Mutex::new(conn.reader.get_ref().try_clone().ok()));
         // One batch queued, one being read: a slow caller holds the server back through TCP.
@@ -76,6 +80,7 @@ impl RemoteSubscription {
         let reader = Reader {
             handle,
             request: request.clone(),
+            data,
             received: position.clone(),
             stop: stop.clone(),
             socket: socket.clone(),
@@ -99,11 +104,13 @@ fn open(
     fdb: &RemoteFdb,
     request: &Request,
     start: &Start,
+    data: bool,
 ) -> Result<(Connection, Position), OpenError> {
     let mut c = fdb.connect(Role::Control).map_err(OpenError::Lost)?;
     let q = SubscribeQuery {
         request: request.into(),
         start: start.clone(),
+        data,
     };
     let id = fdb.id();
     p::write_frame(
@@ -149,6 +156,8 @@ fn protocol(fdb: &RemoteFdb, detail: &str) -> ApiError {
 struct Reader {
     handle: RemoteFdb,
     request: Request,
+    /// Fields come with their notices.
+    data: bool,
     /// Just after the last notice received (handed over or queued): where a reconnection
     /// resumes, so nothing is missed or repeated.
     received: Position,
@@ -185,10 +194,33 @@ impl Reader {
 
     /// Hands over notices until the caller goes (`Ok`) or the connection is lost (`Err`).
     fn read(&mut self, mut c: Connection) -> Result<(), RemoteError> {
+        let limit = if self.data {
+            MAX_NOTICE_DATA
+        } else {
+            MAX_NOTICES
+        };
         loop {
-            let h = p::read_frame(&mut c.reader, MAX_NOTICES, &mut c.payload)
+            let h = p::read_frame(&mut c.reader, limit, &mut c.payload)
                 .map_err(|e| self.handle.lost("subscribe", describe_loss(e)))?;
             match h.kind {
+                MsgType::NoticeData => {
+                    let parsed = p::split_notice_data(&c.payload).and_then(|(notice, field)| {
+                        let w: p::WireNotice = p::from_json("notice", notice).ok()?;
+                        let mut n = Notice::from(w);
+                        n.data = Some(field.to_vec());
+                        Some(n)
+                    });
+                    let Some(n) = parsed else {
+                        return Err(RemoteError::Protocol {
+                            endpoint: self.handle.endpoint().to_string(),
+                            detail: "sent a notice-data frame that does not parse".into(),
+                        });
+                    };
+                    self.received.advance(&n);
+                    if self.tx.send(Msg::Batch(vec![n], None)).is_err() {
+                        return Ok(());
+                    }
+                }
                 MsgType::Notices => {
                     let batch: WireNotices = match p::from_json("notices", &c.payload) {
                         Ok(b) => b,
@@ -240,7 +272,7 @@ impl Reader {
                 return None;
             }
             let start = Start::At(self.received.clone());
-            let last = match open(&self.handle, &self.request, &start) {
+            let last = match open(&self.handle, &self.request, &start, self.data) {
                 Ok((c, _)) => return Some(c),
                 Err(OpenError::Refused(e)) => {
                     let _ = self.tx.send(Msg::Failed(e));
@@ -386,6 +418,55 @@ mod tests {
                 n.element.key.datum.get("step").unwrap().to_string()
             })
             .collect()
+    }
+
+    /// Each notice carries its field: read by the store's own subscription (a local store), or
+    /// retrieved by the server (a wrapper whose subscription carries none).
+    #[test]
+    fn notices_carry_their_fields_when_asked() {
+        let store = memory();
+        let direct: Box<FdbFactory> = {
+            let store = store.clone();
+            Box::new(move || {
+                Ok(Box::new(crate::api::testing::Shared(store.clone())) as Box<dyn Fdb>)
+            })
+        };
+        let server = Server::bind("127.0.0.1:0", direct, ServerOptions::default()).unwrap();
+        let direct_port = server.local_addr().port();
+        let direct_stop = server.shutdown_handle();
+        let direct_serving = std::thread::spawn(move || server.run());
+        let (stop, serving, wrapped_port) = serve(&store, "127.0.0.1:0");
+        let r = parse_request("class=od,expver=0001").unwrap();
+        for port in [direct_port, wrapped_port] {
+            let fdb = RemoteFdb::new("127.0.0.1", port, None);
+            let mut sub = fdb.subscribe_with_data(&r, &Start::Now).unwrap();
+            let mut plain = fdb.subscribe(&r, &Start::Now).unwrap();
+            let body = |s: u32| format!("GRIB{port}-{s}7777").into_bytes();
+            for s in [1, 2] {
+                fdb.archive_grib(&key(s), &body(s)).unwrap();
+            }
+            fdb.flush().unwrap();
+            for _ in 0..2 {
+                let n = sub.next_within(Duration::from_secs(20)).unwrap().unwrap();
+                let step: u32 = n.element.key.datum.get("step").unwrap().parse().unwrap();
+                assert_eq!(n.data.as_deref(), Some(&body(step)[..]), "port {port}");
+                let p = plain.next_within(Duration::from_secs(20)).unwrap().unwrap();
+                assert_eq!(p.data, None);
+            }
+            // Positions move as with plain notices: a resume repeats nothing.
+            let at = sub.position();
+            drop(sub);
+            let mut again = fdb.subscribe_with_data(&r, &Start::At(at)).unwrap();
+            assert!(again
+                .next_within(Duration::from_millis(300))
+                .unwrap()
+                .is_none());
+            store.wipe(&r, true).unwrap();
+        }
+        stop.shutdown();
+        serving.join().unwrap().unwrap();
+        direct_stop.shutdown();
+        direct_serving.join().unwrap().unwrap();
     }
 
     #[test]
