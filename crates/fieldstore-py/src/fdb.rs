@@ -262,21 +262,29 @@ impl Fdb {
     /// The fields matching a partial request as flushes make them visible: a Subscription
     /// yielding ListElements (each with `.position`). `start`: "now", "beginning", or a
     /// position a subscription gave. Iteration ends when no field came within `timeout`
-    /// seconds (never, if None).
-    #[pyo3(signature = (request = None, start = "now", timeout = None))]
+    /// seconds (never, if None). With `data=True` each element carries its field's bytes
+    /// (`.data`) where the store can send them (a local store, a server), saving a retrieve.
+    #[pyo3(signature = (request = None, start = "now", timeout = None, data = false))]
     fn subscribe(
         &self,
         py: Python<'_>,
         request: Option<&Bound<'_, PyAny>>,
         start: &str,
         timeout: Option<f64>,
+        data: bool,
     ) -> PyResult<Subscription> {
         let request = convert::request(request)?;
         let start = subscription::start(start)?;
         let timeout = subscription::seconds(timeout, "timeout")?;
         let fdb = &*self.inner;
         let sub = py
-            .detach(|| fdb.subscribe(&request, &start))
+            .detach(|| {
+                if data {
+                    fdb.subscribe_with_data(&request, &start)
+                } else {
+                    fdb.subscribe(&request, &start)
+                }
+            })
             .map_err(to_py)?;
         Ok(Subscription::new(sub, timeout))
     }

@@ -112,6 +112,8 @@ pub struct ListElement {
     prefix: Arc<Prefix>,
     /// For a subscription's element: where to resume to get the fields after it.
     position: Option<String>,
+    /// For a subscription with `data=True`: the field's bytes, where the store sent them.
+    data: Option<Vec<u8>>,
 }
 
 impl ListElement {
@@ -122,17 +124,19 @@ impl ListElement {
             key: OnceLock::new(),
             prefix,
             position: None,
+            data: None,
         }
     }
 
     /// A field a subscription delivered, with the position just after it.
-    pub fn notice(inner: api::ListElement, position: String) -> Self {
+    pub fn notice(inner: api::ListElement, position: String, data: Option<Vec<u8>>) -> Self {
         ListElement {
             inner,
             depth: 3,
             key: OnceLock::new(),
             prefix: Arc::new(Mutex::new(None)),
             position: Some(position),
+            data,
         }
     }
 
@@ -220,6 +224,15 @@ impl ListElement {
     #[getter]
     fn position(&self) -> Option<String> {
         self.position.clone()
+    }
+
+    /// From `FDB.subscribe(..., data=True)`: the field's bytes where the store sent them with
+    /// the notice; None otherwise (read it with `FDB.retrieve`).
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, pyo3::types::PyBytes>> {
+        self.data
+            .as_deref()
+            .map(|d| pyo3::types::PyBytes::new(py, d))
     }
 
     /// True for an older copy replaced by a newer archive (listed with include_masked=True).

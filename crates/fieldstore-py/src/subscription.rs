@@ -78,7 +78,11 @@ impl Subscription {
             if let Some((notice, position)) = got {
                 let token = position.to_token();
                 *lock(py, &self.position) = token.clone();
-                return Ok(Some(ListElement::notice(notice.element, token)));
+                return Ok(Some(ListElement::notice(
+                    notice.element,
+                    token,
+                    notice.data,
+                )));
             }
             py.check_signals()?;
             if deadline.is_some_and(|d| Instant::now() >= d) {

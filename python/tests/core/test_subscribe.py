@@ -59,6 +59,19 @@ def test_subscriber_sees_every_flushed_field_once_in_flush_order(mem, make_field
     assert sub.next(timeout=0.2) is None
 
 
+def test_with_data_each_element_carries_its_field(mem, make_fields):
+    sub = mem.subscribe(DB_REQUEST, start="now", timeout=5, data=True)
+    plain = mem.subscribe(DB_REQUEST, start="now", timeout=5)
+    fields = make_fields(steps=(0,))
+    for _, d in fields:
+        mem.archive(d)
+    mem.flush()
+    want = {_ident(k): d for k, d in fields}
+    got = [sub.next(timeout=5) for _ in fields]
+    assert {_ident(el.key): el.data for el in got} == want
+    assert plain.next(timeout=5).data is None
+
+
 def test_a_resumed_subscription_misses_nothing_and_repeats_nothing(mem, make_fields):
     sub = mem.subscribe(DB_REQUEST, start="beginning")
     mem.archive(b"".join(d for _, d in make_fields(steps=(0,))))

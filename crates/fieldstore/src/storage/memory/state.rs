@@ -409,6 +409,16 @@ impl Object {
             .unwrap_or(0)
     }
 
+    /// The segment starting at `offset`, if one does.
+    pub fn segment(&self, offset: u64) -> Result<Option<Arc<[u8]>>, StorageError> {
+        Ok(self
+            .segments
+            .read()
+            .map_err(poisoned)?
+            .get(&offset)
+            .cloned())
+    }
+
     /// Copies from `offset` on, across adjacent segments; fewer bytes at a gap or the end.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         let segs = self.segments.read().map_err(poisoned)?;
