@@ -76,6 +76,12 @@ impl RetrieveWait {
         timeout: Duration,
     ) -> Result<RetrieveWait, ApiError> {
         let wanted = fdb.wanted_fields(request)?;
+        if wanted.is_empty() {
+            // Else the wait would end at once, having waited for nothing.
+            return Err(ApiError::Invalid(format!(
+                "{request} names no field the schema can hold, so there is nothing to wait for: a keyword a schema rule needs is missing (`fieldstore schema` shows the rules; `fieldstore list` the keys stored)"
+            )));
+        }
         let sub = fdb.subscribe(request, &Start::Now)?;
         let named: Vec<String> = request.keywords().map(str::to_string).collect();
         let mut missing = HashMap::with_capacity(wanted.len());
@@ -112,22 +118,38 @@ impl RetrieveWait {
     pub fn next(&mut self, fdb: &dyn Fdb) -> Result<Option<Box<dyn DataReader>>, ApiError> {
         if !self.started {
             self.started = true;
-            let reader = fdb.retrieve(&self.request)?;
-            let mut given = 0;
-            for span in reader.fields() {
-                let full = span.key.db.join(&span.key.index).join(&span.key.datum);
-                if self
-                    .missing
-                    .remove(&fingerprint(&full, &self.named))
-                    .is_some()
-                {
-                    given += 1;
+            // Nothing there yet is what waiting is for, not an error.
+            let reader = match fdb.retrieve(&self.request) {
+                Ok(r) => Some(r),
+                Err(e) if e.kind() == crate::error_kind::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(reader) = reader {
+                if let Some(r) = self.take_present(reader) {
+                    return Ok(Some(r));
                 }
             }
-            if given > 0 {
-                return Ok(Some(reader));
+        }
+        self.arrivals(fdb)
+    }
+
+    /// The fields of the first retrieve this wait still wanted, marked given; `None` if none.
+    fn take_present(&mut self, reader: Box<dyn DataReader>) -> Option<Box<dyn DataReader>> {
+        let mut given = 0;
+        for span in reader.fields() {
+            let full = span.key.db.join(&span.key.index).join(&span.key.datum);
+            if self
+                .missing
+                .remove(&fingerprint(&full, &self.named))
+                .is_some()
+            {
+                given += 1;
             }
         }
+        (given > 0).then_some(reader)
+    }
+
+    fn arrivals(&mut self, fdb: &dyn Fdb) -> Result<Option<Box<dyn DataReader>>, ApiError> {
         while !self.missing.is_empty() {
             let left = self.deadline.saturating_duration_since(Instant::now());
             let Some(notice) = self.sub.next_within(left)? else {
@@ -239,5 +261,50 @@ mod tests {
         assert!(msg.contains("2 of the 3 fields"), "{msg}");
         assert!(msg.contains("step=0") && msg.contains("step=12"), "{msg}");
         assert!(!msg.contains("step=6"), "{msg}");
+    }
+}
+
+#[cfg(test)]
+mod nothing_yet_tests {
+    use std::io::Read;
+    use std::time::Duration;
+
+    use super::RetrieveWait;
+    use crate::api::Fdb;
+    use crate::error_kind::ErrorKind;
+    use crate::model::request::parse_request;
+    use crate::model::Key;
+
+    /// A wait for fields none of which exist yet waits for them; a request naming no field of
+    /// the schema (a rule's keyword missing) is refused instead of ending at once.
+    #[test]
+    fn a_wait_for_fields_not_there_at_all_waits_for_them() {
+        let d = tempfile::tempdir().unwrap();
+        let f = crate::api::testing::local(d.path());
+        let r = parse_request("retrieve,class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step=6,param=2t").unwrap();
+        let mut w = RetrieveWait::new(&*f, &r, Duration::from_millis(200)).unwrap();
+        let e = w.next(&*f).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        let no_step = parse_request("retrieve,class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,param=2t").unwrap();
+        let e = RetrieveWait::new(&*f, &no_step, Duration::from_secs(1))
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{e}");
+        assert!(e.to_string().contains("nothing to wait for"), "{e}");
+        let mut w = RetrieveWait::new(&*f, &r, Duration::from_secs(10)).unwrap();
+        let producer = {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let k = Key::parse("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step=6,param=167").unwrap();
+                f.archive_grib(&k, b"GRIB-six-7777").unwrap();
+                f.flush().unwrap();
+            })
+        };
+        let mut got = Vec::new();
+        w.next(&*f).unwrap().unwrap().read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"GRIB-six-7777");
+        assert!(w.next(&*f).unwrap().is_none());
+        producer.join().unwrap();
     }
 }
