@@ -376,20 +376,10 @@ mod tests {
     use std::time::Duration;
 
     use crate::api::subscribe::{Start, Subscription};
-    use crate::api::{Fdb, LocalFdb};
+    use crate::api::Fdb;
     use crate::model::request::parse_request;
-    use crate::model::Key;
 
-    fn memory() -> LocalFdb {
-        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
-            crate::model::config::FdbConfig::Local(l) => LocalFdb::new(l).unwrap(),
-            other => panic!("expected a local config, got {other:?}"),
-        }
-    }
-
-    fn key(step: u32) -> Key {
-        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
-    }
+    use crate::api::testing::{memory, sfc_key as key};
 
     fn steps(sub: &mut dyn Subscription, n: usize) -> Vec<String> {
         (0..n)

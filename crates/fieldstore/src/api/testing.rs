@@ -15,6 +15,19 @@ pub(crate) fn local(dir: &std::path::Path) -> Arc<LocalFdb> {
     }
 }
 
+/// A memory store of its own.
+pub(crate) fn memory() -> Arc<LocalFdb> {
+    match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
+        crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
+        other => panic!("expected a local config, got {other:?}"),
+    }
+}
+
+/// The key of one surface field of a forecast (2t), by step.
+pub(crate) fn sfc_key(step: u32) -> crate::model::Key {
+    crate::model::Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
+}
+
 /// Where the flush waits: before the local store's flush, or after it.
 type Hold = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>, bool)>>>;
 

@@ -189,25 +189,14 @@ impl RetrieveWait {
 #[cfg(test)]
 mod tests {
     use std::io::Read;
-    use std::sync::Arc;
     use std::time::Duration;
 
     use super::RetrieveWait;
-    use crate::api::{Fdb, LocalFdb};
+    use crate::api::Fdb;
     use crate::error_kind::ErrorKind;
     use crate::model::request::parse_request;
-    use crate::model::Key;
 
-    fn memory() -> Arc<LocalFdb> {
-        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
-            crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
-            other => panic!("expected a local config, got {other:?}"),
-        }
-    }
-
-    fn key(step: u32) -> Key {
-        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
-    }
+    use crate::api::testing::{memory, sfc_key as key};
 
     fn body(step: u32) -> Vec<u8> {
         format!("GRIB{step:04}7777").into_bytes()

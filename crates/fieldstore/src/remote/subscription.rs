@@ -382,19 +382,9 @@ mod tests {
     use crate::api::testing::SlowFlush;
     use crate::api::{Fdb, LocalFdb};
     use crate::model::request::parse_request;
-    use crate::model::Key;
     use crate::remote::{FdbFactory, Server, ServerOptions, ShutdownHandle};
 
-    fn memory() -> Arc<LocalFdb> {
-        match crate::model::config::from_yaml_str("{engine: memory}", "test").unwrap() {
-            crate::model::config::FdbConfig::Local(l) => Arc::new(LocalFdb::new(l).unwrap()),
-            other => panic!("expected a local config, got {other:?}"),
-        }
-    }
-
-    fn key(step: u32) -> Key {
-        Key::parse(&format!("class=od,expver=0001,stream=oper,date=20260101,time=0000,type=fc,levtype=sfc,step={step},param=167")).unwrap()
-    }
+    use crate::api::testing::{memory, sfc_key as key};
 
     type Serving = std::thread::JoinHandle<Result<(), RemoteError>>;
 
