@@ -413,6 +413,27 @@ fn every_operation_works_remotely() {
     );
 }
 
+/// Regression (issue 18): a non-ASCII `param` reached ecCodes' name lookup, which crashed with
+/// SIGSEGV: one remote `list param=é` killed the server and every client with it.
+#[test]
+fn a_request_eccodes_would_crash_on_is_an_error_and_the_server_serves_on() {
+    let s = Store::new();
+    let server = s.serve(&[]);
+    let grib = s.sample("a.grib", "0", 100);
+    s.ok("remote.yaml", &["write", grib.to_str().unwrap()]);
+    for bad in [
+        "class=od,param=é",
+        "class=od,param=t\u{301}",
+        "class=od,param=ü/t",
+    ] {
+        let e = s.fails("remote.yaml", &["list", bad]);
+        assert!(e.contains("unknown parameter name"), "{bad}: {e}");
+    }
+    // Still serving, the same store, on the same process.
+    assert_eq!(s.list("remote.yaml", &[]).len(), 4);
+    assert!(server.metric("fieldstore_connections_total") >= 4);
+}
+
 #[test]
 fn clients_without_the_right_token_are_refused() {
     let s = Store::new();

@@ -18,6 +18,9 @@ fn cache() -> &'static Mutex<HashMap<String, Option<String>>> {
 /// `number.table` (GRIB1 notation, `112.1`) gives the paramId ecCodes assigns that GRIB1 parameter,
 /// as archived fields get it (see `keys::mars_keys`).
 pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
+    if !plausible(name) {
+        return Ok(None);
+    }
     let name = name.to_ascii_lowercase();
     if let Ok(c) = cache().lock() {
         if let Some(hit) = c.get(&name) {
@@ -63,6 +66,16 @@ pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
     Ok(found)
 }
 
+/// Whether a name may be one of ecCodes' short names (`2t`, `10fg6`, `avg_2t`, `112.1`): short
+/// ASCII words. Nothing else reaches ecCodes: it crashes (SIGSEGV in its name lookup) on some
+/// strings, non-ASCII ones among them, and a request's values come from anyone.
+fn plausible(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 /// A resolver for [`crate::model::types::Context`].
 pub fn resolver(name: &str) -> Option<String> {
     param_id(name).ok().flatten()
@@ -71,6 +84,16 @@ pub fn resolver(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `param=é` (and other non-ASCII names) crashed the process with SIGSEGV inside
+    /// ecCodes' short-name lookup; such names are unknown without asking ecCodes.
+    #[test]
+    fn names_eccodes_cannot_hold_are_unknown_without_asking_it() {
+        for name in ["é", "ü", "2t\u{301}", "", "a b", "t;u", &"x".repeat(65)] {
+            assert_eq!(param_id(name).unwrap(), None, "{name:?}");
+        }
+        assert_eq!(param_id("2t").unwrap().as_deref(), Some("167"));
+    }
 
     #[test]
     fn names_resolve_through_eccodes() {
