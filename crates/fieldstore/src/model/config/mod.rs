@@ -51,6 +51,23 @@ pub struct Root {
 }
 
 impl Root {
+    /// A root at `path` that takes every action and has no limits: a config's default.
+    pub fn open_at(path: impl Into<std::path::PathBuf>) -> Root {
+        Root {
+            path: path.into(),
+            name: None,
+            writable: true,
+            visit: true,
+            list: true,
+            retrieve: true,
+            archive: true,
+            wipe: true,
+            capacity: None,
+            max_fill: None,
+            max_age_days: None,
+        }
+    }
+
     /// Whether any tier limit is set (then a space without a `handler` fills roots in order).
     pub fn has_limits(&self) -> bool {
         self.capacity.is_some() || self.max_fill.is_some() || self.max_age_days.is_some()

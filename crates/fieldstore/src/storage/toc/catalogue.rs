@@ -645,19 +645,7 @@ impl Catalogue for TocCatalogue {
 /// A catalogue over one root that takes everything: what the storage tests need.
 #[cfg(test)]
 pub(crate) fn one_root(root: &Path) -> TocCatalogue {
-    let r = Root {
-        path: root.to_path_buf(),
-        name: None,
-        writable: true,
-        visit: true,
-        list: true,
-        retrieve: true,
-        archive: true,
-        wipe: true,
-        capacity: None,
-        max_fill: None,
-        max_age_days: None,
-    };
+    let r = Root::open_at(root.to_path_buf());
     TocCatalogue::new(vec![Space {
         name: None,
         regex: ".*".into(),

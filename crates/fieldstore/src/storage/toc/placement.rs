@@ -287,19 +287,7 @@ mod tests {
     use crate::storage::fs;
 
     fn root(path: &Path) -> Root {
-        Root {
-            path: path.to_path_buf(),
-            name: None,
-            writable: true,
-            visit: true,
-            list: true,
-            retrieve: true,
-            archive: true,
-            wipe: true,
-            capacity: None,
-            max_fill: None,
-            max_age_days: None,
-        }
+        Root::open_at(path.to_path_buf())
     }
 
     fn space(handler: &str, roots: Vec<Root>) -> Space {
