@@ -1,0 +1,376 @@
+//! `fieldstore server`: serves one config's store over TCP (docs/protocol.md).
+//!
+//! A thread per connection, blocking I/O: the `Fdb` interface is synchronous, and a thread that is
+//! blocked writing to a slow client is exactly the back-pressure we want. What a connection holds
+//! is bounded: one frame being received (at most `max_payload`) or, while streaming a retrieve,
+//! at most three chunks (one being read from the store, one queued, one being written).
+//!
+//! Each archive connection gets its own `Fdb` from the factory, so a flush makes visible exactly
+//! what that client archived, and a client that vanishes takes its unflushed fields with it.
+
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use super::error::RemoteError;
+use super::metrics::Metrics;
+use super::protocol::{
+    self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
+    WireListElement,
+};
+use super::transport::{Socket, TlsAcceptor};
+use crate::api::{ApiError, Fdb, ListOptions, Notice};
+use crate::error_kind::ErrorKind;
+use crate::model::request::Request;
+
+/// Builds a fresh handle on the served store (one per archive connection).
+pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
+
+/// How often a blocked read wakes up to notice a shutdown.
+const POLL: Duration = Duration::from_millis(200);
+/// A client must say hello within this long after connecting.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A subscription's batch of notices is sent once it reaches this many bytes.
+const NOTICE_BATCH_BYTES: usize = 1 << 20;
+/// A client that stops in the middle of a frame for this long is dropped.
+const STALL_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Clients must present this token; `None` accepts anyone who can connect.
+    pub token: Option<String>,
+    /// Size of the chunks retrieve and list stream in.
+    pub chunk_size: usize,
+    /// The largest payload a frame may carry (the largest field a client may archive).
+    pub max_payload: u64,
+    /// Connections beyond this are refused with a "busy" error.
+    pub max_connections: usize,
+    /// How long a shutdown waits for open connections to finish what they are doing.
+    pub grace: Duration,
+    /// Serve TLS only (with this identity) instead of plain TCP.
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            token: None,
+            chunk_size: p::DEFAULT_CHUNK_SIZE,
+            max_payload: p::DEFAULT_MAX_PAYLOAD,
+            max_connections: 1024,
+            grace: Duration::from_secs(60),
+            tls: None,
+        }
+    }
+}
+
+struct Shared {
+    opts: ServerOptions,
+    factory: Box<FdbFactory>,
+    /// Serves every request but archive and flush.
+    fdb: Box<dyn Fdb>,
+    metrics: Arc<Metrics>,
+    stopping: AtomicBool,
+    addr: SocketAddr,
+    next_conn: AtomicU64,
+    /// Connections being served, and a signal when one ends.
+    active: Mutex<usize>,
+    ended: Condvar,
+}
+
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// Asks a running server to stop: no new connections, open ones finish the request in hand.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        if self.shared.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        info!("shutting down: finishing requests in progress");
+        // Wake the accept loop, which is blocked in accept().
+        let mut wake = self.shared.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+    }
+}
+
+impl Server {
+    pub fn bind(
+        listen: &str,
+        factory: Box<FdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
+        let fdb = factory()
+            .map_err(|e| RemoteError::payload("config", format!("cannot open the store: {e}")))?;
+        let listener = TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
+            endpoint: listen.to_string(),
+            source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
+        })?;
+        let addr = listener.local_addr()?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                opts,
+                factory,
+                fdb,
+                metrics: Arc::new(Metrics::default()),
+                stopping: AtomicBool::new(false),
+                addr,
+                next_conn: AtomicU64::new(1),
+                active: Mutex::new(0),
+                ended: Condvar::new(),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Serves until a shutdown is asked for, then waits (up to the grace period) for open
+    /// connections to finish.
+    pub fn run(self) -> Result<(), RemoteError> {
+        info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), "serving");
+        for stream in self.listener.incoming() {
+            if self.shared.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: let others finish, then go on.
+                    warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            self.spawn(stream);
+        }
+        drop(self.listener);
+        let deadline = Instant::now() + self.shared.opts.grace;
+        let mut active = self.shared.active.lock().unwrap_or_else(|e| e.into_inner());
+        while *active > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                warn!(
+                    "{} connections still busy after the grace period; their unflushed fields are discarded",
+                    *active
+                );
+                break;
+            }
+            active = self
+                .shared
+                .ended
+                .wait_timeout(active, deadline - now)
+                .map(|r| r.0)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        info!("server stopped");
+        Ok(())
+    }
+
+    fn spawn(&self, stream: TcpStream) {
+        let shared = self.shared.clone();
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        {
+            let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
+            if *active >= shared.opts.max_connections {
+                drop(active);
+                shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
+                let mut w = &stream;
+                let _ = w.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = write_error(
+                    &mut w,
+                    0,
+                    kinds::BUSY,
+                    &format!(
+                        "the server already has {} connections open (its --max-connections); try again later",
+                        shared.opts.max_connections
+                    ),
+                );
+                return;
+            }
+            *active += 1;
+        }
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        shared
+            .metrics
+            .connections_total
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .metrics
+            .connections_open
+            .fetch_add(1, Ordering::Relaxed);
+        let guard = ActiveGuard(shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("conn-{id}"))
+            .spawn(move || {
+                let _guard = guard;
+                let span = tracing::info_span!("conn", id, %peer);
+                let _e = span.enter();
+                let socket = match open_socket(stream, &_guard.0) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        warn!("cannot set up the connection: {e}");
+                        return;
+                    }
+                };
+                match Connection::new(socket, &_guard.0) {
+                    Ok(mut c) => c.serve(),
+                    Err(e) => warn!("cannot set up the connection: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            // The guard went down with the closure: the count is already right.
+            warn!("cannot start a thread for a connection: {e}");
+        }
+    }
+}
+
+/// The connection's byte stream: the TCP socket itself, or, with TLS, the pump's end once the
+/// handshake (bounded in time, so a silent client cannot hold a thread) succeeded.
+fn open_socket(stream: TcpStream, shared: &Shared) -> io::Result<Socket> {
+    stream.set_nodelay(true)?;
+    match &shared.opts.tls {
+        None => Ok(Socket::Tcp(stream)),
+        Some(tls) => {
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+            let socket = tls.accept(stream)?;
+            Ok(socket)
+        }
+    }
+}
+
+/// Counts a connection as open for exactly as long as its thread runs.
+struct ActiveGuard(Arc<Shared>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+        let mut active = self.0.active.lock().unwrap_or_else(|e| e.into_inner());
+        *active = active.saturating_sub(1);
+        self.0.ended.notify_all();
+    }
+}
+
+/// The socket's read side: retries the periodic timeouts, and gives up at a frame boundary once
+/// the server is stopping (mid-frame it keeps reading, so a request in flight is finished).
+struct ConnReader<'a> {
+    stream: Socket,
+    stopping: &'a AtomicBool,
+    at_boundary: bool,
+    deadline: Option<Instant>,
+    stopped: bool,
+}
+
+impl Read for ConnReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let waiting_since = Instant::now();
+        loop {
+            match self.stream.read(buf) {
+                Ok(n) => {
+                    if n > 0 {
+                        self.at_boundary = false;
+                    }
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "no hello within 10 s of connecting",
+                        ));
+                    }
+                    if self.at_boundary && self.stopping.load(Ordering::SeqCst) {
+                        self.stopped = true;
+                        return Err(io::Error::new(
+                            io::ErrorKind::ConnectionAborted,
+                            "server shutting down",
+                        ));
+                    }
+                    if !self.at_boundary && waiting_since.elapsed() > STALL_LIMIT {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the client stopped sending in the middle of a frame",
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> io::Result<u64> {
+    let body = p::to_json(&ErrorReply::new(kind, message, kinds::error_kind(kind)));
+    let n = p::write_frame(w, p::VERSION_MIN, MsgType::Error, request, &[&body])?;
+    w.flush()?;
+    Ok(n)
+}
+
+/// An api error as one line with its causes, which is what the remote user will read.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+/// Why a connection loop stopped early (the socket is unusable; nothing to send).
+type Broken = RemoteError;
+
+mod archive;
+mod connection;
+mod streams;
+
+use connection::Connection;
