@@ -368,7 +368,10 @@ impl LocalFdb {
         }
         // A wipe by another thread may remove the database's journal while it is being
         // created or opened: that is a retry (the caller's), not a failure.
-        let db_ref = match self.catalogue.create(db, self.schema.text()) {
+        let db_ref = match self
+            .catalogue
+            .create_by(db, self.schema.text(), self.config.creator.as_deref())
+        {
             Ok(d) => d,
             Err(StorageError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound
@@ -1443,6 +1446,7 @@ impl Fdb for LocalFdb {
             {
                 out.push(WhereElement {
                     location: self.catalogue.location(&db),
+                    creator: self.catalogue.creator(&db)?,
                     db: db.key,
                 });
             }
@@ -1529,6 +1533,7 @@ impl Fdb for LocalFdb {
                 .iter()
                 .filter_map(|o| self.store.object_size(&db, o))
                 .sum();
+            let creator = self.catalogue.creator(&db)?;
             out.push(StatsElement {
                 location: self.catalogue.location(&db),
                 db: db.key,
@@ -1541,6 +1546,7 @@ impl Fdb for LocalFdb {
                 data_files: objects.len() as u64,
                 data_bytes,
                 journal_records: s.journal_records,
+                creator,
             });
         }
         Ok(out)
@@ -1550,12 +1556,14 @@ impl Fdb for LocalFdb {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
             let d = self.catalogue.dump(&db)?;
+            let creator = self.catalogue.creator(&db)?;
             out.push(DumpElement {
                 location: self.catalogue.location(&db),
                 db: db.key,
                 journal_bytes: d.journal_bytes,
                 total_records: d.total_records,
                 records: d.records,
+                creator,
             });
         }
         Ok(out)
