@@ -368,19 +368,20 @@ impl LocalFdb {
         }
         // A wipe by another thread may remove the database's journal while it is being
         // created or opened: that is a retry (the caller's), not a failure.
-        let db_ref = match self
-            .catalogue
-            .create_by(db, self.schema.text(), self.config.creator.as_deref())
-        {
-            Ok(d) => d,
-            Err(StorageError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound
-                    && !matches!(self.catalogue.find(db), Ok(Some(_))) =>
+        let db_ref =
+            match self
+                .catalogue
+                .create_by(db, self.schema.text(), self.config.creator.as_deref())
             {
-                return Err(ApiError::Wiped { db: db.to_string() })
-            }
-            Err(e) => return Err(e.into()),
-        };
+                Ok(d) => d,
+                Err(StorageError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && !matches!(self.catalogue.find(db), Ok(Some(_))) =>
+                {
+                    return Err(ApiError::Wiped { db: db.to_string() })
+                }
+                Err(e) => return Err(e.into()),
+            };
         if self.catalogue.is_locked(&db_ref, "archive") {
             return Err(locked(&db_ref, "archive"));
         }

@@ -581,6 +581,33 @@ mod tests {
     }
 
     #[test]
+    fn init_records_carry_their_creator_and_older_ones_read_as_none() {
+        let old: Record = serde_json::from_str(
+            r#"{"kind":"init","db_key":"{a=1}","uid":0,"created":1,"incarnation":"x"}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, Record::Init { creator: None, .. }));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        let made = Record::Init {
+            db_key: "{a=1}".into(),
+            uid: 0,
+            created: 1,
+            incarnation: None,
+            creator: Some("ingest".into()),
+        };
+        std::fs::write(&p, encode(&[made])).unwrap();
+        let f = crate::storage::fs::os().open(&p, OpenMode::Read).unwrap();
+        assert_eq!(
+            read_init(&*f, &p).unwrap().creator.as_deref(),
+            Some("ingest")
+        );
+        // Without a creator the record is byte for byte what older versions wrote.
+        let plain = String::from_utf8(encode(&[init()])).unwrap_or_default();
+        assert!(!plain.contains("creator"));
+    }
+
+    #[test]
     fn round_trip_and_torn_tail() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("toc");
