@@ -86,7 +86,8 @@ impl fmt::Display for AuthOp {
 pub enum Role {
     /// list and retrieve.
     Reader,
-    /// list, retrieve and archive.
+    /// list, retrieve and archive; wipe and control too, which ownership limits to the
+    /// databases it created.
     Writer,
     /// Everything, on every database, whoever created it.
     Operator,
@@ -105,7 +106,7 @@ impl Role {
     fn allows(self, op: AuthOp) -> bool {
         match self {
             Role::Reader => matches!(op, AuthOp::List | AuthOp::Retrieve),
-            Role::Writer => matches!(op, AuthOp::List | AuthOp::Retrieve | AuthOp::Archive),
+            Role::Writer => true,
             Role::Operator => true,
         }
     }
@@ -617,7 +618,11 @@ identities:
         assert!(consumer.may_everywhere(AuthOp::Retrieve));
         assert!(!consumer.may(AuthOp::Archive, &rd));
         let ingest = t.identify("ingest-secret").unwrap();
-        assert!(ingest.may(AuthOp::Archive, &od3) && !ingest.may(AuthOp::Wipe, &od3));
+        assert!(ingest.may(AuthOp::Archive, &od3));
+        // A writer wipes only what it created.
+        assert!(ingest.refusal(AuthOp::Wipe, &od3, Some("ingest")).is_none());
+        assert!(ingest.refusal(AuthOp::Wipe, &od3, Some("ops")).is_some());
+        assert!(!consumer.may(AuthOp::Wipe, &od3));
         let ops = t.identify("ops-secret-1").unwrap();
         assert!(ops.is_operator());
         assert_eq!(ops.refusal(AuthOp::Wipe, &od3, Some("ingest")), None);
