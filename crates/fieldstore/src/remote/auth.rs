@@ -628,6 +628,26 @@ identities:
         assert_eq!(ops.refusal(AuthOp::Wipe, &od3, Some("ingest")), None);
     }
 
+    /// The example in docs/authorization.md is a valid file, with the grants it describes.
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../../../docs/authorization.md");
+        let yaml = doc
+            .split("```yaml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .unwrap();
+        let t = Tokens::parse(yaml, "docs/authorization.md").unwrap();
+        assert_eq!(t.len(), 4);
+        let research = t.identify("a-long-random-secret-for-research").unwrap();
+        let x001 = db("{class=od,expver=x001}");
+        assert!(research.may(AuthOp::Archive, &x001));
+        assert!(!research.may(AuthOp::Archive, &db("{class=od,expver=0001}")));
+        assert!(research.may_everywhere(AuthOp::Retrieve));
+        assert_eq!(t.identify("test").unwrap().name, "dashboards");
+        assert_eq!(t.identify("foo").unwrap().name, "ops-team");
+    }
+
     #[test]
     fn wipe_and_control_need_the_creator_or_an_operator() {
         let t = Tokens::parse(FILE, "tokens.yaml").unwrap();

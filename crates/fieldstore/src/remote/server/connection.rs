@@ -368,14 +368,14 @@ impl<'a> Connection<'a> {
             return Ok(false);
         };
         let req = q.request.to_request();
-        let everywhere = self.who.may_everywhere(AuthOp::Retrieve);
-        if !everywhere && !self.may_read(request, AuthOp::Retrieve, &req)? {
+        let everywhere = self.who.may_everywhere(AuthOp::List);
+        if !everywhere && !self.may_read(request, AuthOp::List, &req)? {
             return Ok(false);
         }
         match self.shared.fdb.wanted_fields(&req) {
             Ok(mut keys) => {
                 if !everywhere {
-                    keys.retain(|k| self.who.may(AuthOp::Retrieve, k));
+                    keys.retain(|k| self.who.may(AuthOp::List, k));
                 }
                 let pairs: Vec<_> = keys.iter().map(p::key_pairs).collect();
                 self.reply(request, &p::to_json(&pairs))?;
