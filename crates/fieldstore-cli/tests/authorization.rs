@@ -284,6 +284,21 @@ fn reads_return_only_what_the_grants_cover() {
     let want = std::fs::read(site.path("alice-0001.grib")).unwrap();
     assert_eq!(got.len(), want.len(), "only the expver=0001 fields");
 
+    // A subscription from the beginning announces only the covered fields.
+    let watched = site.ok(
+        "od1",
+        &[
+            "watch",
+            "class=od",
+            "--from",
+            "beginning",
+            "--timeout",
+            "1s",
+        ],
+    );
+    assert_eq!(watched.lines().count(), 2, "{watched}");
+    assert!(!watched.contains("0002"), "{watched}");
+
     // Entirely outside the grants: refused, and counted.
     let e = site.refused("od1", &["list", "class=od,expver=0002", "--porcelain"]);
     assert!(

@@ -72,7 +72,7 @@ impl Metrics {
     }
 
     /// Counts a request authorization refused.
-    pub fn refused(&self, identity: &str, op: AuthOp) {
+    pub fn count_refusal(&self, identity: &str, op: AuthOp) {
         let mut r = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
         *r.entry((identity.to_string(), op)).or_default() += 1;
     }
@@ -267,9 +267,9 @@ mod tests {
         let text = m.render();
         assert!(text.contains("fieldstore_subscriptions_open 2\n"));
         assert!(text.contains("fieldstore_notices_sent_total 7\n"));
-        m.refused("ingest", AuthOp::Wipe);
-        m.refused("ingest", AuthOp::Wipe);
-        m.refused("a\"b", AuthOp::Archive);
+        m.count_refusal("ingest", AuthOp::Wipe);
+        m.count_refusal("ingest", AuthOp::Wipe);
+        m.count_refusal("a\"b", AuthOp::Archive);
         let text = m.render();
         assert!(
             text.contains("fieldstore_refused_total{identity=\"ingest\",operation=\"wipe\"} 2\n")

@@ -16,7 +16,7 @@ impl Connection<'_> {
         db: Option<&Key>,
         message: &str,
     ) -> Result<(), Broken> {
-        self.shared.metrics.refused(&self.who.name, op);
+        self.shared.metrics.count_refusal(&self.who.name, op);
         let db = db.map(super::super::auth::key_text).unwrap_or_default();
         warn!(identity = %self.who.name, op = %op, db = %db, "refused: {message}");
         self.send_error(request, kinds::FORBIDDEN, message)
@@ -116,7 +116,7 @@ pub(super) fn may_archive(
             who.name
         ),
     };
-    shared.metrics.refused(&who.name, AuthOp::Archive);
+    shared.metrics.count_refusal(&who.name, AuthOp::Archive);
     let db = key.map(super::super::auth::key_text).unwrap_or_default();
     warn!(identity = %who.name, op = "archive", db = %db, "refused: {why}");
     Err((ErrorKind::Permission, why))

@@ -286,6 +286,8 @@ impl<'a> Connection<'a> {
         };
         let req = q.request.to_request();
         let Some(op) = AuthOp::of(h.kind) else {
+            let msg = format!("a {} frame is not a request", h.kind.op_name());
+            self.send_error(h.request, kinds::BAD_REQUEST, &msg)?;
             return Ok(false);
         };
         let status = h.kind == MsgType::Control

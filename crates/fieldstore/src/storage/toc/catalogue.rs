@@ -705,6 +705,23 @@ mod tests {
     }
 
     #[test]
+    fn a_database_keeps_the_creator_it_was_made_by() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let db = c.create_by(&a, "schema", Some("ingest")).unwrap();
+        // A later creator finds it made: the first one stays.
+        c.create_by(&a, "schema", Some("other")).unwrap();
+        assert_eq!(c.creator(&db).unwrap().as_deref(), Some("ingest"));
+        let fresh = catalogue(d.path());
+        assert_eq!(fresh.creator(&db).unwrap().as_deref(), Some("ingest"));
+        let local = c
+            .create(&Key::parse("{class=od,expver=0002}").unwrap(), "schema")
+            .unwrap();
+        assert_eq!(c.creator(&local).unwrap(), None);
+    }
+
+    #[test]
     fn keys_sharing_a_name_on_disk_are_never_mixed() {
         let d = tempfile::tempdir().unwrap();
         let c = catalogue(d.path());
