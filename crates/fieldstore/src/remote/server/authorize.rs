@@ -247,3 +247,91 @@ impl DataReader for Kept {
         &self.fields
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::schema::SplitKey;
+    use std::io::Cursor;
+
+    /// Fields laid end to end in memory.
+    struct Bytes {
+        data: Cursor<Vec<u8>>,
+        fields: Vec<FieldSpan>,
+    }
+
+    impl Read for Bytes {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.data.read(buf)
+        }
+    }
+
+    impl io::Seek for Bytes {
+        fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+            self.data.seek(to)
+        }
+    }
+
+    impl DataReader for Bytes {
+        fn size(&self) -> u64 {
+            self.data.get_ref().len() as u64
+        }
+        fn tell(&self) -> u64 {
+            self.data.position()
+        }
+        fn fields(&self) -> &[FieldSpan] {
+            &self.fields
+        }
+    }
+
+    fn stream(parts: &[(&str, &str)]) -> Box<dyn DataReader> {
+        let (mut data, mut fields) = (Vec::new(), Vec::new());
+        for (db, bytes) in parts {
+            fields.push(FieldSpan {
+                key: SplitKey {
+                    db: Key::from_pairs([("class", *db)]),
+                    index: Key::new(),
+                    datum: Key::new(),
+                },
+                offset: data.len() as u64,
+                length: bytes.len() as u64,
+                checksum: None,
+            });
+            data.extend_from_slice(bytes.as_bytes());
+        }
+        Box::new(Bytes {
+            data: Cursor::new(data),
+            fields,
+        })
+    }
+
+    #[test]
+    fn a_narrowed_retrieve_streams_only_the_kept_fields() {
+        let keep = |f: &FieldSpan| f.key.db.get("class") == Some("od");
+        let s = stream(&[("od", "aaa"), ("rd", "bb"), ("od", "cccc"), ("rd", "d")]);
+        let (mut kept, dropped) = Kept::wrap(s, keep);
+        assert_eq!(dropped, 2);
+        assert_eq!(kept.size(), 7);
+        let offsets: Vec<u64> = kept.fields().iter().map(|f| f.offset).collect();
+        assert_eq!(offsets, [0, 3]);
+        let mut small = [0u8; 2];
+        let mut out = Vec::new();
+        loop {
+            let n = kept.read(&mut small).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&small[..n]);
+            assert_eq!(kept.tell(), out.len() as u64);
+        }
+        assert_eq!(out, b"aaacccc");
+
+        // Nothing left out: the stream itself.
+        let (whole, dropped) = Kept::wrap(stream(&[("od", "x")]), keep);
+        assert_eq!((dropped, whole.size()), (0, 1));
+        // Everything left out: no fields, no bytes.
+        let (mut none, dropped) = Kept::wrap(stream(&[("rd", "yy")]), keep);
+        assert_eq!((dropped, none.fields().len()), (1, 0));
+        assert_eq!(none.read(&mut small).unwrap(), 0);
+    }
+}

@@ -327,10 +327,12 @@ impl<'a> Connection<'a> {
                 self.who.name
             ))),
             MsgType::Explain => Ok(p::to_json(&fdb.explain_nothing(&req))),
-            _ if status => fdb.control(&req, ControlAction::Status, &[]).map(|mut v| {
-                v.retain(|d| sees(&d.db));
-                p::to_json(&v)
-            }),
+            _ if status && !everywhere => {
+                fdb.control(&req, ControlAction::Status, &[]).map(|mut v| {
+                    v.retain(|d| sees(&d.db));
+                    p::to_json(&v)
+                })
+            }
             _ => {
                 let action = q.action.as_deref().and_then(p::parse_action);
                 let ids: Option<Vec<_>> = q
