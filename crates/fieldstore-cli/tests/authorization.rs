@@ -14,7 +14,8 @@ use std::process::{Command, Output};
 
 use server::Served;
 
-const IDENTITIES: [(&str, &str); 5] = [
+const IDENTITIES: [(&str, &str); 6] = [
+    ("w1", "w1-token-55555"),
     ("consumer", "consumer-token"),
     ("alice", "alice-token-1"),
     ("bob", "bob-token-22"),
@@ -44,6 +45,11 @@ fn tokens_file() -> String {
     allow:
       - operations: [list, retrieve]
         databases: class=od,expver=0001
+  - name: w1
+    token: w1-token-55555
+    allow:
+      - operations: [archive, list]
+        databases: [\"class=od,expver=0001\"]
 "
     )
 }
@@ -311,6 +317,26 @@ fn reads_return_only_what_the_grants_cover() {
     let grib = site.path("alice-0001.grib");
     site.refused("od1", &["write", grib.to_str().unwrap()]);
     site.refused("od1", &["wipe", DB1, "--doit"]);
+
+    // An archive grant on one pattern: fields inside it are stored, a batch reaching outside
+    // it is refused whole.
+    site.write("w1", "0001");
+    let e = site.refused(
+        "w1",
+        &["write", site.path("alice-0002.grib").to_str().unwrap()],
+    );
+    assert!(
+        e.contains("may not archive") && e.contains("expver=0002"),
+        "{e}"
+    );
+    let mut mixed = std::fs::read(site.path("w1-0001.grib")).unwrap();
+    mixed.extend(std::fs::read(site.path("alice-0002.grib")).unwrap());
+    std::fs::write(site.path("mixed.grib"), mixed).unwrap();
+    let before = site.ok("consumer", &["list", "class=od", "--porcelain", "--full"]);
+    site.refused("w1", &["write", site.path("mixed.grib").to_str().unwrap()]);
+    let after = site.ok("consumer", &["list", "class=od", "--porcelain", "--full"]);
+    assert_eq!(before, after, "nothing of a refused batch is visible");
+    assert_eq!(refusals(&served, "w1", "archive"), 2);
     assert_eq!(refusals(&served, "od1", "list"), 1);
     assert_eq!(refusals(&served, "od1", "retrieve"), 1);
 
