@@ -118,7 +118,7 @@ pub(super) fn may_archive(
     };
     shared.metrics.count_refusal(&who.name, AuthOp::Archive);
     let db = key.map(super::super::auth::key_text).unwrap_or_default();
-    warn!(identity = %who.name, op = "archive", db = %db, "refused: {why}");
+    warn!(identity = %who.name, op = %AuthOp::Archive, db = %db, "refused: {why}");
     Err((ErrorKind::Permission, why))
 }
 
