@@ -254,12 +254,30 @@ impl Identity {
                 .any(|g| g.ops.contains(&op) && g.databases.iter().any(|p| p.overlaps(request)))
     }
 
+    /// What its grants for `op` cover, for refusals: what to ask for, or where to go instead.
+    pub fn grants_for(&self, op: AuthOp) -> String {
+        let patterns: Vec<String> = self
+            .grants
+            .iter()
+            .filter(|g| g.ops.contains(&op))
+            .flat_map(|g| g.databases.iter().map(Pattern::to_string))
+            .collect();
+        if patterns.is_empty() {
+            format!("it has no {op} grant")
+        } else {
+            format!("its {op} grants: {}", patterns.join("; "))
+        }
+    }
+
     /// Why it may not do `op` on a database with this creator, if it may not: grants first,
     /// then ownership for wipe and control.
     pub fn refusal(&self, op: AuthOp, db: &Key, creator: Option<&str>) -> Option<String> {
         let what = format!("identity '{}' may not {op} {}", self.name, key_text(db));
         if !self.may(op, db) {
-            return Some(format!("{what}: its grants do not cover it"));
+            return Some(format!(
+                "{what}: its grants do not cover it ({})",
+                self.grants_for(op)
+            ));
         }
         if op.needs_ownership() && !self.is_operator() && creator != Some(self.name.as_str()) {
             let by = match creator {
@@ -666,7 +684,12 @@ identities:
         assert!(research
             .refusal(AuthOp::Wipe, &od, Some("research"))
             .unwrap()
-            .ends_with("its grants do not cover it"));
+            .ends_with("its grants do not cover it (its wipe grants: class=rd)"));
+        let consumer = t.identify("test").unwrap();
+        assert!(consumer
+            .refusal(AuthOp::Archive, &od, None)
+            .unwrap()
+            .ends_with("(it has no archive grant)"));
         assert!(research
             .refusal(AuthOp::Control, &rd, Some("research"))
             .is_some());

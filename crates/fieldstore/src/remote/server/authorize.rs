@@ -34,9 +34,10 @@ impl Connection<'_> {
             return Ok(true);
         }
         let msg = format!(
-            "identity '{}' may not {op} {}: its grants cover none of the databases it names",
+            "identity '{}' may not {op} {}: its grants cover none of the databases it names ({})",
             self.who.name,
-            request_text(req)
+            request_text(req),
+            self.who.grants_for(op)
         );
         self.refuse(request, op, None, &msg)?;
         Ok(false)
@@ -107,9 +108,10 @@ pub(super) fn may_archive(
     let why = match key {
         Some(k) if who.may(AuthOp::Archive, k) => return Ok(()),
         Some(k) => format!(
-            "identity '{}' may not archive {}: its grants do not cover it",
+            "identity '{}' may not archive {}: its grants do not cover it ({})",
             who.name,
-            super::super::auth::key_text(k)
+            super::super::auth::key_text(k),
+            who.grants_for(AuthOp::Archive)
         ),
         None => format!(
             "identity '{}' may archive only into some databases, and sent a field without its key",

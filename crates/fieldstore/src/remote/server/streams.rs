@@ -226,9 +226,10 @@ impl Connection<'_> {
             let (kept, dropped) = Kept::wrap(stream, |f| who.may(AuthOp::Retrieve, &f.key.db));
             if dropped > 0 && kept.fields().is_empty() {
                 let msg = format!(
-                    "identity '{}' may not retrieve {}: its grants cover none of the {dropped} fields it names",
+                    "identity '{}' may not retrieve {}: its grants cover none of the {dropped} fields it names ({})",
                     self.who.name,
-                    request_text(&req)
+                    request_text(&req),
+                    self.who.grants_for(AuthOp::Retrieve)
                 );
                 self.refuse(request, AuthOp::Retrieve, None, &msg)?;
                 return Ok(false);
