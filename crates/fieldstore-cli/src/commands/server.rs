@@ -2,15 +2,17 @@
 
 use std::io::Write;
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use fieldstore::open::TOKEN_ENV;
+use fieldstore::remote::auth::TokensFile;
 use fieldstore::remote::metrics::serve_metrics;
 use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
 use fieldstore::remote::{Server, ServerOptions, TlsAcceptor};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::context::Session;
@@ -21,8 +23,11 @@ pub struct ServerArgs {
     #[arg(long, default_value = "127.0.0.1:7654", value_name = "HOST:PORT")]
     listen: String,
     /// Secret clients must present (default: $FIELDSTORE_TOKEN; none: anyone who can connect).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tokens")]
     token: Option<String>,
+    /// Identities with their tokens and grants (YAML, docs/authorization.md); re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<std::path::PathBuf>,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_name = "HOST:PORT")]
     metrics: Option<String>,
@@ -49,27 +54,38 @@ pub struct ServerArgs {
 pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     let loaded = session.config()?;
     let config = loaded.config.clone();
-    let token = args
-        .token
-        .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    let tokens = match &args.tokens {
+        Some(path) => Some(Arc::new(TokensFile::load(path)?)),
+        None => None,
+    };
+    let token = match tokens {
+        Some(_) => None,
+        None => args
+            .token
+            .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())),
+    };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsAcceptor::from_pem_files(cert, key)?),
         _ => None,
     };
-    if token.is_none() {
+    if token.is_none() && tokens.is_none() {
         tracing::warn!("no --token or {TOKEN_ENV}: any client that can connect is served");
     }
     let opts = ServerOptions {
         token,
+        tokens: tokens.clone(),
         chunk_size: args.chunk_size.max(1),
         max_payload: args.max_frame,
         max_connections: args.max_connections,
         grace: Duration::from_secs(args.grace_seconds),
         tls,
     };
-    let server = Server::bind(
+    let server = Server::bind_recording_creators(
         &args.listen,
-        Box::new(move || fieldstore::open(&config)),
+        Box::new(move |creator| match creator {
+            Some(c) => fieldstore::open(&config.acting_for(c)),
+            None => fieldstore::open(&config),
+        }),
         opts,
     )
     .with_context(|| format!("starting the server for {}", loaded.source))?;
@@ -91,13 +107,16 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     drop(out);
 
     let handle = server.shutdown_handle();
-    let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP]).context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let mut first = true;
             for sig in signals.forever() {
-                if first {
+                if sig == SIGHUP {
+                    reload(tokens.as_deref());
+                } else if first {
                     tracing::info!(
                         signal = sig,
                         "stopping gracefully (signal again to stop now)"
@@ -111,4 +130,17 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         })?;
     server.run()?;
     Ok(())
+}
+
+/// SIGHUP: the tokens file again. A file that became invalid is reported and the identities stay
+/// as they were, so a typo cannot lock every client out.
+fn reload(tokens: Option<&TokensFile>) {
+    let Some(t) = tokens else {
+        tracing::info!("SIGHUP: no --tokens file to re-read");
+        return;
+    };
+    match t.reload() {
+        Ok(n) => tracing::info!(identities = n, file = %t.path().display(), "tokens file re-read"),
+        Err(e) => tracing::error!("tokens file not re-read, the previous identities stay: {e}"),
+    }
 }

@@ -876,8 +876,13 @@ fn stats_lines(all: &[StatsElement]) -> Vec<String> {
             .unwrap_or_default();
         let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
         for s in group {
+            let creator = s
+                .creator
+                .as_ref()
+                .map(|c| format!(", created by '{c}'"))
+                .unwrap_or_default();
             out.push(format!(
-                "{prefix}{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}",
+                "{prefix}{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}{creator}",
                 s.location, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
             ));
             fields += s.fields;
@@ -1013,6 +1018,7 @@ mod tests {
             data_files: 1,
             data_bytes: 99,
             journal_records: 3,
+            creator: None,
         }
     }
 

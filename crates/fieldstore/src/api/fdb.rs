@@ -193,6 +193,7 @@ mod tests {
             Ok(vec![WhereElement {
                 db: Key::new(),
                 location: "here".into(),
+                creator: None,
             }])
         }
     }

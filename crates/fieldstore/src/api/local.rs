@@ -368,16 +368,20 @@ impl LocalFdb {
         }
         // A wipe by another thread may remove the database's journal while it is being
         // created or opened: that is a retry (the caller's), not a failure.
-        let db_ref = match self.catalogue.create(db, self.schema.text()) {
-            Ok(d) => d,
-            Err(StorageError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound
-                    && !matches!(self.catalogue.find(db), Ok(Some(_))) =>
+        let db_ref =
+            match self
+                .catalogue
+                .create_by(db, self.schema.text(), self.config.creator.as_deref())
             {
-                return Err(ApiError::Wiped { db: db.to_string() })
-            }
-            Err(e) => return Err(e.into()),
-        };
+                Ok(d) => d,
+                Err(StorageError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && !matches!(self.catalogue.find(db), Ok(Some(_))) =>
+                {
+                    return Err(ApiError::Wiped { db: db.to_string() })
+                }
+                Err(e) => return Err(e.into()),
+            };
         if self.catalogue.is_locked(&db_ref, "archive") {
             return Err(locked(&db_ref, "archive"));
         }
@@ -1443,6 +1447,7 @@ impl Fdb for LocalFdb {
             {
                 out.push(WhereElement {
                     location: self.catalogue.location(&db),
+                    creator: self.catalogue.creator(&db)?,
                     db: db.key,
                 });
             }
@@ -1529,6 +1534,7 @@ impl Fdb for LocalFdb {
                 .iter()
                 .filter_map(|o| self.store.object_size(&db, o))
                 .sum();
+            let creator = self.catalogue.creator(&db)?;
             out.push(StatsElement {
                 location: self.catalogue.location(&db),
                 db: db.key,
@@ -1541,6 +1547,7 @@ impl Fdb for LocalFdb {
                 data_files: objects.len() as u64,
                 data_bytes,
                 journal_records: s.journal_records,
+                creator,
             });
         }
         Ok(out)
@@ -1550,12 +1557,14 @@ impl Fdb for LocalFdb {
         let mut out = Vec::new();
         for db in self.matching_dbs(request)? {
             let d = self.catalogue.dump(&db)?;
+            let creator = self.catalogue.creator(&db)?;
             out.push(DumpElement {
                 location: self.catalogue.location(&db),
                 db: db.key,
                 journal_bytes: d.journal_bytes,
                 total_records: d.total_records,
                 records: d.records,
+                creator,
             });
         }
         Ok(out)

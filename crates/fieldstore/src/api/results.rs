@@ -34,6 +34,10 @@ pub struct WhereElement {
     #[serde(with = "key_pairs")]
     pub db: Key,
     pub location: String,
+    /// The server identity that created the database (docs/authorization.md); none for one
+    /// made locally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
 }
 
 /// A database wiped, or that would be (`doit == false`).
@@ -80,6 +84,10 @@ pub struct StatsElement {
     pub data_files: u64,
     pub data_bytes: u64,
     pub journal_records: u64,
+    /// The server identity that created the database (docs/authorization.md); none for one
+    /// made locally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
 }
 
 /// The history of one database. Its `Display` is what `fieldstore dump` prints: a line about the
@@ -97,6 +105,10 @@ pub struct DumpElement {
     pub total_records: u64,
     /// Oldest first.
     pub records: Vec<DumpRecord>,
+    /// The server identity that created the database (docs/authorization.md); none for one
+    /// made locally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
 }
 
 impl DumpElement {
@@ -112,7 +124,11 @@ impl fmt::Display for DumpElement {
         if let Some(bytes) = self.journal_bytes {
             write!(f, "journal {bytes} bytes, ")?;
         }
-        write!(f, "{} records)", self.total_records)?;
+        write!(f, "{} records", self.total_records)?;
+        if let Some(c) = &self.creator {
+            write!(f, ", created by '{c}'")?;
+        }
+        write!(f, ")")?;
         for (i, r) in self.records.iter().enumerate() {
             if i == 1 && self.records_not_kept() > 0 {
                 write!(
@@ -194,6 +210,7 @@ mod tests {
                     files: vec!["x".into()],
                 },
             ],
+            creator: None,
         };
         let back: DumpElement = serde_json::from_str(&serde_json::to_string(&el).unwrap()).unwrap();
         assert_eq!(back, el);
@@ -211,5 +228,15 @@ mod tests {
             .to_string()
             .starts_with("database memory://m/{class=od} (journal 300 bytes, 2 records)\n  INIT"));
         assert!(!toc.to_string().contains("not kept"));
+        let served = DumpElement {
+            creator: Some("ingest".into()),
+            ..toc
+        };
+        let back: DumpElement =
+            serde_json::from_str(&serde_json::to_string(&served).unwrap()).unwrap();
+        assert_eq!(back.creator.as_deref(), Some("ingest"));
+        assert!(served.to_string().starts_with(
+            "database memory://m/{class=od} (journal 300 bytes, 2 records, created by 'ingest')\n"
+        ));
     }
 }

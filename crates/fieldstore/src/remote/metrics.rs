@@ -1,15 +1,17 @@
 //! Server counters in Prometheus text format, and a minimal HTTP/1.1 responder for `/metrics`.
 //!
-//! Labels come from fixed sets (operation names), never from keys or requests, so the number of
-//! series stays bounded whatever clients send.
+//! Labels come from fixed sets (operation names, and the identities of the tokens file), never
+//! from keys or requests, so the number of series stays bounded whatever clients send.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::auth::AuthOp;
 use super::protocol::MsgType;
 use crate::api::Operation;
 
@@ -44,6 +46,8 @@ pub struct Metrics {
     pub subscriptions_open: AtomicI64,
     /// Notices sent to subscribers.
     pub notices_sent: AtomicU64,
+    /// Requests refused by authorization, by identity and operation.
+    refusals: Mutex<BTreeMap<(String, AuthOp), u64>>,
 }
 
 impl Metrics {
@@ -65,6 +69,12 @@ impl Metrics {
         c.buckets[slot].fetch_add(1, Ordering::Relaxed);
         c.micros
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a request authorization refused.
+    pub fn count_refusal(&self, identity: &str, op: AuthOp) {
+        let mut r = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+        *r.entry((identity.to_string(), op)).or_default() += 1;
     }
 
     pub fn render(&self) -> String {
@@ -148,6 +158,16 @@ impl Metrics {
         for (name, help, v) in counters {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
         }
+        let _ = writeln!(s, "# HELP fieldstore_refused_total Requests refused by authorization, by identity and operation.\n# TYPE fieldstore_refused_total counter");
+        let refusals = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+        for ((identity, op), n) in refusals.iter() {
+            let _ = writeln!(
+                s,
+                "fieldstore_refused_total{{identity=\"{}\",operation=\"{op}\"}} {n}",
+                label(identity)
+            );
+        }
+        drop(refusals);
         let _ = writeln!(
             s,
             "# HELP fieldstore_connections_open Connections open now.\n# TYPE fieldstore_connections_open gauge\nfieldstore_connections_open {}",
@@ -166,6 +186,13 @@ impl Metrics {
         );
         s
     }
+}
+
+/// A label value as the text format wants it escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Serves `GET /metrics` on `listener`, one short connection at a time, until the process ends.
@@ -240,5 +267,14 @@ mod tests {
         let text = m.render();
         assert!(text.contains("fieldstore_subscriptions_open 2\n"));
         assert!(text.contains("fieldstore_notices_sent_total 7\n"));
+        m.count_refusal("ingest", AuthOp::Wipe);
+        m.count_refusal("ingest", AuthOp::Wipe);
+        m.count_refusal("a\"b", AuthOp::Archive);
+        let text = m.render();
+        assert!(
+            text.contains("fieldstore_refused_total{identity=\"ingest\",operation=\"wipe\"} 2\n")
+        );
+        assert!(text
+            .contains("fieldstore_refused_total{identity=\"a\\\"b\",operation=\"archive\"} 1\n"));
     }
 }

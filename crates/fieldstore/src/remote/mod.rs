@@ -1,6 +1,7 @@
 //! The network edge: `fieldstore server` and the `remote` frontend, speaking the framed protocol
 //! of docs/protocol.md. Above `api`: the server serves any `Fdb`, the client is one.
 
+pub mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
 pub mod metrics;
@@ -11,5 +12,5 @@ pub(crate) mod transport;
 
 pub use client::RemoteFdb;
 pub use error::RemoteError;
-pub use server::{FdbFactory, Server, ServerOptions, ShutdownHandle};
+pub use server::{CreatorFdbFactory, FdbFactory, Server, ServerOptions, ShutdownHandle};
 pub use transport::{TlsAcceptor, TlsConnector};

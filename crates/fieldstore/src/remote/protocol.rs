@@ -482,6 +482,8 @@ pub mod kinds {
     use crate::error_kind::ErrorKind;
 
     pub const AUTH: &str = "auth";
+    /// The client is known, but its identity may not do this (docs/authorization.md).
+    pub const FORBIDDEN: &str = "forbidden";
     pub const VERSION: &str = "version";
     pub const BUSY: &str = "busy";
     pub const FRAME: &str = "frame";
@@ -493,7 +495,7 @@ pub mod kinds {
     /// The error kind a protocol kind stands for, when the reply does not say.
     pub fn error_kind(kind: &str) -> ErrorKind {
         match kind {
-            AUTH => ErrorKind::Permission,
+            AUTH | FORBIDDEN => ErrorKind::Permission,
             VERSION => ErrorKind::Unsupported,
             FRAME | BAD_REQUEST => ErrorKind::BadRequest,
             NOTHING_MATCHED => ErrorKind::NotFound,

@@ -84,7 +84,25 @@ pub trait Catalogue: Send + Sync {
 
     /// Where archives of this key go: the existing database, or a new one, created (with the
     /// schema text recorded beside it, as FDB5 does).
-    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError>;
+    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
+        self.create_by(db, schema_text, None)
+    }
+
+    /// As [`Catalogue::create`], recording in a database it makes the server identity that made
+    /// it (docs/authorization.md), so that every server on the store, now or after a restart or
+    /// a move, knows who may wipe it. An existing database keeps its creator.
+    fn create_by(
+        &self,
+        db: &Key,
+        schema_text: &str,
+        creator: Option<&str>,
+    ) -> Result<DbRef, StorageError>;
+
+    /// The server identity that created the database; `None` for one made locally (outside a
+    /// server with identities) or by a version from before creators were recorded.
+    fn creator(&self, _db: &DbRef) -> Result<Option<String>, StorageError> {
+        Ok(None)
+    }
 
     /// A writer of its own: entries added are invisible until `commit`.
     fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError>;

@@ -133,6 +133,9 @@ pub struct LocalConfig {
     pub spaces_source: Option<SpacesSource>,
     /// `engine: s3` or `store: s3`: the `s3:` section (required then, refused otherwise).
     pub s3: Option<S3Config>,
+    /// Not read from the file: the server identity databases created through this handle are
+    /// recorded as made by ([`FdbConfig::acting_for`], docs/authorization.md).
+    pub creator: Option<String>,
 }
 
 /// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).
@@ -343,6 +346,35 @@ pub enum FdbConfig {
         report: Option<PathBuf>,
         children: Vec<FdbConfig>,
     },
+}
+
+impl FdbConfig {
+    /// The same config, with every local store in it recording `creator` in the databases it
+    /// creates: what a server with identities archives through.
+    pub fn acting_for(&self, creator: &str) -> FdbConfig {
+        let mut c = self.clone();
+        c.set_creator(creator);
+        c
+    }
+
+    fn set_creator(&mut self, creator: &str) {
+        match self {
+            FdbConfig::Local(l) => l.creator = Some(creator.to_string()),
+            FdbConfig::Select { lanes, .. } => {
+                lanes.iter_mut().for_each(|l| l.config.set_creator(creator))
+            }
+            FdbConfig::Dist { lanes, .. } => {
+                lanes.iter_mut().for_each(|l| l.config.set_creator(creator))
+            }
+            // Another server records its own client's identity, not ours.
+            FdbConfig::Remote { .. } => {}
+            FdbConfig::Mirror { children, .. }
+            | FdbConfig::Filter { children, .. }
+            | FdbConfig::Diagnostics { children, .. } => {
+                children.iter_mut().for_each(|c| c.set_creator(creator))
+            }
+        }
+    }
 }
 
 /// `type:` values understood, in the order error messages list them.

@@ -940,6 +940,7 @@ impl Walk<'_> {
             memory,
             spaces_source: None,
             s3,
+            creator: None,
         })
     }
 

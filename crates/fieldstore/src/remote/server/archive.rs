@@ -19,9 +19,10 @@ impl Connection<'_> {
         std::thread::scope(|scope| {
             // The archiver logs under this connection's span, like the rest of it.
             let span = tracing::Span::current();
+            let who = self.who.clone();
             let archiver = scope.spawn(move || {
                 let _entered = span.enter();
-                archiver(shared, inbox, recycle)
+                archiver(shared, &who, inbox, recycle)
             });
             let result = loop {
                 let h = match self.next_frame(max) {
@@ -104,7 +105,7 @@ fn archiver_stopped() -> Failure {
 
 /// Stores the fields of one archive connection in order and answers its flushes. When the jobs
 /// end without a flush (the client went away), the batch is dropped unflushed: never visible.
-fn archiver(shared: &Shared, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>) {
+fn archiver(shared: &Shared, who: &Identity, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>) {
     let mut fdb: Option<Box<dyn Fdb>> = None;
     let mut pending = 0u64;
     let mut failed: Option<Failure> = None;
@@ -114,7 +115,7 @@ fn archiver(shared: &Shared, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>)
                 let started = Instant::now();
                 pending += 1;
                 if failed.is_none() {
-                    if let Err((kind, e)) = archive_one(shared, &mut fdb, &payload) {
+                    if let Err((kind, e)) = archive_one(shared, who, &mut fdb, &payload) {
                         failed = Some((kind, format!("field {pending} since the last flush: {e}")));
                     }
                 }
@@ -162,14 +163,19 @@ fn archiver(shared: &Shared, inbox: Receiver<Job>, recycle: SyncSender<Vec<u8>>)
 
 fn archive_one(
     shared: &Shared,
+    who: &Identity,
     fdb: &mut Option<Box<dyn Fdb>>,
     payload: &[u8],
 ) -> Result<(), Failure> {
     let (key, grib, data) =
         p::decode_archive(payload).map_err(|e| (ErrorKind::BadRequest, e.to_string()))?;
+    super::authorize::may_archive(shared, who, key.as_ref())?;
     let f = match fdb {
         Some(f) => f,
-        None => fdb.insert((shared.factory)().map_err(|e| (e.kind(), error_chain(&e)))?),
+        None => fdb.insert(
+            (shared.factory)(who.records_creator.then_some(who.name.as_str()))
+                .map_err(|e| (e.kind(), error_chain(&e)))?,
+        ),
     };
     let r = match (key, grib) {
         (Some(k), true) => f.archive_grib(&k, data),

@@ -1,6 +1,8 @@
 //! One client connection: the handshake, the control loop and the requests with one reply.
 
 use super::*;
+use crate::api::ControlAction;
+use crate::model::Key;
 
 pub(super) struct Connection<'a> {
     pub(super) shared: &'a Shared,
@@ -11,6 +13,8 @@ pub(super) struct Connection<'a> {
     /// Who the client proved to be at the handshake: the name authorization, limits and logs
     /// use ("anonymous" on a server without tokens).
     pub(super) identity: Arc<str>,
+    /// What that identity may do (everything, without a tokens file).
+    pub(super) who: Arc<Identity>,
 }
 
 impl<'a> Connection<'a> {
@@ -33,6 +37,7 @@ impl<'a> Connection<'a> {
             version: p::VERSION_MIN,
             payload: Vec::new(),
             identity: Arc::from("anonymous"),
+            who: Arc::new(Identity::everyone("anonymous")),
         })
     }
 
@@ -174,7 +179,28 @@ impl<'a> Connection<'a> {
                 ),
             );
         };
-        if let Some(want) = &self.shared.opts.token {
+        if let Some(tokens) = &self.shared.opts.tokens {
+            let found = hello
+                .token
+                .as_deref()
+                .and_then(|t| tokens.current().identify(t));
+            let Some(who) = found else {
+                let what = if hello.token.is_some() {
+                    "the token is not one of this server's identities"
+                } else {
+                    "this server requires a token and the client sent none"
+                };
+                return refuse(
+                    self,
+                    kinds::AUTH,
+                    &format!(
+                        "{what} (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)"
+                    ),
+                );
+            };
+            self.identity = Arc::from(who.name.as_str());
+            self.who = who;
+        } else if let Some(want) = &self.shared.opts.token {
             let ok = hello.token.as_deref().is_some_and(|t| same_secret(t, want));
             if !ok {
                 let what = if hello.token.is_some() {
@@ -191,6 +217,7 @@ impl<'a> Connection<'a> {
                 );
             }
             self.identity = Arc::from("token");
+            self.who = Arc::new(Identity::everyone("token"));
         }
         self.version = version;
         let body = p::to_json(&Welcome {
@@ -258,16 +285,54 @@ impl<'a> Connection<'a> {
             return Ok(false);
         };
         let req = q.request.to_request();
+        let Some(op) = AuthOp::of(h.kind) else {
+            let msg = format!("a {} frame is not a request", h.kind.op_name());
+            self.send_error(h.request, kinds::BAD_REQUEST, &msg)?;
+            return Ok(false);
+        };
+        let status = h.kind == MsgType::Control
+            && q.action.as_deref().and_then(p::parse_action) == Some(ControlAction::Status);
+        // Control's status only reads: it counts as list.
+        let op = if status { AuthOp::List } else { op };
+        let everywhere = self.who.may_everywhere(op);
+        if op == AuthOp::List && !everywhere && !self.may_read(h.request, op, &req)? {
+            return Ok(false);
+        }
+        if matches!(op, AuthOp::Wipe | AuthOp::Control) && !self.may_change(h.request, op, &req)? {
+            return Ok(false);
+        }
+        let sees = |db: &Key| everywhere || self.who.may(op, db);
         let fdb = &*self.shared.fdb;
         let result: Result<Vec<u8>, ApiError> = match h.kind {
-            MsgType::Axes => fdb.axes(&req, q.depth).map(|a| p::to_json(&a)),
-            MsgType::Where => fdb.where_(&req).map(|v| p::to_json(&v)),
-            MsgType::Dump => fdb.dump(&req).map(|v| p::to_json(&v)),
-            MsgType::Stats => fdb.stats(&req).map(|v| p::to_json(&v)),
+            MsgType::Axes if everywhere => fdb.axes(&req, q.depth).map(|a| p::to_json(&a)),
+            MsgType::Axes => self.covered_axes(&req, q.depth).map(|a| p::to_json(&a)),
+            MsgType::Where => fdb.where_(&req).map(|mut v| {
+                v.retain(|d| sees(&d.db));
+                p::to_json(&v)
+            }),
+            MsgType::Dump => fdb.dump(&req).map(|mut v| {
+                v.retain(|d| sees(&d.db));
+                p::to_json(&v)
+            }),
+            MsgType::Stats => fdb.stats(&req).map(|mut v| {
+                v.retain(|d| sees(&d.db));
+                p::to_json(&v)
+            }),
             MsgType::Wipe => fdb.wipe(&req, q.doit).map(|v| p::to_json(&v)),
             MsgType::Purge => fdb.purge(&req, q.doit).map(|v| p::to_json(&v)),
             MsgType::Compact => fdb.compact(&req).map(|v| p::to_json(&v)),
+            // What exists instead is for those who may see everything.
+            MsgType::Explain if !everywhere => Ok(p::to_json(&format!(
+                "(identity '{}' may not list every database: no explanation given)",
+                self.who.name
+            ))),
             MsgType::Explain => Ok(p::to_json(&fdb.explain_nothing(&req))),
+            _ if status && !everywhere => {
+                fdb.control(&req, ControlAction::Status, &[]).map(|mut v| {
+                    v.retain(|d| sees(&d.db));
+                    p::to_json(&v)
+                })
+            }
             _ => {
                 let action = q.action.as_deref().and_then(p::parse_action);
                 let ids: Option<Vec<_>> = q
@@ -306,8 +371,16 @@ impl<'a> Connection<'a> {
         let Some(q) = self.query(request)? else {
             return Ok(false);
         };
-        match self.shared.fdb.wanted_fields(&q.request.to_request()) {
-            Ok(keys) => {
+        let req = q.request.to_request();
+        let everywhere = self.who.may_everywhere(AuthOp::List);
+        if !everywhere && !self.may_read(request, AuthOp::List, &req)? {
+            return Ok(false);
+        }
+        match self.shared.fdb.wanted_fields(&req) {
+            Ok(mut keys) => {
+                if !everywhere {
+                    keys.retain(|k| self.who.may(AuthOp::List, k));
+                }
                 let pairs: Vec<_> = keys.iter().map(p::key_pairs).collect();
                 self.reply(request, &p::to_json(&pairs))?;
                 Ok(true)
@@ -322,11 +395,7 @@ impl<'a> Connection<'a> {
 
 /// Compares without stopping at the first difference, so timing does not reveal the token.
 fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    super::super::auth::same_bytes(a.as_bytes(), b.as_bytes())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use super::auth::{AuthOp, Identity, TokensFile};
 use super::error::RemoteError;
 use super::metrics::Metrics;
 use super::protocol::{
@@ -31,6 +32,10 @@ use crate::model::request::Request;
 /// Builds a fresh handle on the served store (one per archive connection).
 pub type FdbFactory = dyn Fn() -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
 
+/// As [`FdbFactory`], for a given creator: the handle records it in the databases it creates
+/// (`None`: the served store as configured, recording no one).
+pub type CreatorFdbFactory = dyn Fn(Option<&str>) -> Result<Box<dyn Fdb>, ApiError> + Send + Sync;
+
 /// How often a blocked read wakes up to notice a shutdown.
 const POLL: Duration = Duration::from_millis(200);
 /// A client must say hello within this long after connecting.
@@ -44,6 +49,9 @@ const STALL_LIMIT: Duration = Duration::from_secs(120);
 pub struct ServerOptions {
     /// Clients must present this token; `None` accepts anyone who can connect.
     pub token: Option<String>,
+    /// Identities, each with its token and grants (docs/authorization.md); takes the place of
+    /// `token` when set.
+    pub tokens: Option<Arc<TokensFile>>,
     /// Size of the chunks retrieve and list stream in.
     pub chunk_size: usize,
     /// The largest payload a frame may carry (the largest field a client may archive).
@@ -60,6 +68,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             token: None,
+            tokens: None,
             chunk_size: p::DEFAULT_CHUNK_SIZE,
             max_payload: p::DEFAULT_MAX_PAYLOAD,
             max_connections: 1024,
@@ -71,7 +80,7 @@ impl Default for ServerOptions {
 
 struct Shared {
     opts: ServerOptions,
-    factory: Box<FdbFactory>,
+    factory: Box<CreatorFdbFactory>,
     /// Serves every request but archive and flush.
     fdb: Box<dyn Fdb>,
     metrics: Arc<Metrics>,
@@ -118,7 +127,17 @@ impl Server {
         factory: Box<FdbFactory>,
         opts: ServerOptions,
     ) -> Result<Server, RemoteError> {
-        let fdb = factory()
+        Server::bind_recording_creators(listen, Box::new(move |_| factory()), opts)
+    }
+
+    /// As [`Server::bind`], with a factory that records the archiving identity in the databases
+    /// its handles create (what a server with a tokens file needs).
+    pub fn bind_recording_creators(
+        listen: &str,
+        factory: Box<CreatorFdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
+        let fdb = factory(None)
             .map_err(|e| RemoteError::payload("config", format!("cannot open the store: {e}")))?;
         let listener = TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
             endpoint: listen.to_string(),
@@ -158,7 +177,8 @@ impl Server {
     /// Serves until a shutdown is asked for, then waits (up to the grace period) for open
     /// connections to finish.
     pub fn run(self) -> Result<(), RemoteError> {
-        info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), "serving");
+        let identities = self.shared.opts.tokens.as_ref().map(|t| t.current().len());
+        info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), ?identities, "serving");
         for stream in self.listener.incoming() {
             if self.shared.stopping.load(Ordering::SeqCst) {
                 break;
@@ -370,6 +390,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 type Broken = RemoteError;
 
 mod archive;
+mod authorize;
 mod connection;
 mod streams;
 

@@ -1,5 +1,6 @@
 //! The streaming replies: retrieve, list and subscriptions.
 
+use super::authorize::{request_text, Kept};
 use super::connection::Connection;
 use super::*;
 
@@ -18,6 +19,10 @@ impl Connection<'_> {
             }
         };
         let shared = self.shared;
+        let everywhere = self.who.may_everywhere(AuthOp::Retrieve);
+        if !everywhere && !self.may_read(request, AuthOp::Retrieve, &q.request.to_request())? {
+            return Ok(false);
+        }
         let subscribed = if q.data {
             shared
                 .fdb
@@ -58,6 +63,12 @@ impl Connection<'_> {
             let mut wait = POLL;
             loop {
                 match sub.next_within(wait) {
+                    // Outside the grants: passed over, as if it matched nothing.
+                    Ok(Some(n))
+                        if !everywhere && !self.sees(AuthOp::Retrieve, &n.element.key.db) =>
+                    {
+                        wait = Duration::ZERO;
+                    }
                     Ok(Some(n)) if q.data => {
                         self.send_notice_data(request, n)?;
                         last_sent = Instant::now();
@@ -196,12 +207,34 @@ impl Connection<'_> {
             return Ok(false);
         };
         let shared = self.shared;
-        let stream = match shared.fdb.retrieve(&q.request.to_request()) {
+        let req = q.request.to_request();
+        let everywhere = self.who.may_everywhere(AuthOp::Retrieve);
+        if !everywhere && !self.may_read(request, AuthOp::Retrieve, &req)? {
+            return Ok(false);
+        }
+        let stream = match shared.fdb.retrieve(&req) {
             Ok(s) => s,
             Err(e) => {
                 self.send_api_error(request, &e)?;
                 return Ok(false);
             }
+        };
+        let stream = if everywhere {
+            stream
+        } else {
+            let who = self.who.clone();
+            let (kept, dropped) = Kept::wrap(stream, |f| who.may(AuthOp::Retrieve, &f.key.db));
+            if dropped > 0 && kept.fields().is_empty() {
+                let msg = format!(
+                    "identity '{}' may not retrieve {}: its grants cover none of the {dropped} fields it names ({})",
+                    self.who.name,
+                    request_text(&req),
+                    self.who.grants_for(AuthOp::Retrieve)
+                );
+                self.refuse(request, AuthOp::Retrieve, None, &msg)?;
+                return Ok(false);
+            }
+            kept
         };
         let chunk = shared.opts.chunk_size.max(1);
         // The fields first, in frames of about a chunk: the client's reader has its size and
@@ -261,7 +294,12 @@ impl Connection<'_> {
             depth: if q.depth == 0 { 3 } else { q.depth.clamp(1, 3) },
         };
         let shared = self.shared;
-        let iter = match shared.fdb.list(&q.request.to_request(), options) {
+        let req = q.request.to_request();
+        let everywhere = self.who.may_everywhere(AuthOp::List);
+        if !everywhere && !self.may_read(request, AuthOp::List, &req)? {
+            return Ok(false);
+        }
+        let iter = match shared.fdb.list(&req, options) {
             Ok(i) => i,
             Err(e) => {
                 self.send_api_error(request, &e)?;
@@ -273,6 +311,7 @@ impl Connection<'_> {
         let (mut in_batch, mut items, mut bytes) = (0u64, 0u64, 0u64);
         for el in iter {
             let el = match el {
+                Ok(el) if !everywhere && !self.sees(AuthOp::List, &el.key.db) => continue,
                 Ok(el) => el,
                 Err(e) => {
                     self.send_api_error(request, &e)?;

@@ -147,9 +147,18 @@ impl Catalogue for MemoryCatalogue {
             .map(|d| db_ref(&self.shared.name, &d.key)))
     }
 
-    fn create(&self, db: &Key, _schema_text: &str) -> Result<DbRef, StorageError> {
-        let d = self.shared.get_or_create(db)?;
+    fn create_by(
+        &self,
+        db: &Key,
+        _schema_text: &str,
+        creator: Option<&str>,
+    ) -> Result<DbRef, StorageError> {
+        let d = self.shared.get_or_create_by(db, creator)?;
         Ok(db_ref(&self.shared.name, &d.key))
+    }
+
+    fn creator(&self, db: &DbRef) -> Result<Option<String>, StorageError> {
+        Ok(self.shared.get(&db.key)?.and_then(|d| d.creator.clone()))
     }
 
     fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError> {

@@ -165,6 +165,14 @@ impl Shared {
     }
 
     pub fn get_or_create(&self, key: &Key) -> Result<Arc<MemDb>, StorageError> {
+        self.get_or_create_by(key, None)
+    }
+
+    pub fn get_or_create_by(
+        &self,
+        key: &Key,
+        creator: Option<&str>,
+    ) -> Result<Arc<MemDb>, StorageError> {
         if let Some(db) = self.get(key)? {
             return Ok(db);
         }
@@ -173,7 +181,9 @@ impl Shared {
             if let Some(db) = dbs.get(&db_id(key)) {
                 return Ok(db.clone());
             }
-            let db = Arc::new(MemDb::new(key.clone(), self.next_id()));
+            let mut db = MemDb::new(key.clone(), self.next_id());
+            db.creator = creator.map(str::to_string);
+            let db = Arc::new(db);
             dbs.insert(db_id(key), db.clone());
             db
         };
@@ -290,6 +300,8 @@ impl Shared {
 pub(super) struct MemDb {
     pub key: Key,
     pub created: u64,
+    /// The server identity that created it (docs/authorization.md).
+    pub creator: Option<String>,
     /// Creation order within the store, for retention (`created` has seconds only).
     pub seq: u64,
     pub snapshot: RwLock<Arc<Snapshot>>,
@@ -320,6 +332,7 @@ impl MemDb {
         MemDb {
             key,
             created,
+            creator: None,
             // The process too: a server restarted within the second numbers its databases
             // from 1 again, and a subscriber resuming must see a new incarnation.
             seq: unique,

@@ -406,3 +406,16 @@ fn dump_keeps_a_bounded_history() {
     assert!(matches!(dump.records[0], DumpRecord::Init { .. }));
     assert_eq!(dump.records[1], clear(2));
 }
+
+#[test]
+fn a_database_keeps_the_creator_it_was_made_by() {
+    let b = MemoryBackend::open(None, 1 << 20).unwrap();
+    let c = b.catalogue();
+    let db = c
+        .create_by(&key("{class=od}"), "s", Some("ingest"))
+        .unwrap();
+    c.create_by(&key("{class=od}"), "s", Some("other")).unwrap();
+    assert_eq!(c.creator(&db).unwrap().as_deref(), Some("ingest"));
+    let local = c.create(&key("{class=rd}"), "s").unwrap();
+    assert_eq!(c.creator(&local).unwrap(), None);
+}

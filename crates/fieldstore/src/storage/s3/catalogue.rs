@@ -138,6 +138,18 @@ impl S3Catalogue {
     }
 
     /// The generation a DbRef names (made by [`S3Catalogue::db_ref`]).
+    /// The database's generation object; `None` when it is gone (wiped meanwhile).
+    fn generation(&self, db: &DbRef) -> Result<Option<Generation>, StorageError> {
+        let g = self.gen_of(db)?;
+        let gen_key = layout::gen_key(&g.name, g.gen);
+        match self.client.get(&gen_key)? {
+            Some(b) => serde_json::from_slice::<Generation>(&b)
+                .map(Some)
+                .map_err(|e| self.corrupt(&gen_key, format!("bad JSON: {e}"))),
+            None => Ok(None),
+        }
+    }
+
     pub(super) fn gen_of(&self, db: &DbRef) -> Result<Gen, StorageError> {
         db.id
             .split_once('/')
@@ -371,7 +383,12 @@ impl Catalogue for S3Catalogue {
 
     /// Concurrent creators agree: the first create-only PUT of the next generation wins and
     /// the others use it.
-    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
+    fn create_by(
+        &self,
+        db: &Key,
+        schema_text: &str,
+        identity: Option<&str>,
+    ) -> Result<DbRef, StorageError> {
         let name = layout::db_name(db);
         for _ in 0..8 {
             let (live, max) = self.generations(&name)?;
@@ -386,6 +403,7 @@ impl Catalogue for S3Catalogue {
                 created: now_secs(),
                 creator: writer_id().to_string(),
                 stamp: stamp(),
+                identity: identity.map(str::to_string),
             };
             let bytes = serde_json::to_vec_pretty(&body).map_err(|e| StorageError::Config {
                 detail: format!("cannot encode the generation object of {db}: {e}"),
@@ -583,19 +601,15 @@ impl Catalogue for S3Catalogue {
         Ok(s)
     }
 
+    fn creator(&self, db: &DbRef) -> Result<Option<String>, StorageError> {
+        Ok(self.generation(db)?.and_then(|g| g.identity))
+    }
+
     /// One record per object: the generation, then each flush marker and compaction listed,
     /// in name order (flushes by rank).
     fn dump(&self, db: &DbRef) -> Result<CatalogueDump, StorageError> {
         let g = self.gen_of(db)?;
-        let gen_key = layout::gen_key(&g.name, g.gen);
-        let created = match self.client.get(&gen_key)? {
-            Some(b) => {
-                serde_json::from_slice::<Generation>(&b)
-                    .map_err(|e| self.corrupt(&gen_key, format!("bad JSON: {e}")))?
-                    .created
-            }
-            None => 0,
-        };
+        let created = self.generation(db)?.map_or(0, |g| g.created);
         let listing = self.list_gen(&g)?;
         let mut records = vec![DumpRecord::Init {
             db: db.key.clone(),

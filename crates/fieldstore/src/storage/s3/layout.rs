@@ -284,6 +284,10 @@ pub struct Generation {
     pub created: u64,
     pub creator: String,
     pub stamp: String,
+    /// The server identity that created the database (docs/authorization.md); `creator` is
+    /// the writing process. Absent in generations made locally or by older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 #[cfg(test)]

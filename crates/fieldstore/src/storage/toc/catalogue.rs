@@ -452,7 +452,12 @@ impl Catalogue for TocCatalogue {
 
     /// An existing copy in a visitable root of its space wins, else the space's handler picks
     /// an archive-enabled root within its limits.
-    fn create(&self, db: &Key, schema_text: &str) -> Result<DbRef, StorageError> {
+    fn create_by(
+        &self,
+        db: &Key,
+        schema_text: &str,
+        creator: Option<&str>,
+    ) -> Result<DbRef, StorageError> {
         self.reload_if_changed();
         let layout = self.layout();
         let name = Self::dir_name(db);
@@ -487,7 +492,7 @@ impl Catalogue for TocCatalogue {
                 r.path.join(&name)
             }
         };
-        ensure_database(&*self.fs, &path, db, schema_text)?;
+        ensure_database(&*self.fs, &path, db, schema_text, creator)?;
         // The directory may be another key's (an older store's `x/y` under the name `x_y` has
         // now; same values with other keywords; or created meanwhile): never mix their fields.
         let found = super::journal::read_db_key(&*self.fs, &path.join("toc"))?;
@@ -536,6 +541,15 @@ impl Catalogue for TocCatalogue {
             cache.insert(path.to_path_buf(), (id, reader.clone()));
         }
         Ok(Box::new(SharedReader(reader)))
+    }
+
+    fn creator(&self, db: &DbRef) -> Result<Option<String>, StorageError> {
+        let toc = dir(db).join("toc");
+        let f = self
+            .fs
+            .open(&toc, fs::OpenMode::Read)
+            .map_err(StorageError::io("open", &toc))?;
+        Ok(super::journal::read_init(&*f, &toc)?.creator)
     }
 
     fn is_locked(&self, db: &DbRef, action: &str) -> bool {
@@ -688,6 +702,23 @@ mod tests {
         std::fs::create_dir(&visible).unwrap();
         std::fs::write(visible.join("a.data"), b"bytes").unwrap();
         assert!(c.databases().iter().any(|r| r.is_err()));
+    }
+
+    #[test]
+    fn a_database_keeps_the_creator_it_was_made_by() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let a = Key::parse("{class=od,expver=0001}").unwrap();
+        let db = c.create_by(&a, "schema", Some("ingest")).unwrap();
+        // A later creator finds it made: the first one stays.
+        c.create_by(&a, "schema", Some("other")).unwrap();
+        assert_eq!(c.creator(&db).unwrap().as_deref(), Some("ingest"));
+        let fresh = catalogue(d.path());
+        assert_eq!(fresh.creator(&db).unwrap().as_deref(), Some("ingest"));
+        let local = c
+            .create(&Key::parse("{class=od,expver=0002}").unwrap(), "schema")
+            .unwrap();
+        assert_eq!(c.creator(&local).unwrap(), None);
     }
 
     #[test]

@@ -26,8 +26,10 @@ fn open(fs: &dyn FileSystem, toc: &Path) -> Result<Option<Box<dyn FsFile>>, Stor
 /// with the journal and a wipe and re-creation replaces. Journals written before it existed
 /// fall back to the owner and the creation second.
 fn epoch(f: &dyn FsFile, toc: &Path) -> Result<String, StorageError> {
-    let (_, uid, created, incarnation) = journal::read_init(f, toc)?;
-    Ok(incarnation.unwrap_or_else(|| format!("{uid}.{created}")))
+    let init = journal::read_init(f, toc)?;
+    Ok(init
+        .incarnation
+        .unwrap_or_else(|| format!("{}.{}", init.uid, init.created)))
 }
 
 /// Where the history of the database in `dir` stands. A database gone meanwhile has an

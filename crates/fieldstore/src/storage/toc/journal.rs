@@ -30,6 +30,10 @@ pub enum Record {
         /// one they followed. Journals from before it have none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         incarnation: Option<String>,
+        /// The server identity that created it (docs/authorization.md); none for a database
+        /// made locally, and in journals from before it (which read as before).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        creator: Option<String>,
     },
     /// Makes an index file visible.
     Index {
@@ -250,7 +254,7 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     let f = fs
         .open(path, OpenMode::Read)
         .map_err(StorageError::io("open", path))?;
-    let (db_key, ..) = read_init(&*f, path)?;
+    let Init { db_key, .. } = read_init(&*f, path)?;
     crate::model::Key::parse(&db_key).map_err(|e| StorageError::Corrupt {
         path: path.to_path_buf(),
         offset: 0,
@@ -258,11 +262,17 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     })
 }
 
-/// The journal's Init record (database key, owner, created, incarnation), reading only it.
-pub fn read_init(
-    f: &dyn FsFile,
-    path: &Path,
-) -> Result<(String, u32, u64, Option<String>), StorageError> {
+/// The journal's Init record, reading only it.
+pub struct Init {
+    pub db_key: String,
+    pub uid: u32,
+    pub created: u64,
+    pub incarnation: Option<String>,
+    pub creator: Option<String>,
+}
+
+/// The journal's Init record, reading only it.
+pub fn read_init(f: &dyn FsFile, path: &Path) -> Result<Init, StorageError> {
     let read_exact = |buf: &mut [u8], at: u64| match read_full_at(f, buf, at) {
         Ok(n) if n == buf.len() => Ok(()),
         Ok(_) => Err(StorageError::io("read", path)(std::io::Error::from(
@@ -291,9 +301,16 @@ pub fn read_init(
                 uid,
                 created,
                 incarnation,
+                creator,
             },
             ..,
-        ) => Ok((db_key, uid, created, incarnation)),
+        ) => Ok(Init {
+            db_key,
+            uid,
+            created,
+            incarnation,
+            creator,
+        }),
         Parsed::Ok(..) => Err(corrupt(
             "the journal does not start with an Init record".into(),
         )),
@@ -553,6 +570,7 @@ mod tests {
             uid: 0,
             created: 1,
             incarnation: None,
+            creator: None,
         }
     }
 
@@ -560,6 +578,33 @@ mod tests {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
         f.write_all(bytes).unwrap();
+    }
+
+    #[test]
+    fn init_records_carry_their_creator_and_older_ones_read_as_none() {
+        let old: Record = serde_json::from_str(
+            r#"{"kind":"init","db_key":"{a=1}","uid":0,"created":1,"incarnation":"x"}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, Record::Init { creator: None, .. }));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        let made = Record::Init {
+            db_key: "{a=1}".into(),
+            uid: 0,
+            created: 1,
+            incarnation: None,
+            creator: Some("ingest".into()),
+        };
+        std::fs::write(&p, encode(&[made])).unwrap();
+        let f = crate::storage::fs::os().open(&p, OpenMode::Read).unwrap();
+        assert_eq!(
+            read_init(&*f, &p).unwrap().creator.as_deref(),
+            Some("ingest")
+        );
+        // Without a creator the record is byte for byte what older versions wrote.
+        let plain = String::from_utf8(encode(&[init()])).unwrap_or_default();
+        assert!(!plain.contains("creator"));
     }
 
     #[test]

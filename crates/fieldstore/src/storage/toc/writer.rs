@@ -45,6 +45,7 @@ pub(crate) fn ensure_database(
     dir: &Path,
     db_key: &Key,
     schema_text: &str,
+    creator: Option<&str>,
 ) -> Result<(), StorageError> {
     let toc = dir.join("toc");
     if fs.exists(&toc) {
@@ -81,6 +82,7 @@ pub(crate) fn ensure_database(
             uid: current_uid(),
             created,
             incarnation: Some(unique.clone()),
+            creator: creator.map(str::to_string),
         }],
     )?;
     // link() fails if `toc` exists: the first creator wins and the others use its journal.
@@ -106,7 +108,7 @@ impl DbWriter {
         db_key: &Key,
         schema_text: &str,
     ) -> Result<DbWriter, StorageError> {
-        ensure_database(&**fs, dir, db_key, schema_text)?;
+        ensure_database(&**fs, dir, db_key, schema_text, None)?;
         Self::open_existing(fs, dir)
     }
 
