@@ -232,6 +232,10 @@ impl LocalFdb {
 
     /// Splits the key by the schema and hands the field to its database's writers.
     fn store(&self, key: &Key, strict: bool, data: &[u8]) -> Result<(), ApiError> {
+        self.store_bytes(key, strict, FieldBytes::Slice(data))
+    }
+
+    fn store_bytes(&self, key: &Key, strict: bool, mut data: FieldBytes) -> Result<(), ApiError> {
         if !self.config.actions.archive {
             return Err(ApiError::Invalid(
                 "archive is disabled by this config (archive: false / writable: false)".into(),
@@ -266,7 +270,21 @@ impl LocalFdb {
                     db: slot.db.id.clone(),
                 });
             }
-            let appended = open.batch.store.append(data).map_err(ApiError::from);
+            let appended = match &mut data {
+                FieldBytes::Slice(d) => open.batch.store.append(d),
+                FieldBytes::Stream(length, src) => {
+                    let r = open.batch.store.append_from(*length, &mut **src);
+                    // Its bytes are gone from the source: a retry has nothing to store.
+                    data = FieldBytes::Consumed;
+                    r
+                }
+                FieldBytes::Consumed => {
+                    return Err(ApiError::Wiped {
+                        db: slot.db.id.clone(),
+                    })
+                }
+            }
+            .map_err(ApiError::from);
             let added = appended.and_then(|field| {
                 Ok(open
                     .batch
@@ -1217,6 +1235,14 @@ impl Iterator for Listing {
     }
 }
 
+/// A field's bytes as `store` gets them: in memory, or still arriving (a server streaming a
+/// large field), which can be written only once.
+enum FieldBytes<'a> {
+    Slice(&'a [u8]),
+    Stream(u64, &'a mut dyn Read),
+    Consumed,
+}
+
 impl Fdb for LocalFdb {
     fn name(&self) -> String {
         "local".into()
@@ -1265,6 +1291,15 @@ impl Fdb for LocalFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.store(mars_key, false, data)
+    }
+
+    fn archive_grib_from(
+        &self,
+        mars_key: &Key,
+        length: u64,
+        src: &mut dyn Read,
+    ) -> Result<(), ApiError> {
+        self.store_bytes(mars_key, false, FieldBytes::Stream(length, src))
     }
 
     /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,

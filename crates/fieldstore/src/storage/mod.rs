@@ -26,6 +26,7 @@ pub use error::StorageError;
 pub use memory::{Limits as MemoryLimits, MemoryBackend, MemoryCatalogue, MemoryStore};
 pub use posix::PosixStore;
 pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
+pub(crate) use store::read_exactly;
 pub use toc::TocCatalogue;
 
 use crate::model::Key;

@@ -1,6 +1,7 @@
 //! The POSIX store: each writer appends to a data file of its own in the database's directory
 //! (the catalogue's id for the database, which this store reads as a directory path).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,6 +16,8 @@ const BUFFER: usize = 8 << 20;
 /// A field at least this big is written straight from the caller's memory: copying it into the
 /// buffer first would cost as much as the write itself and save no system call.
 const STRAIGHT: usize = 256 << 10;
+/// The piece a streamed field is written in.
+const PIECE: usize = 1 << 20;
 /// Every this many bytes, writeback of what was written is started without waiting for it, so
 /// the disk works while the archive goes on and the flush's fdatasync finds little left to do.
 const WRITEBACK_EVERY: u64 = 32 << 20;
@@ -348,6 +351,61 @@ impl StoreWriter for PosixWriter {
             offset,
             length: data.len() as u64,
             checksum: Some(checksum),
+        })
+    }
+
+    /// Written through in pieces after whatever is buffered, so the file holds the field's
+    /// bytes in order and the writer never holds more than a piece. A source that fails
+    /// midway leaves part of a field in the file: the writer is then poisoned, so no later
+    /// field is recorded at a wrong offset and its batch can never be flushed.
+    fn append_from(&mut self, length: u64, src: &mut dyn Read) -> Result<FieldRef, StorageError> {
+        if self.failed {
+            return Err(self.poisoned());
+        }
+        let file = self.file()?;
+        if let Err(e) = self.drain(&file) {
+            self.failed = true;
+            return Err(StorageError::io("write", &self.path)(e));
+        }
+        let mut piece = vec![0u8; PIECE.min(usize::try_from(length).unwrap_or(PIECE)).max(1)];
+        let mut crc = crate::checksum::Crc32c::new();
+        let mut got = 0u64;
+        while got < length {
+            let want = piece.len().min(usize::try_from(length - got).unwrap_or(usize::MAX));
+            let n = match src.read(&mut piece[..want]) {
+                Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(source) => {
+                    self.failed = true;
+                    return Err(StorageError::Source {
+                        got,
+                        length,
+                        source,
+                    });
+                }
+            };
+            if let Err(e) = file.append(&piece[..n]) {
+                self.failed = true;
+                return Err(StorageError::io("write", &self.path)(e));
+            }
+            crc.update(&piece[..n]);
+            got += n as u64;
+        }
+        let offset = self.len;
+        self.len += length;
+        if let Some((offset, len)) = self.due(self.len) {
+            file.start_writeback(offset, len);
+        }
+        Ok(FieldRef {
+            object: self.object.clone(),
+            offset,
+            length,
+            checksum: Some(crc.value()),
         })
     }
 
