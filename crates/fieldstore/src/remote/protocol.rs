@@ -381,7 +381,11 @@ pub(crate) fn read_header<R: Read>(
 }
 
 /// Fills `buf` with the next bytes of a payload, adding them to its checksum.
-pub(crate) fn read_piece<R: Read>(r: &mut R, buf: &mut [u8], crc: &mut Crc32c) -> Result<(), RemoteError> {
+pub(crate) fn read_piece<R: Read>(
+    r: &mut R,
+    buf: &mut [u8],
+    crc: &mut Crc32c,
+) -> Result<(), RemoteError> {
     if buf.is_empty() || fill_summing(r, buf, Some(crc))? {
         Ok(())
     } else {

@@ -371,7 +371,9 @@ impl StoreWriter for PosixWriter {
         let mut crc = crate::checksum::Crc32c::new();
         let mut got = 0u64;
         while got < length {
-            let want = piece.len().min(usize::try_from(length - got).unwrap_or(usize::MAX));
+            let want = piece
+                .len()
+                .min(usize::try_from(length - got).unwrap_or(usize::MAX));
             let n = match src.read(&mut piece[..want]) {
                 Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
                 Ok(n) => Ok(n),

@@ -208,6 +208,15 @@ impl<'a> Connection<'a> {
         let max = self.shared.opts.max_payload;
         while let Some(h) = self.next_frame(max)? {
             let started = Instant::now();
+            let shared = self.shared;
+            let _turn = match shared.per_identity.enter(&self.identity) {
+                Ok(t) => t,
+                Err(msg) => {
+                    warn!("refused: {msg}");
+                    self.send_error(h.request, kinds::BUSY, &msg)?;
+                    continue;
+                }
+            };
             let ok = match h.kind {
                 MsgType::Retrieve => self.retrieve(h.request)?,
                 MsgType::List => self.list(h.request)?,

@@ -54,6 +54,16 @@ pub struct ServerOptions {
     pub grace: Duration,
     /// Serve TLS only (with this identity) instead of plain TCP.
     pub tls: Option<TlsAcceptor>,
+    /// Bytes all clients together may make the server hold (fields being received, retrieve
+    /// chunks); beyond it connections wait, their sockets unread.
+    pub memory_budget: u64,
+    /// The share of `memory_budget` one connection may hold.
+    pub connection_budget: u64,
+    /// How long a connection waits for memory before its request ends as `busy`.
+    pub budget_wait: Duration,
+    /// Requests one identity may have in progress at once (an archive connection is one, for
+    /// its lifetime); 0: no limit.
+    pub max_requests_per_identity: usize,
 }
 
 impl Default for ServerOptions {
@@ -65,9 +75,18 @@ impl Default for ServerOptions {
             max_connections: 1024,
             grace: Duration::from_secs(60),
             tls: None,
+            memory_budget: budget::default_memory_budget(),
+            connection_budget: budget::default_connection_budget(budget::default_memory_budget()),
+            budget_wait: DEFAULT_BUDGET_WAIT,
+            max_requests_per_identity: DEFAULT_MAX_REQUESTS_PER_IDENTITY,
         }
     }
 }
+
+/// How long a connection waits for memory by default.
+pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(30);
+/// Requests one identity may have in progress by default.
+pub const DEFAULT_MAX_REQUESTS_PER_IDENTITY: usize = 256;
 
 struct Shared {
     opts: ServerOptions,
@@ -78,6 +97,8 @@ struct Shared {
     stopping: AtomicBool,
     addr: SocketAddr,
     next_conn: AtomicU64,
+    budget: Budget,
+    per_identity: PerIdentity,
     /// Connections being served, and a signal when one ends.
     active: Mutex<usize>,
     ended: Condvar,
@@ -125,13 +146,21 @@ impl Server {
             source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
         })?;
         let addr = listener.local_addr()?;
+        let metrics = Arc::new(Metrics::default());
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
+                budget: Budget::new(
+                    opts.memory_budget,
+                    opts.connection_budget,
+                    opts.budget_wait,
+                    metrics.clone(),
+                ),
+                per_identity: PerIdentity::new(opts.max_requests_per_identity, metrics.clone()),
                 opts,
                 factory,
                 fdb,
-                metrics: Arc::new(Metrics::default()),
+                metrics,
                 stopping: AtomicBool::new(false),
                 addr,
                 next_conn: AtomicU64::new(1),
@@ -159,6 +188,13 @@ impl Server {
     /// connections to finish.
     pub fn run(self) -> Result<(), RemoteError> {
         info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), "serving");
+        let o = &self.shared.opts;
+        info!(
+            memory_budget = o.memory_budget,
+            connection_budget = o.connection_budget,
+            max_requests_per_identity = o.max_requests_per_identity,
+            "limits"
+        );
         for stream in self.listener.incoming() {
             if self.shared.stopping.load(Ordering::SeqCst) {
                 break;
@@ -370,7 +406,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 type Broken = RemoteError;
 
 mod archive;
+mod budget;
 mod connection;
 mod streams;
 
+pub use budget::{default_connection_budget, default_memory_budget, parse_size};
+use budget::{Budget, PerIdentity};
 use connection::Connection;
