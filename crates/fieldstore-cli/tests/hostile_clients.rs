@@ -477,7 +477,14 @@ fn a_large_grib_without_a_key_is_spooled_and_stored_identically() {
     let mut c = Raw::hello(srv.port, Role::Archive);
     let prefix = encode_archive_prefix(None, false);
     for m in &messages {
-        write_frame(&mut c.stream, p::VERSION_MAX, MsgType::Archive, 4, &[&prefix, m]).unwrap();
+        write_frame(
+            &mut c.stream,
+            p::VERSION_MAX,
+            MsgType::Archive,
+            4,
+            &[&prefix, m],
+        )
+        .unwrap();
     }
     assert_eq!(c.flush(), Ok(messages.len() as u64));
     let request = format!("{ALL},param=t/u,levelist=1000/500,step=0");
@@ -606,38 +613,49 @@ fn a_client_over_the_memory_budget_waits_then_gets_busy() {
 fn an_identity_over_its_request_limit_is_refused_by_name() {
     let s = Store::new();
     let srv = s.serve(&["--max-requests-per-identity", "2"]);
-    let a = Raw::hello(srv.port, Role::Archive);
-    let _b = Raw::hello(srv.port, Role::Archive);
+    let data = vec![3u8; 1000];
+    let archive = |c: &mut Raw, step: &str| {
+        let k = key("t", "850", step);
+        let prefix = encode_archive_prefix(Some(&k), true);
+        write_frame(
+            &mut c.stream,
+            p::VERSION_MAX,
+            MsgType::Archive,
+            2,
+            &[&prefix, &data],
+        )
+        .unwrap();
+    };
+    // Two batches in progress (archived, not flushed) are the identity's two requests.
+    let mut a = Raw::hello(srv.port, Role::Archive);
+    archive(&mut a, "0");
+    let mut b = Raw::hello(srv.port, Role::Archive);
+    archive(&mut b, "6");
     let mut c = Raw::hello(srv.port, Role::Archive);
-    let h = c.recv().unwrap();
-    assert_eq!(h.kind, MsgType::Error);
-    let e = c.error();
+    archive(&mut c, "12");
+    let e = c.flush().unwrap_err();
     assert_eq!(e.kind, "busy");
     assert!(
         e.message.contains("identity 'token'")
             && e.message.contains("--max-requests-per-identity 2"),
         "{e:?}"
     );
-    assert_eq!(metric(&srv, "fieldstore_identity_limit_refusals_total"), 1);
-    // Control requests count too; once one ends, the identity is served again.
-    let small = s.sample("small.grib", "0", 1000);
+    // Control requests count too.
     let o = s
         .command("remote.yaml", &["list", "class=od"])
         .output()
         .unwrap();
     assert!(!o.status.success());
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--max-requests-per-identity"),
+        String::from_utf8_lossy(&o.stderr).contains("--max-requests-per-identity 2"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    drop(a);
-    wait_for("the archive connection to end", || {
-        s.command("remote.yaml", &["write", small.to_str().unwrap()])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    });
-    assert_eq!(s.list("remote.yaml").len(), 4);
+    assert_eq!(metric(&srv, "fieldstore_identity_limit_refusals_total"), 2);
+    // A flush ends a batch: the identity is served again, on the refused connection too.
+    assert_eq!(a.flush(), Ok(1));
+    archive(&mut c, "12");
+    assert_eq!(c.flush(), Ok(1));
+    assert_eq!(b.flush(), Ok(1));
+    assert_eq!(s.list("remote.yaml").len(), 3);
 }

@@ -60,8 +60,8 @@ pub struct ServerArgs {
     /// Seconds a request waits for memory before it is refused as busy.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_BUDGET_WAIT.as_secs())]
     budget_wait: u64,
-    /// Requests one identity may have in progress at once (an archive connection counts as one
-    /// while open); more are refused as busy. 0: no limit.
+    /// Requests one identity may have in progress at once (an archive batch counts as one from
+    /// its first field to its flush); more are refused as busy. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS_PER_IDENTITY)]
     max_requests_per_identity: usize,
 }

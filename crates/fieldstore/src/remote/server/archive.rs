@@ -40,14 +40,6 @@ impl Connection<'_> {
     /// it, this thread waits before reading on, and the client is held back by TCP.
     pub(super) fn archive_loop(&mut self) -> Result<(), Broken> {
         let shared = self.shared;
-        // The connection is one request of its identity for as long as it lasts.
-        let _turn = match shared.per_identity.enter(&self.identity) {
-            Ok(t) => t,
-            Err(msg) => {
-                warn!("refused: {msg}");
-                return self.send_error(0, kinds::BUSY, &msg);
-            }
-        };
         let share = Share::default();
         let (jobs, inbox) = sync_channel::<Job>(2);
         std::thread::scope(|scope| {
@@ -74,12 +66,29 @@ impl Connection<'_> {
         Self: 's,
     {
         let shared = self.shared;
+        // A batch (from its first field to its flush) is one request of the identity.
+        let mut turn = None;
         loop {
             let Some((h, crc)) = self.next_header(shared.opts.max_payload)? else {
                 return Ok(());
             };
             match h.kind {
                 MsgType::Archive => {
+                    if turn.is_none() {
+                        match shared.per_identity.enter(&self.identity) {
+                            Ok(t) => turn = Some(t),
+                            Err(msg) => {
+                                warn!("refused: {msg}");
+                                if !self.discard(h.length, crc)? {
+                                    return Ok(());
+                                }
+                                if jobs.send(Job::Failed((BUSY, msg))).is_err() {
+                                    return Ok(());
+                                }
+                                continue;
+                            }
+                        }
+                    }
                     let job = match self.receive_field(h, crc, share, jobs)? {
                         Received::Job(job) => job,
                         Received::Sent => continue,
@@ -94,6 +103,7 @@ impl Connection<'_> {
                         return Ok(());
                     }
                     self.flush_batch(h, jobs)?;
+                    turn = None;
                 }
                 other => {
                     if !self.read_small(h, crc)? {

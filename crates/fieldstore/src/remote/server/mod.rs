@@ -61,8 +61,8 @@ pub struct ServerOptions {
     pub connection_budget: u64,
     /// How long a connection waits for memory before its request ends as `busy`.
     pub budget_wait: Duration,
-    /// Requests one identity may have in progress at once (an archive connection is one, for
-    /// its lifetime); 0: no limit.
+    /// Requests one identity may have in progress at once (an archive batch is one, from its
+    /// first field to its flush); 0: no limit.
     pub max_requests_per_identity: usize,
 }
 
@@ -86,7 +86,7 @@ impl Default for ServerOptions {
 /// How long a connection waits for memory by default.
 pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(30);
 /// Requests one identity may have in progress by default.
-pub const DEFAULT_MAX_REQUESTS_PER_IDENTITY: usize = 256;
+pub const DEFAULT_MAX_REQUESTS_PER_IDENTITY: usize = 512;
 
 struct Shared {
     opts: ServerOptions,
