@@ -1803,6 +1803,47 @@ mod tests {
         assert!(e.contains("s3 with s3") && e.contains("toc with s3"), "{e}");
     }
 
+    /// A field stored as it arrives is the one `archive_grib` would store: same key, same
+    /// bytes back, visible only after the flush.
+    #[test]
+    fn a_streamed_field_is_stored_like_an_archived_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = fdb(dir.path());
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20260101"),
+            ("time", "0000"),
+            ("step", "6"),
+            ("levtype", "sfc"),
+            ("param", "167"),
+        ];
+        let msg = grib::sample::make_field(&keys, 5000, 1).unwrap();
+        let key = grib::mars_keys(&msg).unwrap();
+        f.archive_grib_from(&key, msg.len() as u64, &mut &msg[..])
+            .unwrap();
+        let req = crate::model::request::parse_request(
+            "class=od,stream=oper,type=fc,expver=0001,date=20260101,time=0000,step=6,levtype=sfc,param=167",
+        )
+        .unwrap();
+        assert!(f.retrieve(&req).is_err() || read_all(&f, &req).is_empty());
+        f.flush().unwrap();
+        assert_eq!(read_all(&f, &req), msg);
+        // A source shorter than announced stores nothing, and fails the batch.
+        let short = &msg[..msg.len() / 2];
+        assert!(f
+            .archive_grib_from(&key, msg.len() as u64, &mut &short[..])
+            .is_err());
+    }
+
+    fn read_all(f: &LocalFdb, req: &Request) -> Vec<u8> {
+        let mut out = Vec::new();
+        f.retrieve(req).unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+
     /// Archives t/u on levels 1000/500, steps 0/6/12, members 1/2 (enfo, pf) on `date`.
     fn ensemble(f: &LocalFdb, date: &str) {
         for step in ["0", "6", "12"] {

@@ -437,6 +437,79 @@ mod tests {
     use super::*;
     use crate::model::Key;
 
+    /// Reads in small, uneven pieces, as a socket delivers them; fails after `fail_at` bytes.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.fail_at.is_some_and(|f| self.at >= f) {
+                return Err(std::io::Error::other("client went away"));
+            }
+            let n = buf
+                .len()
+                .min(self.data.len() - self.at)
+                .min(7919 + self.at % 3);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn streamed_fields_land_like_appended_ones_between_buffered_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DbRef {
+            key: Key::default(),
+            id: dir.path().display().to_string(),
+        };
+        let store = PosixStore::default();
+        let mut w = store.writer(&db).unwrap();
+        let small = vec![1u8; 1000];
+        let big: Vec<u8> = (0..3 * PIECE + 5).map(|i| (i * 7 % 253) as u8).collect();
+        let a = w.append(&small).unwrap();
+        let mut src = Trickle {
+            data: big.clone(),
+            at: 0,
+            fail_at: None,
+        };
+        let b = w.append_from(big.len() as u64, &mut src).unwrap();
+        let c = w.append(&small).unwrap();
+        w.sync().unwrap();
+        assert_eq!(
+            (a.offset, b.offset, c.offset),
+            (0, 1000, 1000 + big.len() as u64)
+        );
+        assert_eq!(b.checksum, Some(crate::checksum::crc32c(&big)));
+        assert_eq!(store.read(&db, &b).unwrap(), big);
+        assert_eq!(store.read(&db, &c).unwrap(), small);
+    }
+
+    #[test]
+    fn a_source_failing_midway_poisons_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DbRef {
+            key: Key::default(),
+            id: dir.path().display().to_string(),
+        };
+        let store = PosixStore::default();
+        let mut w = store.writer(&db).unwrap();
+        let mut src = Trickle {
+            data: vec![9u8; 2 * PIECE],
+            at: 0,
+            fail_at: Some(PIECE + 17),
+        };
+        let e = w.append_from(2 * PIECE as u64, &mut src).unwrap_err();
+        assert!(matches!(e, StorageError::Source { .. }), "{e}");
+        assert!(e.to_string().contains("client went away"), "{e}");
+        // Part of a field is in the file: nothing more may be recorded after it.
+        assert!(w.append(&[1, 2, 3]).is_err());
+        assert!(w.sync().is_err());
+    }
+
     /// Buffers handed to the writing thread, a straight write between them and the tail left at
     /// sync must land in the order appended.
     #[test]
