@@ -631,6 +631,9 @@ fn an_identity_over_its_request_limit_is_refused_by_name() {
     archive(&mut a, "0");
     let mut b = Raw::hello(srv.port, Role::Archive);
     archive(&mut b, "6");
+    wait_for("both fields to be stored", || {
+        metric(&srv, "fieldstore_requests_total{op=\"archive\"}") == 2
+    });
     let mut c = Raw::hello(srv.port, Role::Archive);
     archive(&mut c, "12");
     let e = c.flush().unwrap_err();
@@ -658,4 +661,27 @@ fn an_identity_over_its_request_limit_is_refused_by_name() {
     assert_eq!(c.flush(), Ok(1));
     assert_eq!(b.flush(), Ok(1));
     assert_eq!(s.list("remote.yaml").len(), 3);
+}
+
+#[test]
+fn a_request_announcing_a_huge_payload_is_refused_before_anything_is_read() {
+    let s = Store::new();
+    let mut srv = s.serve(&[]);
+    let mut c = Raw::hello(srv.port, Role::Control);
+    let mut h = Vec::new();
+    h.extend_from_slice(&p::MAGIC);
+    h.extend_from_slice(&p::VERSION_MAX.to_be_bytes());
+    h.extend_from_slice(&(MsgType::List as u16).to_be_bytes());
+    h.extend_from_slice(&2u64.to_be_bytes());
+    h.extend_from_slice(&(900u64 << 20).to_be_bytes());
+    c.stream.write_all(&h).unwrap();
+    let r = c.recv().unwrap();
+    assert_eq!(r.kind, MsgType::Error);
+    let e = c.error();
+    assert_eq!(e.kind, "frame", "{e:?}");
+    assert!(e.message.contains("1048576"), "{e:?}");
+    let mut rest = Vec::new();
+    assert_eq!(c.stream.read_to_end(&mut rest).unwrap_or(0), 0, "closed");
+    assert!(srv.is_running());
+    assert!(s.list("remote.yaml").is_empty());
 }

@@ -10,8 +10,9 @@
 use std::fs::File;
 use std::io::{BufRead, Seek};
 
-use super::budget::{Lease, Refusal, Share};
+use super::budget::{Lease, Refusal, Share, Turn};
 use super::connection::Connection;
+use super::receive::BUSY;
 use super::*;
 use crate::checksum::Crc32c;
 use crate::model::Key;
@@ -21,12 +22,8 @@ const WHOLE_UP_TO: u64 = 1 << 20;
 /// Larger frames whose key is read (or checked) here are received whole up to this size, and
 /// spooled to a file above it.
 const SPOOL_ABOVE: u64 = 16 << 20;
-/// Frames other than archives (a flush) carry a few bytes at most.
-const SMALL_FRAME: u64 = p::HANDSHAKE_MAX_PAYLOAD;
 /// The metadata before a field's bytes is a key: far below this.
 const META_MAX: u64 = 1 << 20;
-/// The kind of a wait for memory that ran out: sent with the wire kind `busy`.
-const BUSY: ErrorKind = ErrorKind::Timeout;
 /// Pieces of a streamed field queued for the archiver while it writes the one before.
 const QUEUED_PIECES: usize = 4;
 
@@ -102,8 +99,7 @@ impl Connection<'_> {
                     if !self.read_small(h, crc)? {
                         return Ok(());
                     }
-                    self.flush_batch(h, jobs)?;
-                    turn = None;
+                    self.flush_batch(h, jobs, &mut turn)?;
                 }
                 other => {
                     if !self.read_small(h, crc)? {
@@ -119,7 +115,14 @@ impl Connection<'_> {
         }
     }
 
-    fn flush_batch(&mut self, h: FrameHeader, jobs: &SyncSender<Job>) -> Result<(), Broken> {
+    /// Flushes the batch and answers; the batch's turn ends before the answer goes, so the
+    /// client's next request finds it free.
+    fn flush_batch(
+        &mut self,
+        h: FrameHeader,
+        jobs: &SyncSender<Job>,
+        turn: &mut Option<Turn>,
+    ) -> Result<(), Broken> {
         let shared = self.shared;
         let started = Instant::now();
         let (tx, rx) = sync_channel(1);
@@ -127,6 +130,7 @@ impl Connection<'_> {
             Ok(()) => rx.recv().unwrap_or_else(|_| Err((0, archiver_stopped()))),
             Err(_) => Err((0, archiver_stopped())),
         };
+        *turn = None;
         let sent = match &outcome {
             Ok(pending) => {
                 info!(fields = pending, elapsed = ?started.elapsed(), "flushed");
@@ -151,63 +155,6 @@ impl Connection<'_> {
             .metrics
             .record(h.kind, started.elapsed(), outcome.is_ok());
         sent
-    }
-
-    /// The next frame's header; `None` when the client closed between frames or the server is
-    /// stopping.
-    fn next_header(&mut self, max: u64) -> Result<Option<(FrameHeader, Crc32c)>, Broken> {
-        if self.reader.buffer().is_empty() {
-            self.reader.get_mut().at_boundary = true;
-        }
-        match p::read_header(&mut self.reader, max) {
-            Ok((h, crc)) => {
-                self.shared
-                    .metrics
-                    .bytes_in
-                    .fetch_add(h.length + p::FRAME_OVERHEAD, Ordering::Relaxed);
-                Ok(Some((h, crc)))
-            }
-            Err(RemoteError::Closed) => Ok(None),
-            Err(e) => self.frame_failed(e).map(|()| None),
-        }
-    }
-
-    /// A frame that went wrong: nothing to do if the client left or the server is stopping;
-    /// otherwise an undecodable frame gets an error frame and closes the connection.
-    fn frame_failed(&mut self, e: RemoteError) -> Result<(), Broken> {
-        match e {
-            RemoteError::Closed => Ok(()),
-            _ if self.reader.get_ref().stopped => Ok(()),
-            e @ (RemoteError::Io(_) | RemoteError::Truncated) => Err(e),
-            e => {
-                self.shared
-                    .metrics
-                    .frame_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                warn!("invalid frame, closing the connection: {e}");
-                let _ = write_error(&mut self.writer, 0, kinds::FRAME, &e.to_string());
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads a small frame's payload into `self.payload` and checks its trailer; `false`: the
-    /// connection ends.
-    fn read_small(&mut self, h: FrameHeader, mut crc: Crc32c) -> Result<bool, Broken> {
-        if h.length > SMALL_FRAME {
-            self.frame_failed(RemoteError::TooLarge {
-                length: h.length,
-                max: SMALL_FRAME,
-            })?;
-            return Ok(false);
-        }
-        self.payload.resize(h.length as usize, 0);
-        let read = p::read_piece(&mut self.reader, &mut self.payload, &mut crc)
-            .and_then(|()| p::read_trailer(&mut self.reader, &crc));
-        match read {
-            Ok(()) => Ok(true),
-            Err(e) => self.frame_failed(e).map(|()| false),
-        }
     }
 
     /// Receives one archive frame as the job that stores it, or sends the failure that stands
@@ -415,29 +362,6 @@ impl Connection<'_> {
             return Ok(Received::Stopping);
         }
         Ok(Received::Job(Job::Spooled { key, length, file }))
-    }
-
-    /// Reads past the rest of a frame whose field will not be stored, holding nothing, and
-    /// checks its trailer (a damaged frame still closes the connection). `false`: the
-    /// connection ends.
-    fn discard(&mut self, mut left: u64, mut crc: Crc32c) -> Result<bool, Broken> {
-        while left > 0 {
-            let n = match self.reader.fill_buf() {
-                Ok([]) => return self.frame_failed(RemoteError::Truncated).map(|()| false),
-                Ok(b) => {
-                    let n = (b.len() as u64).min(left) as usize;
-                    crc.update(&b[..n]);
-                    n
-                }
-                Err(e) => return self.frame_failed(RemoteError::Io(e)).map(|()| false),
-            };
-            self.reader.consume(n);
-            left -= n as u64;
-        }
-        match p::read_trailer(&mut self.reader, &crc) {
-            Ok(()) => Ok(true),
-            Err(e) => self.frame_failed(e).map(|()| false),
-        }
     }
 
     /// A field that will not be stored: read past, and the batch fails with `failure`.

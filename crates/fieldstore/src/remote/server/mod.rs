@@ -408,6 +408,7 @@ type Broken = RemoteError;
 mod archive;
 mod budget;
 mod connection;
+mod receive;
 mod streams;
 
 pub use budget::{default_connection_budget, default_memory_budget, parse_size};
