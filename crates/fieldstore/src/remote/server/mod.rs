@@ -1,9 +1,11 @@
 //! `fieldstore server`: serves one config's store over TCP (docs/protocol.md).
 //!
 //! A thread per connection, blocking I/O: the `Fdb` interface is synchronous, and a thread that is
-//! blocked writing to a slow client is exactly the back-pressure we want. What a connection holds
-//! is bounded: one frame being received (at most `max_payload`) or, while streaming a retrieve,
-//! at most three chunks (one being read from the store, one queued, one being written).
+//! blocked writing to a slow client is exactly the back-pressure we want. What connections hold
+//! comes from a memory budget (`budget.rs`): a request (at most 1 MiB), a small archive frame or
+//! the pieces of a large one in flight (`archive.rs`), a retrieve's three chunks (one being read
+//! from the store, one queued, one being written), a list's batch. A connection without budget
+//! waits before reading its socket, so TCP holds its client back.
 //!
 //! Each archive connection gets its own `Fdb` from the factory, so a flush makes visible exactly
 //! what that client archived, and a client that vanishes takes its unflushed fields with it.
