@@ -25,9 +25,10 @@ large_points=$(( quick ? 16 << 20 : (512 << 20) - (1 << 20) ))   # about 2 bytes
 hostile_pid=""
 server_pid=""
 cleanup() {
+  set +e
   [ -n "$hostile_pid" ] && kill "$hostile_pid" 2>/dev/null
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-  wait 2>/dev/null || true
+  wait 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -539,6 +539,26 @@ fn a_client_vanishing_mid_field_or_sending_a_damaged_one_leaves_nothing() {
     assert_eq!(s.list("remote.yaml").len(), 4);
     assert_eq!(s.list("local.yaml").len(), 4);
     assert_eq!(s.spooled_files(), 0);
+    // No part of the unfinished or damaged fields stays in the store's data files.
+    assert_eq!(
+        data_bytes(&s.path("root")),
+        std::fs::metadata(&small).unwrap().len()
+    );
+}
+
+/// Bytes in the data files under `dir`.
+fn data_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            total += data_bytes(&p);
+        } else if p.extension().is_some_and(|x| x == "data") {
+            total += e.metadata().unwrap().len();
+        }
+    }
+    total
 }
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {

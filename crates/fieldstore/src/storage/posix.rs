@@ -282,6 +282,13 @@ impl PosixWriter {
     }
 
     /// Everything appended is in the file (not yet durable).
+    /// Removes the part of a streamed field written so far (`written` bytes past `self.len`).
+    fn cut_back(&mut self, file: &Arc<dyn FsFile>, written: u64) {
+        if written > 0 && file.set_len(self.len).is_err() {
+            self.failed = true;
+        }
+    }
+
     fn drain(&mut self, file: &Arc<dyn FsFile>) -> std::io::Result<()> {
         if let Some(spare) = self.join()? {
             if self.buf.capacity() == 0 {
@@ -355,9 +362,10 @@ impl StoreWriter for PosixWriter {
     }
 
     /// Written through in pieces after whatever is buffered, so the file holds the field's
-    /// bytes in order and the writer never holds more than a piece. A source that fails
-    /// midway leaves part of a field in the file: the writer is then poisoned, so no later
-    /// field is recorded at a wrong offset and its batch can never be flushed.
+    /// bytes in order and the writer never holds more than a piece. A source that fails midway
+    /// (a client gone, a damaged frame) leaves nothing: the file is cut back to where the field
+    /// began, or, if that fails, the writer is poisoned so no later field is recorded at a
+    /// wrong offset.
     fn append_from(&mut self, length: u64, src: &mut dyn Read) -> Result<FieldRef, StorageError> {
         if self.failed {
             return Err(self.poisoned());
@@ -383,7 +391,7 @@ impl StoreWriter for PosixWriter {
             let n = match n {
                 Ok(n) => n,
                 Err(source) => {
-                    self.failed = true;
+                    self.cut_back(&file, got);
                     return Err(StorageError::Source {
                         got,
                         length,
@@ -392,7 +400,7 @@ impl StoreWriter for PosixWriter {
                 }
             };
             if let Err(e) = file.append(&piece[..n]) {
-                self.failed = true;
+                self.cut_back(&file, got + n as u64);
                 return Err(StorageError::io("write", &self.path)(e));
             }
             crc.update(&piece[..n]);
@@ -489,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn a_source_failing_midway_poisons_the_writer() {
+    fn a_source_failing_midway_leaves_nothing_of_its_field() {
         let dir = tempfile::tempdir().unwrap();
         let db = DbRef {
             key: Key::default(),
@@ -502,12 +510,18 @@ mod tests {
             at: 0,
             fail_at: Some(PIECE + 17),
         };
+        let before = w.append(&[5u8; 300_000]).unwrap();
         let e = w.append_from(2 * PIECE as u64, &mut src).unwrap_err();
         assert!(matches!(e, StorageError::Source { .. }), "{e}");
         assert!(e.to_string().contains("client went away"), "{e}");
-        // Part of a field is in the file: nothing more may be recorded after it.
-        assert!(w.append(&[1, 2, 3]).is_err());
-        assert!(w.sync().is_err());
+        // The file holds what came before, and the next field goes where the failed one began.
+        let path = dir.path().join(&before.object);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 300_000);
+        let next = w.append(&[1, 2, 3]).unwrap();
+        assert_eq!(next.offset, 300_000);
+        w.sync().unwrap();
+        assert_eq!(store.read(&db, &next).unwrap(), [1, 2, 3]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 300_003);
     }
 
     /// Buffers handed to the writing thread, a straight write between them and the tail left at

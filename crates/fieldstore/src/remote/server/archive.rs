@@ -276,6 +276,9 @@ impl Connection<'_> {
     {
         let shared: &'s Shared = self.shared;
         let mut left = length;
+        // The last piece is held back until the frame's checksum holds, so the store never has
+        // a whole field that arrived damaged.
+        let mut held: Option<Piece<'s>> = None;
         while left > 0 {
             let available = match self.reader.fill_buf() {
                 Ok([]) => return self.frame_failed(RemoteError::Truncated).map(|()| false),
@@ -295,13 +298,18 @@ impl Connection<'_> {
             crc.update(&piece);
             self.reader.consume(n);
             left -= n as u64;
-            if tx.send(Piece::Bytes(piece, lease)).is_err() {
-                // The archiver gave up on the field: the rest is read past.
-                return self.discard(left, crc);
+            if let Some(previous) = held.replace(Piece::Bytes(piece, lease)) {
+                if tx.send(previous).is_err() {
+                    // The archiver gave up on the field: the rest is read past.
+                    return self.discard(left, crc);
+                }
             }
         }
         match p::read_trailer(&mut self.reader, &crc) {
             Ok(()) => {
+                if let Some(last) = held {
+                    let _ = tx.send(last);
+                }
                 let _ = tx.send(Piece::End);
                 Ok(true)
             }

@@ -85,6 +85,9 @@ impl Default for ServerOptions {
     }
 }
 
+/// The least either budget may be: a large field in flight holds a piece (at most 256 KiB, a
+/// connection's read buffer) while it takes the next.
+const MIN_BUDGET: u64 = 1 << 20;
 /// How long a connection waits for memory by default.
 pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(30);
 /// Requests one identity may have in progress by default.
@@ -153,8 +156,8 @@ impl Server {
             listener,
             shared: Arc::new(Shared {
                 budget: Budget::new(
-                    opts.memory_budget,
-                    opts.connection_budget,
+                    opts.memory_budget.max(MIN_BUDGET),
+                    opts.connection_budget.max(MIN_BUDGET),
                     opts.budget_wait,
                     metrics.clone(),
                 ),
