@@ -20,7 +20,7 @@ pub(crate) fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
 
 /// A checksum fed piece by piece, as bytes arrive.
 #[derive(Clone)]
-pub(crate) struct Crc32c(Digest);
+pub struct Crc32c(Digest);
 
 impl Crc32c {
     pub fn new() -> Crc32c {

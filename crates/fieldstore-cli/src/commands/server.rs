@@ -11,6 +11,10 @@ use fieldstore::open::TOKEN_ENV;
 use fieldstore::remote::auth::TokensFile;
 use fieldstore::remote::metrics::serve_metrics;
 use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
+use fieldstore::remote::server::{
+    default_connection_budget, default_memory_budget, parse_size, DEFAULT_BUDGET_WAIT,
+    DEFAULT_MAX_REQUESTS_PER_IDENTITY,
+};
 use fieldstore::remote::{Server, ServerOptions, TlsAcceptor};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -49,6 +53,22 @@ pub struct ServerArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// Memory all clients together may make the server hold (fields being received, retrieve
+    /// and list buffers), e.g. 512MiB; beyond it clients wait, held back by TCP. Default: a
+    /// quarter of the machine's memory, between 256 MiB and 8 GiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory_budget: Option<u64>,
+    /// The part of --memory-budget one connection may hold, e.g. 64MiB. Default: 64 MiB, or an
+    /// eighth of --memory-budget if less.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    connection_budget: Option<u64>,
+    /// Seconds a request waits for memory before it is refused as busy.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_BUDGET_WAIT.as_secs())]
+    budget_wait: u64,
+    /// Requests one identity may have in progress at once (an archive batch counts as one from
+    /// its first field to its flush); more are refused as busy. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS_PER_IDENTITY)]
+    max_requests_per_identity: usize,
 }
 
 pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
@@ -71,6 +91,7 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     if token.is_none() && tokens.is_none() {
         tracing::warn!("no --token or {TOKEN_ENV}: any client that can connect is served");
     }
+    let memory_budget = args.memory_budget.unwrap_or_else(default_memory_budget);
     let opts = ServerOptions {
         token,
         tokens: tokens.clone(),
@@ -79,6 +100,12 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         max_connections: args.max_connections,
         grace: Duration::from_secs(args.grace_seconds),
         tls,
+        memory_budget,
+        connection_budget: args
+            .connection_budget
+            .unwrap_or_else(|| default_connection_budget(memory_budget)),
+        budget_wait: Duration::from_secs(args.budget_wait),
+        max_requests_per_identity: args.max_requests_per_identity,
     };
     let server = Server::bind_recording_creators(
         &args.listen,

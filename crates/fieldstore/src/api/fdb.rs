@@ -44,6 +44,20 @@ pub trait Fdb: Send + Sync {
         forward(self, Operation::Archive)?.archive_grib(mars_key, data)
     }
 
+    /// As [`Fdb::archive_grib`], for a field whose `length` bytes come from `src`: a server
+    /// receiving a large field stores it as it arrives instead of holding it whole. Stores that
+    /// can write in pieces (local POSIX) do; the default reads the field, then archives it
+    /// through `archive_grib`, so a wrapper's own `archive_grib` (a filter...) is never bypassed.
+    fn archive_grib_from(
+        &self,
+        mars_key: &Key,
+        length: u64,
+        src: &mut dyn std::io::Read,
+    ) -> Result<(), ApiError> {
+        let data = crate::storage::read_exactly(length, src)?;
+        self.archive_grib(mars_key, &data)
+    }
+
     /// Makes everything archived through this handle durable and visible to every reader.
     fn flush(&self) -> Result<(), ApiError> {
         forward(self, Operation::Flush)?.flush()

@@ -232,6 +232,10 @@ impl LocalFdb {
 
     /// Splits the key by the schema and hands the field to its database's writers.
     fn store(&self, key: &Key, strict: bool, data: &[u8]) -> Result<(), ApiError> {
+        self.store_bytes(key, strict, FieldBytes::Slice(data))
+    }
+
+    fn store_bytes(&self, key: &Key, strict: bool, mut data: FieldBytes) -> Result<(), ApiError> {
         if !self.config.actions.archive {
             return Err(ApiError::Invalid(
                 "archive is disabled by this config (archive: false / writable: false)".into(),
@@ -266,7 +270,21 @@ impl LocalFdb {
                     db: slot.db.id.clone(),
                 });
             }
-            let appended = open.batch.store.append(data).map_err(ApiError::from);
+            let appended = match &mut data {
+                FieldBytes::Slice(d) => open.batch.store.append(d),
+                FieldBytes::Stream(length, src) => {
+                    let r = open.batch.store.append_from(*length, &mut **src);
+                    // Its bytes are gone from the source: a retry has nothing to store.
+                    data = FieldBytes::Consumed;
+                    r
+                }
+                FieldBytes::Consumed => {
+                    return Err(ApiError::Wiped {
+                        db: slot.db.id.clone(),
+                    })
+                }
+            }
+            .map_err(ApiError::from);
             let added = appended.and_then(|field| {
                 Ok(open
                     .batch
@@ -1221,6 +1239,14 @@ impl Iterator for Listing {
     }
 }
 
+/// A field's bytes as `store` gets them: in memory, or still arriving (a server streaming a
+/// large field), which can be written only once.
+enum FieldBytes<'a> {
+    Slice(&'a [u8]),
+    Stream(u64, &'a mut dyn Read),
+    Consumed,
+}
+
 impl Fdb for LocalFdb {
     fn name(&self) -> String {
         "local".into()
@@ -1269,6 +1295,15 @@ impl Fdb for LocalFdb {
 
     fn archive_grib(&self, mars_key: &Key, data: &[u8]) -> Result<(), ApiError> {
         self.store(mars_key, false, data)
+    }
+
+    fn archive_grib_from(
+        &self,
+        mars_key: &Key,
+        length: u64,
+        src: &mut dyn Read,
+    ) -> Result<(), ApiError> {
+        self.store_bytes(mars_key, false, FieldBytes::Stream(length, src))
     }
 
     /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,
@@ -1775,6 +1810,47 @@ mod tests {
         );
         let e = err("memory", "s3");
         assert!(e.contains("s3 with s3") && e.contains("toc with s3"), "{e}");
+    }
+
+    /// A field stored as it arrives is the one `archive_grib` would store: same key, same
+    /// bytes back, visible only after the flush.
+    #[test]
+    fn a_streamed_field_is_stored_like_an_archived_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = fdb(dir.path());
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20260101"),
+            ("time", "0000"),
+            ("step", "6"),
+            ("levtype", "sfc"),
+            ("param", "167"),
+        ];
+        let msg = grib::sample::make_field(&keys, 5000, 1).unwrap();
+        let key = grib::mars_keys(&msg).unwrap();
+        f.archive_grib_from(&key, msg.len() as u64, &mut &msg[..])
+            .unwrap();
+        let req = crate::model::request::parse_request(
+            "class=od,stream=oper,type=fc,expver=0001,date=20260101,time=0000,step=6,levtype=sfc,param=167",
+        )
+        .unwrap();
+        assert!(f.retrieve(&req).is_err() || read_all(&f, &req).is_empty());
+        f.flush().unwrap();
+        assert_eq!(read_all(&f, &req), msg);
+        // A source shorter than announced stores nothing, and fails the batch.
+        let short = &msg[..msg.len() / 2];
+        assert!(f
+            .archive_grib_from(&key, msg.len() as u64, &mut &short[..])
+            .is_err());
+    }
+
+    fn read_all(f: &LocalFdb, req: &Request) -> Vec<u8> {
+        let mut out = Vec::new();
+        f.retrieve(req).unwrap().read_to_end(&mut out).unwrap();
+        out
     }
 
     /// Archives t/u on levels 1000/500, steps 0/6/12, members 1/2 (enfo, pf) on `date`.

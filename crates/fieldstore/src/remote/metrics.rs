@@ -48,6 +48,16 @@ pub struct Metrics {
     pub notices_sent: AtomicU64,
     /// Requests refused by authorization, by identity and operation.
     refusals: Mutex<BTreeMap<(String, AuthOp), u64>>,
+    /// The server-wide memory budget (`--memory-budget`), in bytes.
+    pub budget_bytes: AtomicU64,
+    /// Bytes of the budget clients hold now (fields being received, retrieve chunks).
+    pub budget_in_use: AtomicU64,
+    /// Times a connection waited for memory (not reading its socket meanwhile).
+    pub budget_waits: AtomicU64,
+    /// Requests ended with `busy` because memory did not free within the wait.
+    pub budget_refusals: AtomicU64,
+    /// Requests refused because their identity had `--max-requests-per-identity` in progress.
+    pub identity_limit_refusals: AtomicU64,
 }
 
 impl Metrics {
@@ -178,6 +188,7 @@ impl Metrics {
             "# HELP fieldstore_subscriptions_open Subscriptions served now.\n# TYPE fieldstore_subscriptions_open gauge\nfieldstore_subscriptions_open {}",
             self.subscriptions_open.load(Ordering::Relaxed)
         );
+        self.render_budget(&mut s);
         let _ = writeln!(
             s,
             "# HELP fieldstore_build_info Build of this server.\n# TYPE fieldstore_build_info gauge\nfieldstore_build_info{{version=\"{}\",protocol=\"{}\"}} 1",
@@ -193,6 +204,47 @@ fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+impl Metrics {
+    /// The memory budget and the per-identity limit.
+    fn render_budget(&self, s: &mut String) {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for (name, help, kind, v) in [
+            (
+                "fieldstore_memory_budget_bytes",
+                "The server-wide memory budget (--memory-budget).",
+                "gauge",
+                load(&self.budget_bytes),
+            ),
+            (
+                "fieldstore_memory_budget_in_use_bytes",
+                "Bytes of the memory budget clients hold now.",
+                "gauge",
+                load(&self.budget_in_use),
+            ),
+            (
+                "fieldstore_memory_budget_waits_total",
+                "Times a connection waited for memory, its socket unread meanwhile.",
+                "counter",
+                load(&self.budget_waits),
+            ),
+            (
+                "fieldstore_memory_budget_refusals_total",
+                "Requests refused as busy because memory did not free in time.",
+                "counter",
+                load(&self.budget_refusals),
+            ),
+            (
+                "fieldstore_identity_limit_refusals_total",
+                "Requests refused because their identity had --max-requests-per-identity in progress.",
+                "counter",
+                load(&self.identity_limit_refusals),
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        }
+    }
 }
 
 /// Serves `GET /metrics` on `listener`, one short connection at a time, until the process ends.
@@ -276,5 +328,25 @@ mod tests {
         );
         assert!(text
             .contains("fieldstore_refused_total{identity=\"a\\\"b\",operation=\"archive\"} 1\n"));
+    }
+
+    #[test]
+    fn budget_figures_are_rendered() {
+        let m = Metrics::default();
+        m.budget_bytes.store(512 << 20, Ordering::Relaxed);
+        m.budget_in_use.store(3 << 20, Ordering::Relaxed);
+        m.budget_waits.fetch_add(4, Ordering::Relaxed);
+        m.budget_refusals.fetch_add(1, Ordering::Relaxed);
+        m.identity_limit_refusals.fetch_add(2, Ordering::Relaxed);
+        let text = m.render();
+        for line in [
+            "fieldstore_memory_budget_bytes 536870912\n",
+            "# TYPE fieldstore_memory_budget_in_use_bytes gauge\nfieldstore_memory_budget_in_use_bytes 3145728\n",
+            "fieldstore_memory_budget_waits_total 4\n",
+            "fieldstore_memory_budget_refusals_total 1\n",
+            "fieldstore_identity_limit_refusals_total 2\n",
+        ] {
+            assert!(text.contains(line), "missing {line}");
+        }
     }
 }

@@ -348,15 +348,9 @@ pub fn read_frame_to<R: Read>(
     direct: &mut [u8],
     payload: &mut Vec<u8>,
 ) -> Result<(FrameHeader, bool), RemoteError> {
-    let mut header = [0u8; HEADER_LEN];
-    if !fill(r, &mut header)? {
-        return Err(RemoteError::Closed);
-    }
-    let h = parse_header(&header, max_payload)?;
+    let (h, mut crc) = read_header(r, max_payload)?;
     let length = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
     let into_direct = length > 0 && length <= direct.len();
-    let mut crc = Crc32c::new();
-    crc.update(&header);
     if into_direct {
         if !fill_summing(r, &mut direct[..length], Some(&mut crc))? {
             return Err(RemoteError::Truncated);
@@ -364,12 +358,48 @@ pub fn read_frame_to<R: Read>(
     } else {
         read_payload(r, length, payload, &mut crc)?;
     }
+    read_trailer(r, &crc)?;
+    Ok((h, into_direct))
+}
+
+/// Reads and validates one frame header; the checksum it returns runs over the header, for the
+/// payload's pieces to be added to as they are read ([`read_piece`]). A stream that ends cleanly
+/// between frames is `RemoteError::Closed`. Lets a receiver take a large payload in pieces
+/// instead of whole.
+pub(crate) fn read_header<R: Read>(
+    r: &mut R,
+    max_payload: u64,
+) -> Result<(FrameHeader, Crc32c), RemoteError> {
+    let mut header = [0u8; HEADER_LEN];
+    if !fill(r, &mut header)? {
+        return Err(RemoteError::Closed);
+    }
+    let h = parse_header(&header, max_payload)?;
+    let mut crc = Crc32c::new();
+    crc.update(&header);
+    Ok((h, crc))
+}
+
+/// Fills `buf` with the next bytes of a payload, adding them to its checksum.
+pub(crate) fn read_piece<R: Read>(
+    r: &mut R,
+    buf: &mut [u8],
+    crc: &mut Crc32c,
+) -> Result<(), RemoteError> {
+    if buf.is_empty() || fill_summing(r, buf, Some(crc))? {
+        Ok(())
+    } else {
+        Err(RemoteError::Truncated)
+    }
+}
+
+/// Reads a frame's trailer once its whole payload went through `crc`, and checks it.
+pub(crate) fn read_trailer<R: Read>(r: &mut R, crc: &Crc32c) -> Result<(), RemoteError> {
     let mut trailer = [0u8; TRAILER_LEN];
     if !fill(r, &mut trailer)? {
         return Err(RemoteError::Truncated);
     }
-    check_summed_trailer(crc.value(), &trailer)?;
-    Ok((h, into_direct))
+    check_summed_trailer(crc.value(), &trailer)
 }
 
 /// Grown as bytes arrive (doubling from 256 KiB), so a huge announced length costs nothing up
@@ -619,6 +649,14 @@ pub fn encode_archive_prefix(key: Option<&Key>, grib: bool) -> Vec<u8> {
     out.extend_from_slice(&(json.len() as u32).to_be_bytes());
     out.extend_from_slice(&json);
     out
+}
+
+/// The metadata of an archive payload (the JSON after its u32 length): the key, if given,
+/// and whether the client read it from the GRIB.
+pub fn decode_archive_meta(json: &[u8]) -> Result<(Option<Key>, bool), RemoteError> {
+    let meta: ArchiveMeta =
+        serde_json::from_slice(json).map_err(|e| RemoteError::payload("archive", e))?;
+    Ok((meta.key.map(Key::from_pairs), meta.grib))
 }
 
 pub fn decode_archive(payload: &[u8]) -> Result<(Option<Key>, bool, &[u8]), RemoteError> {

@@ -59,6 +59,15 @@ pub enum StorageError {
         /// What the user can do about it.
         hint: String,
     },
+    /// A field streamed into a store stopped arriving (its client went away, or its frame was
+    /// damaged): nothing of it is stored, and the writer takes no more fields.
+    #[error("the field's bytes stopped arriving after {got} of {length}: {source}")]
+    Source {
+        got: u64,
+        length: u64,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{detail}")]
     Config { detail: String },
     #[error("no writable roots available for database {db}. Configured roots: [{roots}]")]
@@ -105,6 +114,7 @@ pub enum StorageError {
 impl StorageError {
     pub fn kind(&self) -> ErrorKind {
         match self {
+            StorageError::Source { .. } => ErrorKind::Io,
             StorageError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::PermissionDenied => ErrorKind::Permission,
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {

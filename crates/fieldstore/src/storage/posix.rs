@@ -1,6 +1,7 @@
 //! The POSIX store: each writer appends to a data file of its own in the database's directory
 //! (the catalogue's id for the database, which this store reads as a directory path).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,6 +16,8 @@ const BUFFER: usize = 8 << 20;
 /// A field at least this big is written straight from the caller's memory: copying it into the
 /// buffer first would cost as much as the write itself and save no system call.
 const STRAIGHT: usize = 256 << 10;
+/// The piece a streamed field is written in.
+const PIECE: usize = 1 << 20;
 /// Every this many bytes, writeback of what was written is started without waiting for it, so
 /// the disk works while the archive goes on and the flush's fdatasync finds little left to do.
 const WRITEBACK_EVERY: u64 = 32 << 20;
@@ -279,6 +282,13 @@ impl PosixWriter {
     }
 
     /// Everything appended is in the file (not yet durable).
+    /// Removes the part of a streamed field written so far (`written` bytes past `self.len`).
+    fn cut_back(&mut self, file: &Arc<dyn FsFile>, written: u64) {
+        if written > 0 && file.set_len(self.len).is_err() {
+            self.failed = true;
+        }
+    }
+
     fn drain(&mut self, file: &Arc<dyn FsFile>) -> std::io::Result<()> {
         if let Some(spare) = self.join()? {
             if self.buf.capacity() == 0 {
@@ -351,6 +361,64 @@ impl StoreWriter for PosixWriter {
         })
     }
 
+    /// Written through in pieces after whatever is buffered, so the file holds the field's
+    /// bytes in order and the writer never holds more than a piece. A source that fails midway
+    /// (a client gone, a damaged frame) leaves nothing: the file is cut back to where the field
+    /// began, or, if that fails, the writer is poisoned so no later field is recorded at a
+    /// wrong offset.
+    fn append_from(&mut self, length: u64, src: &mut dyn Read) -> Result<FieldRef, StorageError> {
+        if self.failed {
+            return Err(self.poisoned());
+        }
+        let file = self.file()?;
+        if let Err(e) = self.drain(&file) {
+            self.failed = true;
+            return Err(StorageError::io("write", &self.path)(e));
+        }
+        let mut piece = vec![0u8; PIECE.min(usize::try_from(length).unwrap_or(PIECE)).max(1)];
+        let mut crc = crate::checksum::Crc32c::new();
+        let mut got = 0u64;
+        while got < length {
+            let want = piece
+                .len()
+                .min(usize::try_from(length - got).unwrap_or(usize::MAX));
+            let n = match src.read(&mut piece[..want]) {
+                Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(source) => {
+                    self.cut_back(&file, got);
+                    return Err(StorageError::Source {
+                        got,
+                        length,
+                        source,
+                    });
+                }
+            };
+            if let Err(e) = file.append(&piece[..n]) {
+                self.cut_back(&file, got + n as u64);
+                return Err(StorageError::io("write", &self.path)(e));
+            }
+            crc.update(&piece[..n]);
+            got += n as u64;
+        }
+        let offset = self.len;
+        self.len += length;
+        if let Some((offset, len)) = self.due(self.len) {
+            file.start_writeback(offset, len);
+        }
+        Ok(FieldRef {
+            object: self.object.clone(),
+            offset,
+            length,
+            checksum: Some(crc.value()),
+        })
+    }
+
     fn sync(&mut self) -> Result<(), StorageError> {
         if self.failed {
             return Err(self.poisoned());
@@ -376,6 +444,85 @@ impl StoreWriter for PosixWriter {
 mod tests {
     use super::*;
     use crate::model::Key;
+
+    /// Reads in small, uneven pieces, as a socket delivers them; fails after `fail_at` bytes.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.fail_at.is_some_and(|f| self.at >= f) {
+                return Err(std::io::Error::other("client went away"));
+            }
+            let n = buf
+                .len()
+                .min(self.data.len() - self.at)
+                .min(7919 + self.at % 3);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn streamed_fields_land_like_appended_ones_between_buffered_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DbRef {
+            key: Key::default(),
+            id: dir.path().display().to_string(),
+        };
+        let store = PosixStore::default();
+        let mut w = store.writer(&db).unwrap();
+        let small = vec![1u8; 1000];
+        let big: Vec<u8> = (0..3 * PIECE + 5).map(|i| (i * 7 % 253) as u8).collect();
+        let a = w.append(&small).unwrap();
+        let mut src = Trickle {
+            data: big.clone(),
+            at: 0,
+            fail_at: None,
+        };
+        let b = w.append_from(big.len() as u64, &mut src).unwrap();
+        let c = w.append(&small).unwrap();
+        w.sync().unwrap();
+        assert_eq!(
+            (a.offset, b.offset, c.offset),
+            (0, 1000, 1000 + big.len() as u64)
+        );
+        assert_eq!(b.checksum, Some(crate::checksum::crc32c(&big)));
+        assert_eq!(store.read(&db, &b).unwrap(), big);
+        assert_eq!(store.read(&db, &c).unwrap(), small);
+    }
+
+    #[test]
+    fn a_source_failing_midway_leaves_nothing_of_its_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DbRef {
+            key: Key::default(),
+            id: dir.path().display().to_string(),
+        };
+        let store = PosixStore::default();
+        let mut w = store.writer(&db).unwrap();
+        let mut src = Trickle {
+            data: vec![9u8; 2 * PIECE],
+            at: 0,
+            fail_at: Some(PIECE + 17),
+        };
+        let before = w.append(&[5u8; 300_000]).unwrap();
+        let e = w.append_from(2 * PIECE as u64, &mut src).unwrap_err();
+        assert!(matches!(e, StorageError::Source { .. }), "{e}");
+        assert!(e.to_string().contains("client went away"), "{e}");
+        // The file holds what came before, and the next field goes where the failed one began.
+        let path = dir.path().join(&before.object);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 300_000);
+        let next = w.append(&[1, 2, 3]).unwrap();
+        assert_eq!(next.offset, 300_000);
+        w.sync().unwrap();
+        assert_eq!(store.read(&db, &next).unwrap(), [1, 2, 3]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 300_003);
+    }
 
     /// Buffers handed to the writing thread, a straight write between them and the tail left at
     /// sync must land in the order appended.

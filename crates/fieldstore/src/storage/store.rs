@@ -1,5 +1,7 @@
 //! The Store trait: where fields' bytes live.
 
+use std::io::Read;
+
 use super::{DbRef, StorageError};
 
 /// One field's bytes inside a store: an object the store names (a data file for POSIX) and a
@@ -72,8 +74,37 @@ pub trait StoreWriter: Send {
     /// the bytes' CRC-32C, computed here once, while they are in cache.
     fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError>;
 
+    /// As `append`, for a field whose `length` bytes come from `src` (a server receiving a large
+    /// field): stores that write them in pieces never hold the whole field. The default reads it
+    /// whole, then appends it.
+    fn append_from(&mut self, length: u64, src: &mut dyn Read) -> Result<FieldRef, StorageError> {
+        let data = read_exactly(length, src)?;
+        self.append(&data)
+    }
+
     /// Makes everything appended durable: called before the catalogue commits a flush.
     fn sync(&mut self) -> Result<(), StorageError>;
+}
+
+/// Exactly `length` bytes of `src`, grown as they arrive (an announced length costs nothing).
+pub(crate) fn read_exactly(length: u64, src: &mut dyn Read) -> Result<Vec<u8>, StorageError> {
+    let mut data = Vec::new();
+    let got = src
+        .take(length)
+        .read_to_end(&mut data)
+        .map_err(|source| StorageError::Source {
+            got: 0,
+            length,
+            source,
+        })? as u64;
+    if got < length {
+        return Err(StorageError::Source {
+            got,
+            length,
+            source: std::io::ErrorKind::UnexpectedEof.into(),
+        });
+    }
+    Ok(data)
 }
 
 pub trait ObjectReader: Send {

@@ -232,9 +232,18 @@ impl<'a> Connection<'a> {
     }
 
     pub(super) fn control_loop(&mut self) -> Result<(), Broken> {
-        let max = self.shared.opts.max_payload;
-        while let Some(h) = self.next_frame(max)? {
+        let share = super::budget::Share::default();
+        while let Some((h, _request_memory)) = self.next_request(&share)? {
             let started = Instant::now();
+            let shared = self.shared;
+            let _turn = match shared.per_identity.enter(&self.identity) {
+                Ok(t) => t,
+                Err(msg) => {
+                    warn!("refused: {msg}");
+                    self.send_error(h.request, kinds::BUSY, &msg)?;
+                    continue;
+                }
+            };
             let ok = match h.kind {
                 MsgType::Retrieve => self.retrieve(h.request)?,
                 MsgType::List => self.list(h.request)?,

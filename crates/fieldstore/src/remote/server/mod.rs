@@ -1,9 +1,11 @@
 //! `fieldstore server`: serves one config's store over TCP (docs/protocol.md).
 //!
 //! A thread per connection, blocking I/O: the `Fdb` interface is synchronous, and a thread that is
-//! blocked writing to a slow client is exactly the back-pressure we want. What a connection holds
-//! is bounded: one frame being received (at most `max_payload`) or, while streaming a retrieve,
-//! at most three chunks (one being read from the store, one queued, one being written).
+//! blocked writing to a slow client is exactly the back-pressure we want. What connections hold
+//! comes from a memory budget (`budget.rs`): a request (at most 1 MiB), a small archive frame or
+//! the pieces of a large one in flight (`archive.rs`), a retrieve's three chunks (one being read
+//! from the store, one queued, one being written), a list's batch. A connection without budget
+//! waits before reading its socket, so TCP holds its client back.
 //!
 //! Each archive connection gets its own `Fdb` from the factory, so a flush makes visible exactly
 //! what that client archived, and a client that vanishes takes its unflushed fields with it.
@@ -62,6 +64,16 @@ pub struct ServerOptions {
     pub grace: Duration,
     /// Serve TLS only (with this identity) instead of plain TCP.
     pub tls: Option<TlsAcceptor>,
+    /// Bytes all clients together may make the server hold (fields being received, retrieve
+    /// chunks); beyond it connections wait, their sockets unread.
+    pub memory_budget: u64,
+    /// The share of `memory_budget` one connection may hold.
+    pub connection_budget: u64,
+    /// How long a connection waits for memory before its request ends as `busy`.
+    pub budget_wait: Duration,
+    /// Requests one identity may have in progress at once (an archive batch is one, from its
+    /// first field to its flush); 0: no limit.
+    pub max_requests_per_identity: usize,
 }
 
 impl Default for ServerOptions {
@@ -74,9 +86,21 @@ impl Default for ServerOptions {
             max_connections: 1024,
             grace: Duration::from_secs(60),
             tls: None,
+            memory_budget: budget::default_memory_budget(),
+            connection_budget: budget::default_connection_budget(budget::default_memory_budget()),
+            budget_wait: DEFAULT_BUDGET_WAIT,
+            max_requests_per_identity: DEFAULT_MAX_REQUESTS_PER_IDENTITY,
         }
     }
 }
+
+/// The least either budget may be: a large field in flight holds a piece (at most 256 KiB, a
+/// connection's read buffer) while it takes the next.
+const MIN_BUDGET: u64 = 1 << 20;
+/// How long a connection waits for memory by default.
+pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(30);
+/// Requests one identity may have in progress by default.
+pub const DEFAULT_MAX_REQUESTS_PER_IDENTITY: usize = 512;
 
 struct Shared {
     opts: ServerOptions,
@@ -87,6 +111,8 @@ struct Shared {
     stopping: AtomicBool,
     addr: SocketAddr,
     next_conn: AtomicU64,
+    budget: Budget,
+    per_identity: PerIdentity,
     /// Connections being served, and a signal when one ends.
     active: Mutex<usize>,
     ended: Condvar,
@@ -144,13 +170,21 @@ impl Server {
             source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
         })?;
         let addr = listener.local_addr()?;
+        let metrics = Arc::new(Metrics::default());
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
+                budget: Budget::new(
+                    opts.memory_budget.max(MIN_BUDGET),
+                    opts.connection_budget.max(MIN_BUDGET),
+                    opts.budget_wait,
+                    metrics.clone(),
+                ),
+                per_identity: PerIdentity::new(opts.max_requests_per_identity, metrics.clone()),
                 opts,
                 factory,
                 fdb,
-                metrics: Arc::new(Metrics::default()),
+                metrics,
                 stopping: AtomicBool::new(false),
                 addr,
                 next_conn: AtomicU64::new(1),
@@ -179,6 +213,13 @@ impl Server {
     pub fn run(self) -> Result<(), RemoteError> {
         let identities = self.shared.opts.tokens.as_ref().map(|t| t.current().len());
         info!(addr = %self.shared.addr, store = %self.shared.fdb.name(), token = self.shared.opts.token.is_some(), ?identities, "serving");
+        let o = &self.shared.opts;
+        info!(
+            memory_budget = o.memory_budget,
+            connection_budget = o.connection_budget,
+            max_requests_per_identity = o.max_requests_per_identity,
+            "limits"
+        );
         for stream in self.listener.incoming() {
             if self.shared.stopping.load(Ordering::SeqCst) {
                 break;
@@ -391,7 +432,11 @@ type Broken = RemoteError;
 
 mod archive;
 mod authorize;
+mod budget;
 mod connection;
+mod receive;
 mod streams;
 
+pub use budget::{default_connection_budget, default_memory_budget, parse_size};
+use budget::{Budget, PerIdentity};
 use connection::Connection;

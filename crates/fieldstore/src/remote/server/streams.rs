@@ -1,6 +1,7 @@
 //! The streaming replies: retrieve, list and subscriptions.
 
 use super::authorize::{request_text, Kept};
+use super::budget::{Lease, Refusal, Share};
 use super::connection::Connection;
 use super::*;
 
@@ -236,7 +237,18 @@ impl Connection<'_> {
             }
             kept
         };
-        let chunk = shared.opts.chunk_size.max(1);
+        // No chunk larger than what is retrieved: a small retrieve holds little.
+        let total: u64 = stream.fields().iter().map(|f| f.length).sum();
+        let chunk = shared
+            .opts
+            .chunk_size
+            .min(usize::try_from(total).unwrap_or(usize::MAX))
+            .max(1);
+        // Three chunks in flight (see above), from the memory budget.
+        let share = Share::default();
+        let Some(_lease) = self.memory(request, &share, 3 * chunk as u64)? else {
+            return Ok(false);
+        };
         // The fields first, in frames of about a chunk: the client's reader has its size and
         // field boundaries before the first byte.
         let mut batch = Vec::with_capacity(chunk.min(1 << 20) + 1024);
@@ -307,6 +319,11 @@ impl Connection<'_> {
             }
         };
         let chunk = shared.opts.chunk_size.max(1);
+        // A batch grows to a chunk (and one element more).
+        let share = Share::default();
+        let Some(_lease) = self.memory(request, &share, chunk as u64 + (64 << 10))? else {
+            return Ok(false);
+        };
         let mut batch = Vec::with_capacity(chunk.min(1 << 20) + 1024);
         let (mut in_batch, mut items, mut bytes) = (0u64, 0u64, 0u64);
         for el in iter {
@@ -339,6 +356,34 @@ impl Connection<'_> {
         self.send(MsgType::End, request, &[&end])?;
         self.writer.flush()?;
         Ok(true)
+    }
+}
+
+impl Connection<'_> {
+    /// Memory for a streamed reply from the budget, waiting for it; `None` once the request
+    /// was answered with why there is none.
+    fn memory<'s>(
+        &mut self,
+        request: u64,
+        share: &'s Share,
+        bytes: u64,
+    ) -> Result<Option<Lease<'s>>, Broken>
+    where
+        Self: 's,
+    {
+        let shared: &'s Shared = self.shared;
+        match shared.budget.take(share, bytes, &shared.stopping) {
+            Ok(l) => Ok(Some(l)),
+            Err(Refusal::Busy(msg)) => {
+                self.send_error_of(request, kinds::BUSY, &msg, ErrorKind::Timeout)?;
+                Ok(None)
+            }
+            Err(Refusal::Stopping) => {
+                let msg = "the server is shutting down; retry on another";
+                self.send_error(request, kinds::SHUTDOWN, msg)?;
+                Ok(None)
+            }
+        }
     }
 }
 
