@@ -336,7 +336,38 @@ fn reads_return_only_what_the_grants_cover() {
     site.refused("w1", &["write", site.path("mixed.grib").to_str().unwrap()]);
     let after = site.ok("consumer", &["list", "class=od", "--porcelain", "--full"]);
     assert_eq!(before, after, "nothing of a refused batch is visible");
-    assert_eq!(refusals(&served, "w1", "archive"), 2);
+    // A field large enough to be streamed to the store as it arrives is checked all the same.
+    let big = site.path("big-0002.grib");
+    let o = site
+        .command(
+            "local.yaml",
+            &[
+                "sample",
+                "--out",
+                big.to_str().unwrap(),
+                "--steps",
+                "12",
+                "--params",
+                "t",
+                "--levels",
+                "500",
+                "--points",
+                "800000",
+                "--expver",
+                "0002",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::metadata(&big).unwrap().len() > 1 << 20);
+    let e = site.refused("w1", &["write", big.to_str().unwrap()]);
+    assert!(e.contains("may not archive"), "{e}");
+    assert_eq!(
+        before,
+        site.ok("consumer", &["list", "class=od", "--porcelain", "--full"])
+    );
+    assert_eq!(refusals(&served, "w1", "archive"), 3);
     assert_eq!(refusals(&served, "od1", "list"), 1);
     assert_eq!(refusals(&served, "od1", "retrieve"), 1);
 
