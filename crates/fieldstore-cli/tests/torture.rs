@@ -4,11 +4,9 @@
 //! the real binary. Seeded (`FIELDSTORE_TORTURE_SEED` replays a run); CI-sized by default,
 //! `FIELDSTORE_TORTURE=long` or the per-phase counts for long runs (docs/torture.md).
 
-mod common;
-#[path = "common/server.rs"]
-mod server;
 #[path = "torture/clients.rs"]
 mod clients;
+mod common;
 #[path = "torture/damage.rs"]
 mod damage;
 #[path = "torture/inputs.rs"]
@@ -17,6 +15,8 @@ mod inputs;
 mod kills;
 #[path = "torture/run.rs"]
 mod run;
+#[path = "common/server.rs"]
+mod server;
 #[path = "torture/store.rs"]
 mod store;
 
@@ -32,7 +32,7 @@ fn torture() {
     let (kill_rounds, damage_rounds, input_count) = if long {
         (1000, 1000, 10_000)
     } else {
-        (24, 30, 200)
+        (48, 40, 400)
     };
     let kill_rounds = env_count("FIELDSTORE_TORTURE_KILLS", kill_rounds);
     let damage_rounds = env_count("FIELDSTORE_TORTURE_DAMAGE", damage_rounds);
@@ -65,12 +65,20 @@ fn torture() {
         (rng.fork(), rng.fork(), rng.fork(), rng.fork());
 
     let phase = |name: &str, t: Instant| {
-        say(&format!("torture: {name} done in {:.1} s", t.elapsed().as_secs_f64()));
+        say(&format!(
+            "torture: {name} done in {:.1} s",
+            t.elapsed().as_secs_f64()
+        ));
     };
     let t = Instant::now();
     if kill_rounds > 0 {
         let store = Store::new(base.path().join("kills"));
-        kills::Kills::new(store, &tally, kill_rounds as usize).run(&mut r_kill, seed);
+        let mut k = kills::Kills::new(store, &tally, kill_rounds as usize);
+        k.run(&mut r_kill, seed);
+        let (whole, none) = k.outcomes();
+        say(&format!(
+            "torture: kill rounds: {whole} flushes whole, {none} killed before their flush"
+        ));
     }
     phase("kill rounds", t);
     let t = Instant::now();
@@ -120,10 +128,7 @@ fn torture() {
     let faults = tally.faults.lock().unwrap();
     if !faults.is_empty() {
         let kept = base.keep();
-        let list: Vec<String> = faults
-            .iter()
-            .map(|(f, r)| format!("{f:?}: {r}"))
-            .collect();
+        let list: Vec<String> = faults.iter().map(|(f, r)| format!("{f:?}: {r}")).collect();
         panic!(
             "torture found {} faults (replay: FIELDSTORE_TORTURE_SEED={seed}; inputs and \
              stores kept in {}):\n{}",

@@ -45,8 +45,12 @@ pub fn run(store: &Store, tally: &Tally, clients: usize, rng: &mut Rng, seed: u6
     let context = format!("seed={seed} clients");
     let threads: Vec<_> = (0..clients)
         .map(|i| {
-            let (ready, done, pool, seeded_bytes) =
-                (ready.clone(), done.clone(), pool.clone(), seeded_bytes.clone());
+            let (ready, done, pool, seeded_bytes) = (
+                ready.clone(),
+                done.clone(),
+                pool.clone(),
+                seeded_bytes.clone(),
+            );
             let mut rng = rng.fork();
             std::thread::spawn(move || -> Result<(), String> {
                 let fdb = RemoteFdb::new("127.0.0.1", port, Some(TOKEN.into()));
@@ -115,13 +119,19 @@ pub fn run(store: &Store, tally: &Tally, clients: usize, rng: &mut Rng, seed: u6
     if listed.len() != want {
         tally.fault(
             Fault::Violation,
-            format!("{context}: {} fields listed after the clients, want {want}", listed.len()),
+            format!(
+                "{context}: {} fields listed after the clients, want {want}",
+                listed.len()
+            ),
         );
     }
     drop(server);
     let log = std::fs::read_to_string(store.path("server.log")).unwrap_or_default();
     if log.contains("panicked at") {
-        tally.fault(Fault::Panic, format!("{context}: the server panicked: {log}"));
+        tally.fault(
+            Fault::Panic,
+            format!("{context}: the server panicked: {log}"),
+        );
     }
 }
 
@@ -152,7 +162,11 @@ fn reader(fdb: &RemoteFdb, want: &[u8]) -> Result<(), String> {
             .read_to_end(&mut back)
             .map_err(|e| format!("retrieve: {e}"))?;
         if back != want {
-            return Err(format!("read {} bytes, not the {} flushed", back.len(), want.len()));
+            return Err(format!(
+                "read {} bytes, not the {} flushed",
+                back.len(),
+                want.len()
+            ));
         }
     }
     Ok(())
@@ -179,7 +193,9 @@ fn lister(fdb: &RemoteFdb, archivers: u64) -> Result<(), String> {
         for (step, n) in &per_step {
             let known = *step < SEEDED || (FIRST..FIRST + archivers).contains(step);
             if !known || *n != 4 {
-                return Err(format!("step {step}: {n} fields listed (half a flush, or unknown)"));
+                return Err(format!(
+                    "step {step}: {n} fields listed (half a flush, or unknown)"
+                ));
             }
         }
         if (0..SEEDED).any(|s| !per_step.contains_key(&s)) {
@@ -190,10 +206,7 @@ fn lister(fdb: &RemoteFdb, archivers: u64) -> Result<(), String> {
 }
 
 /// Sees each archiver's four fields once, whole flushes, and nothing else.
-fn subscriber(
-    sub: &mut dyn fieldstore::api::Subscription,
-    archivers: u64,
-) -> Result<(), String> {
+fn subscriber(sub: &mut dyn fieldstore::api::Subscription, archivers: u64) -> Result<(), String> {
     let want = archivers as usize * 4;
     let mut seen = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -208,7 +221,9 @@ fn subscriber(
             let line = format!("{}", n.element.key);
             let step = step_of(&line).ok_or_else(|| format!("notice without a step: {line}"))?;
             if !(FIRST..FIRST + archivers).contains(&step) || !seen.insert(line.clone()) {
-                return Err(format!("a notice for a field not archived, or twice: {line}"));
+                return Err(format!(
+                    "a notice for a field not archived, or twice: {line}"
+                ));
             }
         }
     }
@@ -237,8 +252,12 @@ fn hostile(port: u16, how: usize, rng: &mut Rng, done: &AtomicBool) {
         while !done.load(Ordering::Relaxed) {
             match s.read(&mut buf) {
                 Ok(0) => return,
-                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock
-                    && e.kind() != std::io::ErrorKind::TimedOut => return,
+                Err(e)
+                    if e.kind() != std::io::ErrorKind::WouldBlock
+                        && e.kind() != std::io::ErrorKind::TimedOut =>
+                {
+                    return
+                }
                 _ => {}
             }
         }
@@ -285,7 +304,12 @@ fn hostile(port: u16, how: usize, rng: &mut Rng, done: &AtomicBool) {
             let _ = s.write_all(&hello(TOKEN));
             for id in 2..10u64 {
                 let mut f = Vec::new();
-                let kinds = [MsgType::List, MsgType::Retrieve, MsgType::Axes, MsgType::Where];
+                let kinds = [
+                    MsgType::List,
+                    MsgType::Retrieve,
+                    MsgType::Axes,
+                    MsgType::Where,
+                ];
                 let n = rng.usize(300);
                 let payload = rng.bytes(n);
                 write_frame(&mut f, 1, *rng.pick(&kinds), id, &[&payload]).unwrap();

@@ -52,6 +52,18 @@ impl<'a> Kills<'a> {
         }
     }
 
+    /// Rounds whose fields ended visible, and rounds killed before their flush.
+    pub fn outcomes(&self) -> (usize, usize) {
+        let whole = self.flushed().len();
+        (
+            whole,
+            self.rounds
+                .iter()
+                .filter(|r| r.1 == Some(Seen::Maybe))
+                .count(),
+        )
+    }
+
     pub fn run(&mut self, rng: &mut Rng, seed: u64) {
         for r in 0..self.rounds.len() {
             let mut rng = rng.fork();
@@ -83,7 +95,7 @@ impl<'a> Kills<'a> {
 
     fn writer_round(&mut self, r: usize, rng: &mut Rng, context: &str) {
         let mut w = self.writer("local.yaml", r);
-        std::thread::sleep(Duration::from_millis(rng.below(60)));
+        std::thread::sleep(moment(rng));
         w.kill();
         let o = w.finish(self.tally, true, context);
         if killed(&o) {
@@ -112,7 +124,10 @@ impl<'a> Kills<'a> {
             format!("fieldstore {}", what.join(" ")),
         );
         let mut w = self.writer("local.yaml", r);
-        let (dc, dw) = (rng.below(60), rng.below(60));
+        let (dc, dw) = (
+            moment(rng).as_millis() as u64 / 4,
+            moment(rng).as_millis() as u64,
+        );
         std::thread::sleep(Duration::from_millis(dc.min(dw)));
         if dc <= dw {
             c.kill();
@@ -138,9 +153,12 @@ impl<'a> Kills<'a> {
 
     /// A killed wipe leaves the other database whole or gone; a finished one, gone.
     fn check_other(&mut self, context: &str, wiped: bool) {
-        let o = self
-            .store
-            .run(self.tally, context, "local.yaml", &["list", OTHER, "--porcelain"]);
+        let o = self.store.run(
+            self.tally,
+            context,
+            "local.yaml",
+            &["list", OTHER, "--porcelain"],
+        );
         let n = lines(&o.stdout).len();
         if !o.ok() || !(n == 0 || n == 4) || (wiped && n != 0) {
             self.tally.fault(
@@ -171,13 +189,19 @@ impl<'a> Kills<'a> {
         self.other_present = n == 4;
         if !self.other_present && o.ok() {
             // A killed wipe must be finishable: what remains of the database goes too.
-            let o = self
-                .store
-                .run(self.tally, context, "local.yaml", &["wipe", OTHER, "--doit"]);
+            let o = self.store.run(
+                self.tally,
+                context,
+                "local.yaml",
+                &["wipe", OTHER, "--doit"],
+            );
             if !o.ok() && !o.stderr.contains("match") {
                 self.tally.fault(
                     Fault::Violation,
-                    format!("{context}: wiping what a killed wipe left failed: {}", o.stderr),
+                    format!(
+                        "{context}: wiping what a killed wipe left failed: {}",
+                        o.stderr
+                    ),
                 );
             }
         }
@@ -204,7 +228,7 @@ impl<'a> Kills<'a> {
                 format!("fieldstore --config remote.yaml read '{req}' remote-read.grib"),
             )
         });
-        std::thread::sleep(Duration::from_millis(rng.below(80)));
+        std::thread::sleep(moment(rng));
         match server.child.try_wait() {
             Ok(Some(status)) => self.tally.fault(
                 Fault::Crash,
@@ -219,7 +243,10 @@ impl<'a> Kills<'a> {
         self.settle(r, &wo);
         if let Some(reader) = reader {
             let ro = reader.finish(self.tally, false, context);
-            let want: Vec<u8> = flushed.iter().flat_map(|&s| self.rounds[s].0.clone()).collect();
+            let want: Vec<u8> = flushed
+                .iter()
+                .flat_map(|&s| self.rounds[s].0.clone())
+                .collect();
             if ro.ok() && std::fs::read(&out).unwrap_or_default() != want {
                 self.tally.fault(
                     Fault::Violation,
@@ -245,9 +272,12 @@ impl<'a> Kills<'a> {
     /// always when flushed, never when not written; with `bytes`, every flushed field read
     /// back byte for byte.
     fn check(&mut self, context: &str, bytes: bool) {
-        let o = self
-            .store
-            .run(self.tally, context, "local.yaml", &["list", DB, "--porcelain"]);
+        let o = self.store.run(
+            self.tally,
+            context,
+            "local.yaml",
+            &["list", DB, "--porcelain"],
+        );
         if !o.ok() {
             self.tally.fault(
                 Fault::Violation,
@@ -259,9 +289,10 @@ impl<'a> Kills<'a> {
         for l in lines(&o.stdout) {
             match step_of(&l) {
                 Some(s) if (s as usize) < count.len() => count[s as usize] += 1,
-                _ => self
-                    .tally
-                    .fault(Fault::Violation, format!("{context}: a field never written: {l}")),
+                _ => self.tally.fault(
+                    Fault::Violation,
+                    format!("{context}: a field never written: {l}"),
+                ),
             }
         }
         for (s, &n) in count.iter().enumerate() {
@@ -302,7 +333,10 @@ impl<'a> Kills<'a> {
             &["read", &req, out.to_str().unwrap()],
         );
         let got = std::fs::read(&out).unwrap_or_default();
-        let want: Vec<u8> = flushed.iter().flat_map(|&s| self.rounds[s].0.clone()).collect();
+        let want: Vec<u8> = flushed
+            .iter()
+            .flat_map(|&s| self.rounds[s].0.clone())
+            .collect();
         if !o.ok() || got != want {
             self.tally.fault(
                 Fault::Violation,
@@ -316,6 +350,16 @@ impl<'a> Kills<'a> {
             );
         }
     }
+}
+
+/// When to kill: a process's start, its work, or around its end (a write of four fields takes
+/// tens to hundreds of milliseconds on busy cores), each a third of the time.
+fn moment(rng: &mut Rng) -> Duration {
+    Duration::from_millis(match rng.below(3) {
+        0 => rng.below(20),
+        1 => 20 + rng.below(130),
+        _ => 150 + rng.below(450),
+    })
 }
 
 fn killed(o: &Outcome) -> bool {

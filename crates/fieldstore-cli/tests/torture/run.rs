@@ -172,8 +172,8 @@ impl Proc {
         };
         tally.add(&tally.commands, 1);
         let stdout = std::fs::read(&self.out).unwrap_or_default();
-        let stderr = String::from_utf8_lossy(&std::fs::read(&self.err).unwrap_or_default())
-            .into_owned();
+        let stderr =
+            String::from_utf8_lossy(&std::fs::read(&self.err).unwrap_or_default()).into_owned();
         let _ = std::fs::remove_file(&self.out);
         let _ = std::fs::remove_file(&self.err);
         if let Some(sig) = status.and_then(|s| s.signal()) {
