@@ -168,6 +168,7 @@ impl<'a> Inputs<'a> {
                 _ => self.grib(&mut rng, config, &context),
             };
             self.tally.add(&self.tally.random_inputs, 1);
+            super::run::progress("random inputs", n, inputs);
             if remote {
                 self.server_alive(&context);
             }

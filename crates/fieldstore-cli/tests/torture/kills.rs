@@ -75,6 +75,7 @@ impl<'a> Kills<'a> {
                 _ => self.server_round(r, &mut rng, &context),
             }
             self.tally.add(&self.tally.rounds, 1);
+            super::run::progress("kill rounds", r as u64, self.rounds.len() as u64);
             self.check(&context, r % 8 == 7 || r + 1 == self.rounds.len());
         }
     }
