@@ -422,7 +422,8 @@ fn random_request(rng: &mut Rng) -> String {
                 if i > 0 {
                     s.push(if rng.chance(95) { ',' } else { ';' });
                 }
-                s.push_str(*rng.pick(KEYS));
+                let k: &&str = rng.pick(KEYS);
+                s.push_str(k);
                 if rng.chance(95) {
                     s.push('=');
                 }
@@ -431,7 +432,8 @@ fn random_request(rng: &mut Rng) -> String {
                     if j > 0 {
                         s.push('/');
                     }
-                    s.push_str(*rng.pick(VALUES));
+                    let v: &&str = rng.pick(VALUES);
+                    s.push_str(v);
                 }
             }
             s

@@ -213,7 +213,7 @@ pub fn env_count(name: &str, default: u64) -> u64 {
 
 /// Ten lines over a long phase, so a long run shows where it is.
 pub fn progress(phase: &str, round: u64, of: u64) {
-    if of >= 500 && (round + 1) % (of / 10) == 0 {
+    if of >= 500 && (round + 1).is_multiple_of(of / 10) {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "torture: {phase} {} of {of}", round + 1);
     }
