@@ -91,7 +91,10 @@ fn torture() {
     if input_count > 0 {
         let store = Store::new(base.path().join("inputs"));
         let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/real-grib");
-        inputs::Inputs::new(store, &tally, real).run(input_count, &mut r_inputs, seed);
+        let mut inputs = inputs::Inputs::new(store, &tally, real);
+        let found = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/found");
+        inputs.replay_found(&found, seed);
+        inputs.run(input_count, &mut r_inputs, seed);
     }
     phase("random inputs", t);
     let t = Instant::now();
@@ -110,7 +113,8 @@ fn torture() {
     say(&format!(
         "torture: seed={seed} rounds={} kills={} (writers={}, compactors={}, servers={}) \
          damaged_files={} damage_errors={} random_inputs={} commands={} clients={} \
-         violations={violations} panics={panics} crashes={crashes} hangs={hangs} elapsed={:.1}s",
+         violations={violations} panics={panics} crashes={crashes} hangs={hangs} \
+         known_issues={} elapsed={:.1}s",
         tally.get(&tally.rounds),
         tally.get(&tally.kills_writers)
             + tally.get(&tally.kills_compactors)
@@ -123,8 +127,18 @@ fn torture() {
         tally.get(&tally.random_inputs),
         tally.get(&tally.commands),
         tally.get(&tally.clients),
+        tally.known.lock().unwrap().len(),
         started.elapsed().as_secs_f64(),
     ));
+    let mut known: std::collections::BTreeMap<String, usize> = Default::default();
+    for (fault, what, _) in tally.known.lock().unwrap().iter() {
+        *known.entry(format!("{fault:?}: {what}")).or_default() += 1;
+    }
+    for (what, n) in known {
+        say(&format!(
+            "torture: known issue, not fixed yet ({n} times): {what}"
+        ));
+    }
     let faults = tally.faults.lock().unwrap();
     if !faults.is_empty() {
         let kept = base.keep();

@@ -149,6 +149,39 @@ impl<'a> Inputs<'a> {
         }
     }
 
+    /// Every input a run once found a fault with (`tests/torture/found/`), through the CLI and
+    /// through a server, before the random ones: a fixed fault that comes back fails the run.
+    pub fn replay_found(&mut self, found: &std::path::Path, seed: u64) {
+        for f in files_under(found) {
+            let context = format!("seed={seed} found input {}", f.display());
+            let bytes = std::fs::read(&f).unwrap();
+            self.store.run(
+                self.tally,
+                &context,
+                "local.yaml",
+                &["write", f.to_str().unwrap()],
+            );
+            self.ensure_server(&context);
+            self.archive_through_server(&bytes);
+            self.server_alive(&context);
+            self.tally.add(&self.tally.random_inputs, 1);
+        }
+    }
+
+    /// Archives bytes without a key through a server, which then reads the key itself (the CLI
+    /// would read it in the client): what a raw client can make the server decode.
+    fn archive_through_server(&mut self, bytes: &[u8]) {
+        let Some(port) = self.server.as_ref().map(|s| s.port) else {
+            return;
+        };
+        let fdb = fieldstore::remote::RemoteFdb::new("127.0.0.1", port, Some(TOKEN.into()));
+        use fieldstore::api::Fdb as _;
+        if fdb.archive(None, bytes).is_ok() {
+            let _ = fdb.flush();
+        }
+        self.tally.add(&self.tally.commands, 1);
+    }
+
     pub fn run(&mut self, inputs: u64, rng: &mut Rng, seed: u64) {
         for n in 0..inputs {
             let mut rng = rng.fork();
