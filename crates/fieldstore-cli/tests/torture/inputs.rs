@@ -234,6 +234,11 @@ impl<'a> Inputs<'a> {
     /// A server that ended by itself, or panicked, is a fault; its log is cleared after.
     fn server_alive(&mut self, context: &str) {
         let log = std::fs::read_to_string(self.store.path("server.log")).unwrap_or_default();
+        let mut tail = log.len().saturating_sub(4000);
+        while !log.is_char_boundary(tail) {
+            tail += 1;
+        }
+        let log = &log[tail..];
         if let Some(s) = self.server.as_mut() {
             if let Ok(Some(status)) = s.child.try_wait() {
                 self.tally.fault(
@@ -249,7 +254,8 @@ impl<'a> Inputs<'a> {
                 format!("{context}: the server panicked: {log}"),
             );
         }
-        if log.len() > 1 << 20 || log.contains("panicked at") {
+        // Judged once: a later fault must not be matched against this server's log.
+        if self.server.is_none() || log.len() > 1 << 20 || log.contains("panicked at") {
             let _ = std::fs::write(self.store.path("server.log"), "");
         }
     }
