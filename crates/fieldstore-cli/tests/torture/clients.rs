@@ -86,11 +86,11 @@ pub fn run(store: &Store, tally: &Tally, clients: usize, rng: &mut Rng, seed: u6
         .collect();
     ready.wait();
     let mut failed = Vec::new();
-    let mut good = Vec::new();
+    let mut hostile_threads = Vec::new();
     for (i, t) in threads.into_iter().enumerate() {
         if i % 10 >= 7 {
             // Hostile clients hold on until every good client is done.
-            good.push((i, t));
+            hostile_threads.push((i, t));
             continue;
         }
         match t.join() {
@@ -100,7 +100,7 @@ pub fn run(store: &Store, tally: &Tally, clients: usize, rng: &mut Rng, seed: u6
         }
     }
     done.store(true, Ordering::Relaxed);
-    for (i, t) in good {
+    for (i, t) in hostile_threads {
         if t.join().is_err() {
             failed.push(format!("hostile client {i}: the test thread panicked"));
         }
