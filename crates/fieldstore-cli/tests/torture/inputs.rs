@@ -163,6 +163,8 @@ impl<'a> Inputs<'a> {
             );
             self.ensure_server(&context);
             self.archive_through_server(&bytes);
+            // A server that lost the connection may still be dying: judge it, not the next input.
+            std::thread::sleep(std::time::Duration::from_millis(300));
             self.server_alive(&context);
             self.tally.add(&self.tally.random_inputs, 1);
         }
