@@ -6,6 +6,7 @@ mod error;
 mod ffi;
 pub(crate) mod framing;
 mod handle;
+mod log;
 pub(crate) mod keys;
 pub mod params;
 pub mod sample;
