@@ -54,12 +54,29 @@ impl Rng {
 }
 
 const KEYWORDS: [&str; 20] = [
-    "class", "expver", "stream", "date", "time", "type", "levtype", "levelist", "step", "param",
-    "number", "domain", "grid", "hdate", "month", "year", "fcmonth", "iteration", "frequency",
+    "class",
+    "expver",
+    "stream",
+    "date",
+    "time",
+    "type",
+    "levtype",
+    "levelist",
+    "step",
+    "param",
+    "number",
+    "domain",
+    "grid",
+    "hdate",
+    "month",
+    "year",
+    "fcmonth",
+    "iteration",
+    "frequency",
     "direction",
 ];
 
-const VALUES: [&str; 56] = [
+const VALUES: [&str; 59] = [
     "é",
     "",
     " ",
@@ -101,6 +118,9 @@ const VALUES: [&str; 56] = [
     "1.5",
     "130.128",
     "112.1",
+    "1.9223372036854775807",
+    "255.255",
+    "300.1",
     "0.0",
     "999.999",
     "t/u/v",
@@ -121,7 +141,10 @@ const VALUES: [&str; 56] = [
 fn random_request(r: &mut Rng) -> String {
     let mut parts: Vec<String> = Vec::new();
     if r.chance(60) {
-        parts.push(r.pick(&["retrieve", "list", "archive", "", "é"]).to_string());
+        parts.push(
+            r.pick(&["retrieve", "list", "archive", "", "é"])
+                .to_string(),
+        );
     }
     for _ in 0..1 + r.below(6) {
         let kw = if r.chance(90) {
@@ -152,8 +175,16 @@ fn random_sample_args(r: &mut Rng, out: &Path) -> Vec<String> {
     let mut args = vec!["sample".into(), "--out".into(), out.display().to_string()];
     for _ in 0..1 + r.below(3) {
         let opt = r.pick(&[
-            "--params", "--points", "--date", "--time", "--steps", "--levels", "--class",
-            "--expver", "--members", "--levtype",
+            "--params",
+            "--points",
+            "--date",
+            "--time",
+            "--steps",
+            "--levels",
+            "--class",
+            "--expver",
+            "--members",
+            "--levtype",
         ]);
         let v = match opt {
             "--points" => r
@@ -351,7 +382,10 @@ impl Env {
 
 /// One input, chosen and made by `seed`, run and judged.
 fn one(env: &Env, figures: &Figures, seed: u64, i: usize) {
-    let mut r = Rng(seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = Rng(seed
+        .wrapping_add(i as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        | 1);
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
     match i % 12 {
         // Requests, locally and through the server.
@@ -371,7 +405,11 @@ fn one(env: &Env, figures: &Figures, seed: u64, i: usize) {
         5 | 6 => {
             let out = env.path(&format!("sample{i}.grib"));
             let args = random_sample_args(&mut r, &out);
-            figures.judge("sample", &args[3..].join(" "), &env.run(&env.local(), &args));
+            figures.judge(
+                "sample",
+                &args[3..].join(" "),
+                &env.run(&env.local(), &args),
+            );
             let _ = std::fs::remove_file(out);
         }
         7 => {
@@ -400,7 +438,10 @@ fn one(env: &Env, figures: &Figures, seed: u64, i: usize) {
                     ),
                 )
                 .unwrap();
-                let out = env.run(&c, &s(&["write", &env.path("a.grib").display().to_string()]));
+                let out = env.run(
+                    &c,
+                    &s(&["write", &env.path("a.grib").display().to_string()]),
+                );
                 figures.judge("schema+write", &text, &out);
                 return;
             };
@@ -416,7 +457,11 @@ fn one(env: &Env, figures: &Figures, seed: u64, i: usize) {
                 env.remote()
             };
             let cmd = s(&["write", &p.display().to_string()]);
-            figures.judge("write", &format!("{} bytes", bytes.len()), &env.run(&config, &cmd));
+            figures.judge(
+                "write",
+                &format!("{} bytes", bytes.len()),
+                &env.run(&config, &cmd),
+            );
             let _ = std::fs::remove_file(p);
         }
     }
@@ -453,8 +498,17 @@ fn hostile_input_never_crashes_the_cli_or_the_server() {
     let o = env.run(
         &env.local(),
         &[
-            "sample", "--out", a.to_str().unwrap(), "--steps", "0", "--params", "t/u",
-            "--levels", "1000/500", "--points", "50",
+            "sample",
+            "--out",
+            a.to_str().unwrap(),
+            "--steps",
+            "0",
+            "--params",
+            "t/u",
+            "--levels",
+            "1000/500",
+            "--points",
+            "50",
         ]
         .map(String::from),
     );
@@ -498,7 +552,11 @@ fn hostile_input_never_crashes_the_cli_or_the_server() {
     let list = |config: &Path| {
         let o = env.run(
             config,
-            &["list".into(), "class=od,expver=0001".into(), "--porcelain".into()],
+            &[
+                "list".into(),
+                "class=od,expver=0001".into(),
+                "--porcelain".into(),
+            ],
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).lines().count()

@@ -154,8 +154,17 @@ fn another_user_changes_nothing_in_a_database_it_does_not_own() {
     s.ok_as(
         None,
         &[
-            "sample", "--out", grib.to_str().unwrap(), "--steps", "0", "--params", "t/u",
-            "--levels", "1000/500", "--points", "20",
+            "sample",
+            "--out",
+            grib.to_str().unwrap(),
+            "--steps",
+            "0",
+            "--params",
+            "t/u",
+            "--levels",
+            "1000/500",
+            "--points",
+            "20",
         ],
     );
     s.open_up();
@@ -166,7 +175,11 @@ fn another_user_changes_nothing_in_a_database_it_does_not_own() {
     // Nothing to purge yet: still refused (it was accepted before).
     s.refused(None, &["purge", DB, "--doit"], "purge");
     s.refused(Some("fdb-purge"), &["--doit", DB], "purge");
-    s.refused(None, &["control", "lock", DB, "--archive", "--retrieve"], "lock");
+    s.refused(
+        None,
+        &["control", "lock", DB, "--archive", "--retrieve"],
+        "lock",
+    );
     s.refused(Some("fdb-lock"), &["--archive", DB], "lock");
     s.refused(None, &["wipe", DB, "--doit"], "wipe");
     s.refused(Some("fdb-wipe"), &["--doit", DB], "wipe");

@@ -31,7 +31,8 @@ pub const LOG_ERROR: c_int = 2;
 pub const LOG_FATAL: c_int = 3;
 
 /// `codes_log_proc`: receives each of ecCodes' log lines instead of stderr.
-pub type LogProc = Option<extern "C" fn(c: *const CodesContext, level: c_int, message: *const c_char)>;
+pub type LogProc =
+    Option<extern "C" fn(c: *const CodesContext, level: c_int, message: *const c_char)>;
 
 /// `CODES_TYPE_*`, the native types of keys.
 pub const TYPE_LONG: c_int = 1;

@@ -6,8 +6,8 @@ mod error;
 mod ffi;
 pub(crate) mod framing;
 mod handle;
-mod log;
 pub(crate) mod keys;
+mod log;
 pub mod params;
 pub mod sample;
 
