@@ -10,6 +10,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(Some(id)) = param_id(name) {
-        assert!(!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()), "{name:?} -> {id:?}");
+        assert!(
+            !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()),
+            "{name:?} -> {id:?}"
+        );
     }
 });

@@ -451,7 +451,7 @@ fn one(env: &Env, figures: &Figures, seed: u64, i: usize) {
             let bytes = mutate_grib(&mut r, &env.grib2, &env.grib1);
             let p = env.path(&format!("bad{i}.grib"));
             std::fs::write(&p, &bytes).unwrap();
-            let config = if i % 2 == 0 {
+            let config = if i.is_multiple_of(2) {
                 env.local()
             } else {
                 env.remote()
