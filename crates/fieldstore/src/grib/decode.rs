@@ -306,6 +306,15 @@ impl<'a> Decoded<'a> {
                 reason: "spherical harmonics are coefficients, not grid points".into(),
             });
         }
+        // A grid ecCodes cannot name (`unknown`, `unknown_PLPresent`: a damaged flags octet) may
+        // still get an iterator, but none of the checks below know what it reads: it aborted on
+        // rows of 0 points.
+        if grid_type.starts_with("unknown") {
+            return Err(GribError::NoGeometry {
+                grid_type,
+                reason: "ecCodes does not recognise the grid description".into(),
+            });
+        }
         let points = self.long("numberOfDataPoints")?;
         let corrupt =
             |what: String| GribError::Decode(format!("{what}: the grid description is corrupt"));
@@ -390,8 +399,9 @@ impl<'a> Decoded<'a> {
                 return Err(corrupt(format!("pl adds up to {sum} for {points} points")));
             }
         }
-        // A Gaussian row of fewer than 2 points makes ecCodes' reduced iterator assert (and abort).
-        if grid_type.contains("_gg") {
+        // A Gaussian row of fewer than 2 points makes ecCodes' reduced iterator assert (and abort);
+        // checked whatever the grid type says when there is a pl.
+        if grid_type.contains("_gg") || !grid_type.contains("_ll") {
             if let Some(KeyValue::Longs(pl)) = self.get("pl")? {
                 if let Some(i) = pl.iter().position(|p| *p < 2) {
                     return Err(corrupt(format!("pl[{i}]={}", pl[i])));
@@ -1158,6 +1168,51 @@ mod tests {
                 let _ = d.mars_keys();
             }
         }
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): ecCodes 2.28's reduced Gaussian iterator
+    /// asserted (`bottom != 0` in grib_gaussian_reduced.c, an abort) on this damaged N128
+    /// field, whose header fieldstore's checks let through.
+    #[test]
+    fn a_damaged_reduced_gaussian_grid_is_an_error_not_an_abort() {
+        let msg = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(msg.len(), 708, "the ecCodes sample changed");
+        let mut m = msg.clone();
+        for (at, b) in [
+            (103, 115),
+            (104, 116),
+            (105, 114),
+            (106, 101),
+            (107, 97),
+            (108, 109),
+            (339, 16),
+            (456, 4),
+            (457, 0),
+            (458, 0),
+            (459, 0),
+            (460, 0),
+            (461, 0),
+            (462, 0),
+            (463, 0),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        for e in [
+            d.latitudes().map(|_| ()),
+            d.longitudes().map(|_| ()),
+            d.number_of_points().map(|_| ()),
+        ] {
+            assert!(matches!(e, Err(GribError::NoGeometry { .. })), "{e:?}");
+        }
+        drop(d);
+        // The same rows of 0 points under a grid type ecCodes names are refused too.
+        m[108] = 0;
+        let d = Decoded::new(&m).unwrap();
+        let e = d.latitudes().unwrap_err().to_string();
+        assert!(e.contains("pl[166]=0"), "{e}");
+        // Values stay readable.
+        assert_eq!(d.values().unwrap().len(), 88838);
     }
 
     #[test]
