@@ -533,6 +533,20 @@ fn hostile_input_never_crashes_the_cli_or_the_server() {
     let write_a = ["write".to_string(), a.display().to_string()];
     assert!(env.run(&env.remote(), &write_a).status.success());
 
+    // ecCodes' own log lines stay off stderr: one clean error of fieldstore's.
+    let none = env.path("none.grib").display().to_string();
+    let o = env.run(
+        &env.local(),
+        &["sample", "--out", &none, "--params", "999999"].map(String::from),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("fieldstore: error:") && err.contains("paramId=999999"),
+        "{err}"
+    );
+
     let figures = Figures::default();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {

@@ -197,6 +197,42 @@ fn another_user_changes_nothing_in_a_database_it_does_not_own() {
     s.refused(Some("fdb-unlock"), &["--wipe", DB], "unlock");
     s.refused(None, &["compact", DB], "compact");
 
+    // A request naming the other's own database as well as the owner's: refused before either
+    // changes (the other's database comes first).
+    let mine = s.path("mine.grib");
+    s.ok_as(
+        None,
+        &[
+            "sample",
+            "--out",
+            mine.to_str().unwrap(),
+            "--date",
+            "20261121",
+            "--steps",
+            "0",
+            "--params",
+            "t",
+            "--points",
+            "20",
+        ],
+    );
+    s.open_up();
+    s.ok_as(Some(OTHER), &["write", mine.to_str().unwrap()]);
+    s.open_up();
+    let both = "class=od,expver=0001,stream=oper,date=20261121/20261122,time=1200";
+    s.refused(None, &["control", "lock", both, "--archive"], "lock");
+    s.refused(None, &["purge", both, "--doit"], "purge");
+    s.refused(None, &["compact", both], "compact");
+    s.refused(None, &["wipe", both, "--doit"], "wipe");
+    s.ok_as(
+        Some(OTHER),
+        &[
+            "wipe",
+            "class=od,expver=0001,stream=oper,date=20261121,time=1200",
+            "--doit",
+        ],
+    );
+
     // Reading and dry runs stay open to all.
     let o = s.run_as(Some(OTHER), None, &["list", DB, "--porcelain"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
