@@ -581,7 +581,6 @@ impl LocalFdb {
         Ok(())
     }
 
-    /// Databases whose key matches a partial request.
     /// Ownership of every database a change names, checked before the first of them changes.
     fn may_change(&self, dbs: &[DbRef], action: &'static str) -> Result<(), ApiError> {
         for db in dbs {
@@ -590,6 +589,7 @@ impl LocalFdb {
         Ok(())
     }
 
+    /// Databases whose key matches a partial request.
     fn matching_dbs(&self, request: &Request) -> Result<Vec<DbRef>, ApiError> {
         if request.is_empty() {
             return Err(ApiError::Invalid("this needs a request naming the databases (e.g. class=od,expver=0001,stream=oper,date=20261122,time=1200)".into()));
