@@ -37,6 +37,9 @@ pub enum KeyValue {
     Bytes(Vec<u8>),
 }
 
+/// Keys ecCodes computes from a Gaussian grid's pl, asserting it is not empty.
+const PL_DERIVED: [&str; 3] = ["isOctahedral", "gaussianGridName", "gridName"];
+
 /// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
 pub const GRID_KEYS: &[&str] = &[
     "gridType",
@@ -248,6 +251,13 @@ impl<'a> Decoded<'a> {
     /// 2147483647), as the `eccodes` Python package does.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
+        // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
+        // there but empty (Nj=0 in a damaged header).
+        if PL_DERIVED.contains(&key) && self.defines("pl") && self.size("pl").unwrap_or(0) == 0 {
+            return Err(GribError::Decode(format!(
+                "{key}: the grid has a pl of no rows: the grid description is corrupt"
+            )));
+        }
         // SAFETY: valid handle and C string.
         if unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } == 0 {
             return Ok(None);
@@ -449,6 +459,12 @@ impl<'a> Decoded<'a> {
             )));
         }
         Ok(())
+    }
+
+    fn defines(&self, key: &str) -> bool {
+        // SAFETY: valid handle and C string.
+        cstr(key)
+            .is_ok_and(|k| unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } != 0)
     }
 
     /// A long key the message defines and does not code as missing.
@@ -1213,6 +1229,28 @@ mod tests {
         assert!(e.contains("pl[166]=0"), "{e}");
         // Values stay readable.
         assert_eq!(d.values().unwrap().len(), 88838);
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): `isOctahedral` and `gridName` of a
+    /// reduced Gaussian field whose header says Nj=0 (so pl is empty) made ecCodes assert
+    /// (`plsize`, an abort) in `grid()` and `get()`.
+    #[test]
+    fn a_gaussian_grid_of_no_rows_has_no_grid_name_and_does_not_abort() {
+        let mut h = sample("reduced_gg_pl_128_grib2");
+        h.set_long("Nj", 0).unwrap();
+        let msg = h.message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("Nj").unwrap(), Some(KeyValue::Long(0)));
+        for key in PL_DERIVED {
+            let e = d.get(key).unwrap_err().to_string();
+            assert!(e.contains("pl of no rows"), "{key}: {e}");
+        }
+        assert!(d.grid().is_err());
+        assert!(d.latitudes().is_err());
+        assert_eq!(
+            d.get("gridType").unwrap(),
+            Some(KeyValue::String("reduced_gg".into()))
+        );
     }
 
     #[test]
