@@ -40,6 +40,9 @@ pub enum KeyValue {
 /// Keys ecCodes computes from a Gaussian grid's pl, asserting it is not empty.
 const PL_DERIVED: [&str; 3] = ["isOctahedral", "gaussianGridName", "gridName"];
 
+/// Keys ecCodes computes by decoding every value into an array of numberOfDataPoints.
+const VALUES_DERIVED: [&str; 3] = ["numberOfMissing", "numberOfMissingValues", "unpackedError"];
+
 /// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
 pub const GRID_KEYS: &[&str] = &[
     "gridType",
@@ -251,6 +254,18 @@ impl<'a> Decoded<'a> {
     /// 2147483647), as the `eccodes` Python package does.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
+        // These decode every value into an array of numberOfDataPoints: a message without a
+        // bitmap coding fewer values (a GRIB1 field that lost its grid section) overflowed it
+        // (SIGSEGV).
+        if VALUES_DERIVED.contains(&key) && self.present_long("bitmapPresent").unwrap_or(0) == 0 {
+            let coded = self.present_long("numberOfCodedValues");
+            let points = self.present_long("numberOfDataPoints");
+            if coded != points {
+                return Err(GribError::Decode(format!(
+                    "{key}: {coded:?} coded values for {points:?} points and no bitmap: the message is corrupt"
+                )));
+            }
+        }
         // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
         // there but empty (Nj=0 in a damaged header).
         if PL_DERIVED.contains(&key) && self.defines("pl") && self.size("pl").unwrap_or(0) == 0 {
@@ -1251,6 +1266,57 @@ mod tests {
             d.get("gridType").unwrap(),
             Some(KeyValue::String("reduced_gg".into()))
         );
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): a GRIB1 field whose section 1 flags lost the
+    /// grid section, with 4096 coded values for a 4186-point grid: `numberOfMissing` (asked by
+    /// `grid()`) overflowed ecCodes' array (SIGSEGV), `unpackedError` aborted.
+    #[test]
+    fn values_derived_keys_of_a_message_short_of_values_are_errors() {
+        let msg = sample("GRIB1").message().unwrap();
+        assert_eq!(msg.len(), 107, "the ecCodes sample changed");
+        let mut m = msg.clone();
+        for (at, b) in [
+            (11, 98),
+            (12, 107),
+            (13, 0),
+            (14, 64),
+            (15, 0),
+            (66, 115),
+            (69, 0),
+            (70, 0),
+            (71, 0),
+            (72, 0),
+            (76, 0),
+            (77, 0),
+            (78, 0),
+            (79, 0),
+            (80, 0),
+            (81, 0),
+            (82, 1),
+            (83, 1),
+            (84, 2),
+            (85, 4),
+            (86, 1),
+            (87, 48),
+            (88, 48),
+            (89, 48),
+            (90, 49),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        for key in VALUES_DERIVED {
+            let e = d.get(key).unwrap_err().to_string();
+            assert!(
+                e.contains("Some(4096) coded values for Some(4186) points"),
+                "{key}: {e}"
+            );
+        }
+        assert!(d.grid().is_err());
+        // A sound message still answers.
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(0)));
     }
 
     #[test]
