@@ -266,6 +266,23 @@ impl<'a> Decoded<'a> {
                 )));
             }
         }
+        // With a bitmap, they read a bit a point: a GRIB2 bitmap section too short for the
+        // points (indicator 0, "bitmap follows", over none) was read past its end (SIGSEGV).
+        // Other indicators (254: the previous message's bitmap) carry no bits here.
+        if VALUES_DERIVED.contains(&key)
+            && self.present_long("edition") == Some(2)
+            && self.present_long("bitMapIndicator") == Some(0)
+        {
+            let bits = self
+                .present_long("section6Length")
+                .map(|l| (l - 6).max(0) * 8);
+            let points = self.present_long("numberOfDataPoints");
+            if !matches!((bits, points), (Some(b), Some(p)) if b >= p) {
+                return Err(GribError::Decode(format!(
+                    "{key}: a bitmap of {bits:?} bits for {points:?} points: the message is corrupt"
+                )));
+            }
+        }
         // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
         // there but empty (Nj=0 in a damaged header).
         if PL_DERIVED.contains(&key) && self.defines("pl") && self.size("pl").unwrap_or(0) == 0 {
@@ -1314,9 +1331,32 @@ mod tests {
             );
         }
         assert!(d.grid().is_err());
-        // A sound message still answers.
+        // Also found: a bitmap indicator saying a bitmap follows, over a section holding none
+        // (88838 points): read past its end (SIGSEGV).
+        let mut g2 = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(g2[698], 255, "the ecCodes sample changed");
+        g2[698] = 0;
+        let d2 = Decoded::new(&g2).unwrap();
+        for key in VALUES_DERIVED {
+            let e = d2.get(key).unwrap_err().to_string();
+            assert!(
+                e.contains("a bitmap of Some(0) bits for Some(88838) points"),
+                "{key}: {e}"
+            );
+        }
+        assert!(d2.grid().is_err());
+        // Sound messages still answer, with a bitmap too.
         let d = Decoded::new(&msg).unwrap();
         assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(0)));
+        let mut h = sample("regular_ll_sfc_grib2");
+        h.set_long("bitmapPresent", 1).unwrap();
+        let bm = h.message().unwrap();
+        let d = Decoded::new(&bm).unwrap();
+        assert!(matches!(
+            d.get("numberOfMissing").unwrap(),
+            Some(KeyValue::Long(_))
+        ));
+        assert!(d.grid().is_ok());
     }
 
     #[test]
