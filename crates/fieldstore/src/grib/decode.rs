@@ -150,6 +150,15 @@ impl<'a> Decoded<'a> {
                 )));
             }
         }
+        // ecCodes allocates the coded values before unpacking them, and aborts when that fails:
+        // a damaged header announced 4261501702 of them for 88838 points.
+        if let Some(coded) = self.present_long("numberOfCodedValues") {
+            if !(0..=MAX_POINTS).contains(&coded) {
+                return Err(GribError::Decode(format!(
+                    "{coded} coded values announced: more than any real field, the header is corrupt"
+                )));
+            }
+        }
         if n as u64 > MAX_POINTS as u64 {
             return Err(GribError::Decode(format!(
                 "{n} values announced: more than any real field, the header is corrupt"
@@ -1357,6 +1366,56 @@ mod tests {
             Some(KeyValue::Long(_))
         ));
         assert!(d.grid().is_ok());
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): a damaged N128 field announcing 4261501702
+    /// coded values made ecCodes' allocation for them fail, and it aborts on that.
+    #[test]
+    fn billions_of_coded_values_are_an_error_not_an_abort() {
+        let mut m = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(m.len(), 708, "the ecCodes sample changed");
+        for (at, b) in [
+            (67, 0),
+            (68, 0),
+            (69, 71),
+            (70, 82),
+            (71, 73),
+            (72, 66),
+            (73, 0),
+            (74, 0),
+            (75, 75),
+            (118, 0),
+            (119, 0),
+            (120, 0),
+            (124, 0),
+            (125, 15),
+            (225, 0),
+            (226, 0),
+            (227, 0),
+            (228, 0),
+            (229, 0),
+            (230, 0),
+            (231, 0),
+            (232, 176),
+            (300, 4),
+            (301, 0),
+            (302, 0),
+            (303, 0),
+            (304, 0),
+            (305, 0),
+            (306, 0),
+            (307, 0),
+            (466, 3),
+            (627, 51),
+            (677, 254),
+            (698, 0),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        let e = d.values().unwrap_err().to_string();
+        assert!(e.contains("coded values announced"), "{e}");
+        assert!(d.number_of_values().is_err());
     }
 
     #[test]
