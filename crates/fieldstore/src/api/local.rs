@@ -603,6 +603,14 @@ impl LocalFdb {
         Ok(())
     }
 
+    /// Ownership of every database a change names, checked before the first of them changes.
+    fn may_change(&self, dbs: &[DbRef], action: &'static str) -> Result<(), ApiError> {
+        for db in dbs {
+            self.catalogue.may_change(db, action)?;
+        }
+        Ok(())
+    }
+
     /// Databases whose key matches a partial request.
     fn matching_dbs(&self, request: &Request) -> Result<Vec<DbRef>, ApiError> {
         if request.is_empty() {
@@ -1508,8 +1516,12 @@ impl Fdb for LocalFdb {
         if !extra.is_empty() {
             return Err(ApiError::Invalid(format!("wipe removes whole databases; the request also names {} (remove them, or use purge for replaced fields)", extra.join(", "))));
         }
+        let dbs = self.matching_dbs(request)?;
+        if doit {
+            self.may_change(&dbs, "wipe")?;
+        }
         let mut out = Vec::new();
-        for db in self.matching_dbs(request)? {
+        for db in dbs {
             if self.catalogue.is_locked(&db, Operation::Wipe.name()) {
                 return Err(locked(&db, Operation::Wipe.name()));
             }
@@ -1542,8 +1554,12 @@ impl Fdb for LocalFdb {
     }
 
     fn purge(&self, request: &Request, doit: bool) -> Result<Vec<PurgeElement>, ApiError> {
+        let dbs = self.matching_dbs(request)?;
+        if doit {
+            self.may_change(&dbs, "purge")?;
+        }
         let mut out = Vec::new();
-        for db in self.matching_dbs(request)? {
+        for db in dbs {
             let r = self.catalogue.purge(&db, doit)?;
             if doit {
                 self.store.remove(&db, &r.objects)?;
@@ -1617,8 +1633,14 @@ impl Fdb for LocalFdb {
                 Operation::CONTROLLABLE.map(Operation::name).join(", ")
             )));
         }
+        let dbs = self.matching_dbs(request)?;
+        match action {
+            ControlAction::Lock => self.may_change(&dbs, "lock")?,
+            ControlAction::Unlock => self.may_change(&dbs, "unlock")?,
+            ControlAction::Status => {}
+        }
         let mut out = Vec::new();
-        for db in self.matching_dbs(request)? {
+        for db in dbs {
             for id in identifiers {
                 match action {
                     ControlAction::Lock => self.catalogue.set_locked(&db, id.name(), true)?,
@@ -1640,8 +1662,10 @@ impl Fdb for LocalFdb {
     }
 
     fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
+        let dbs = self.matching_dbs(request)?;
+        self.may_change(&dbs, "compact")?;
         let mut out = Vec::new();
-        for db in self.matching_dbs(request)? {
+        for db in dbs {
             let r = self.catalogue.compact(&db)?;
             out.push(CompactElement {
                 location: self.catalogue.location(&db),
@@ -1715,6 +1739,9 @@ impl Fdb for LocalFdb {
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
+        }
+        if !options.dry_run {
+            self.may_change(&dbs, "move")?;
         }
         let mut out = Vec::new();
         for db in dbs {

@@ -37,6 +37,12 @@ pub enum KeyValue {
     Bytes(Vec<u8>),
 }
 
+/// Keys ecCodes computes from a Gaussian grid's pl, asserting it is not empty.
+const PL_DERIVED: [&str; 3] = ["isOctahedral", "gaussianGridName", "gridName"];
+
+/// Keys ecCodes computes by decoding every value into an array of numberOfDataPoints.
+const VALUES_DERIVED: [&str; 3] = ["numberOfMissing", "numberOfMissingValues", "unpackedError"];
+
 /// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
 pub const GRID_KEYS: &[&str] = &[
     "gridType",
@@ -144,6 +150,15 @@ impl<'a> Decoded<'a> {
                 )));
             }
         }
+        // ecCodes allocates the coded values before unpacking them, and aborts when that fails:
+        // a damaged header announced 4261501702 of them for 88838 points.
+        if let Some(coded) = self.present_long("numberOfCodedValues") {
+            if !(0..=MAX_POINTS).contains(&coded) {
+                return Err(GribError::Decode(format!(
+                    "{coded} coded values announced: more than any real field, the header is corrupt"
+                )));
+            }
+        }
         if n as u64 > MAX_POINTS as u64 {
             return Err(GribError::Decode(format!(
                 "{n} values announced: more than any real field, the header is corrupt"
@@ -248,6 +263,42 @@ impl<'a> Decoded<'a> {
     /// 2147483647), as the `eccodes` Python package does.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
+        // These decode every value into an array of numberOfDataPoints: a message without a
+        // bitmap coding fewer values (a GRIB1 field that lost its grid section) overflowed it
+        // (SIGSEGV).
+        if VALUES_DERIVED.contains(&key) && self.present_long("bitmapPresent").unwrap_or(0) == 0 {
+            let coded = self.present_long("numberOfCodedValues");
+            let points = self.present_long("numberOfDataPoints");
+            if coded != points {
+                return Err(GribError::Decode(format!(
+                    "{key}: {coded:?} coded values for {points:?} points and no bitmap: the message is corrupt"
+                )));
+            }
+        }
+        // With a bitmap, they read a bit a point: a GRIB2 bitmap section too short for the
+        // points (indicator 0, "bitmap follows", over none) was read past its end (SIGSEGV).
+        // Other indicators (254: the previous message's bitmap) carry no bits here.
+        if VALUES_DERIVED.contains(&key)
+            && self.present_long("edition") == Some(2)
+            && self.present_long("bitMapIndicator") == Some(0)
+        {
+            let bits = self
+                .present_long("section6Length")
+                .map(|l| (l - 6).max(0) * 8);
+            let points = self.present_long("numberOfDataPoints");
+            if !matches!((bits, points), (Some(b), Some(p)) if b >= p) {
+                return Err(GribError::Decode(format!(
+                    "{key}: a bitmap of {bits:?} bits for {points:?} points: the message is corrupt"
+                )));
+            }
+        }
+        // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
+        // there but empty (Nj=0 in a damaged header).
+        if PL_DERIVED.contains(&key) && self.defines("pl") && self.size("pl").unwrap_or(0) == 0 {
+            return Err(GribError::Decode(format!(
+                "{key}: the grid has a pl of no rows: the grid description is corrupt"
+            )));
+        }
         // SAFETY: valid handle and C string.
         if unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } == 0 {
             return Ok(None);
@@ -304,6 +355,15 @@ impl<'a> Decoded<'a> {
             return Err(GribError::NoGeometry {
                 grid_type,
                 reason: "spherical harmonics are coefficients, not grid points".into(),
+            });
+        }
+        // A grid ecCodes cannot name (`unknown`, `unknown_PLPresent`: a damaged flags octet) may
+        // still get an iterator, but none of the checks below know what it reads: it aborted on
+        // rows of 0 points.
+        if grid_type.starts_with("unknown") {
+            return Err(GribError::NoGeometry {
+                grid_type,
+                reason: "ecCodes does not recognise the grid description".into(),
             });
         }
         let points = self.long("numberOfDataPoints")?;
@@ -390,8 +450,9 @@ impl<'a> Decoded<'a> {
                 return Err(corrupt(format!("pl adds up to {sum} for {points} points")));
             }
         }
-        // A Gaussian row of fewer than 2 points makes ecCodes' reduced iterator assert (and abort).
-        if grid_type.contains("_gg") {
+        // A Gaussian row of fewer than 2 points makes ecCodes' reduced iterator assert (and abort);
+        // checked whatever the grid type says when there is a pl.
+        if grid_type.contains("_gg") || !grid_type.contains("_ll") {
             if let Some(KeyValue::Longs(pl)) = self.get("pl")? {
                 if let Some(i) = pl.iter().position(|p| *p < 2) {
                     return Err(corrupt(format!("pl[{i}]={}", pl[i])));
@@ -439,6 +500,12 @@ impl<'a> Decoded<'a> {
             )));
         }
         Ok(())
+    }
+
+    fn defines(&self, key: &str) -> bool {
+        // SAFETY: valid handle and C string.
+        cstr(key)
+            .is_ok_and(|k| unsafe { ffi::codes_is_defined(self.handle.raw(), k.as_ptr()) } != 0)
     }
 
     /// A long key the message defines and does not code as missing.
@@ -1158,6 +1225,197 @@ mod tests {
                 let _ = d.mars_keys();
             }
         }
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): ecCodes 2.28's reduced Gaussian iterator
+    /// asserted (`bottom != 0` in grib_gaussian_reduced.c, an abort) on this damaged N128
+    /// field, whose header fieldstore's checks let through.
+    #[test]
+    fn a_damaged_reduced_gaussian_grid_is_an_error_not_an_abort() {
+        let msg = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(msg.len(), 708, "the ecCodes sample changed");
+        let mut m = msg.clone();
+        for (at, b) in [
+            (103, 115),
+            (104, 116),
+            (105, 114),
+            (106, 101),
+            (107, 97),
+            (108, 109),
+            (339, 16),
+            (456, 4),
+            (457, 0),
+            (458, 0),
+            (459, 0),
+            (460, 0),
+            (461, 0),
+            (462, 0),
+            (463, 0),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        for e in [
+            d.latitudes().map(|_| ()),
+            d.longitudes().map(|_| ()),
+            d.number_of_points().map(|_| ()),
+        ] {
+            assert!(matches!(e, Err(GribError::NoGeometry { .. })), "{e:?}");
+        }
+        drop(d);
+        // The same rows of 0 points under a grid type ecCodes names are refused too.
+        m[108] = 0;
+        let d = Decoded::new(&m).unwrap();
+        let e = d.latitudes().unwrap_err().to_string();
+        assert!(e.contains("pl[166]=0"), "{e}");
+        // Values stay readable.
+        assert_eq!(d.values().unwrap().len(), 88838);
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): `isOctahedral` and `gridName` of a
+    /// reduced Gaussian field whose header says Nj=0 (so pl is empty) made ecCodes assert
+    /// (`plsize`, an abort) in `grid()` and `get()`.
+    #[test]
+    fn a_gaussian_grid_of_no_rows_has_no_grid_name_and_does_not_abort() {
+        let mut h = sample("reduced_gg_pl_128_grib2");
+        h.set_long("Nj", 0).unwrap();
+        let msg = h.message().unwrap();
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("Nj").unwrap(), Some(KeyValue::Long(0)));
+        for key in PL_DERIVED {
+            let e = d.get(key).unwrap_err().to_string();
+            assert!(e.contains("pl of no rows"), "{key}: {e}");
+        }
+        assert!(d.grid().is_err());
+        assert!(d.latitudes().is_err());
+        assert_eq!(
+            d.get("gridType").unwrap(),
+            Some(KeyValue::String("reduced_gg".into()))
+        );
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): a GRIB1 field whose section 1 flags lost the
+    /// grid section, with 4096 coded values for a 4186-point grid: `numberOfMissing` (asked by
+    /// `grid()`) overflowed ecCodes' array (SIGSEGV), `unpackedError` aborted.
+    #[test]
+    fn values_derived_keys_of_a_message_short_of_values_are_errors() {
+        let msg = sample("GRIB1").message().unwrap();
+        assert_eq!(msg.len(), 107, "the ecCodes sample changed");
+        let mut m = msg.clone();
+        for (at, b) in [
+            (11, 98),
+            (12, 107),
+            (13, 0),
+            (14, 64),
+            (15, 0),
+            (66, 115),
+            (69, 0),
+            (70, 0),
+            (71, 0),
+            (72, 0),
+            (76, 0),
+            (77, 0),
+            (78, 0),
+            (79, 0),
+            (80, 0),
+            (81, 0),
+            (82, 1),
+            (83, 1),
+            (84, 2),
+            (85, 4),
+            (86, 1),
+            (87, 48),
+            (88, 48),
+            (89, 48),
+            (90, 49),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        for key in VALUES_DERIVED {
+            let e = d.get(key).unwrap_err().to_string();
+            assert!(
+                e.contains("Some(4096) coded values for Some(4186) points"),
+                "{key}: {e}"
+            );
+        }
+        assert!(d.grid().is_err());
+        // Also found: a bitmap indicator saying a bitmap follows, over a section holding none
+        // (88838 points): read past its end (SIGSEGV).
+        let mut g2 = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(g2[698], 255, "the ecCodes sample changed");
+        g2[698] = 0;
+        let d2 = Decoded::new(&g2).unwrap();
+        for key in VALUES_DERIVED {
+            let e = d2.get(key).unwrap_err().to_string();
+            assert!(
+                e.contains("a bitmap of Some(0) bits for Some(88838) points"),
+                "{key}: {e}"
+            );
+        }
+        assert!(d2.grid().is_err());
+        // Sound messages still answer, with a bitmap too.
+        let d = Decoded::new(&msg).unwrap();
+        assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(0)));
+        let mut h = sample("regular_ll_sfc_grib2");
+        h.set_long("bitmapPresent", 1).unwrap();
+        let bm = h.message().unwrap();
+        let d = Decoded::new(&bm).unwrap();
+        assert!(matches!(
+            d.get("numberOfMissing").unwrap(),
+            Some(KeyValue::Long(_))
+        ));
+        assert!(d.grid().is_ok());
+    }
+
+    /// Regression (found by fuzzing `grib_decode`): a damaged N128 field announcing 4261501702
+    /// coded values made ecCodes' allocation for them fail, and it aborts on that.
+    #[test]
+    fn billions_of_coded_values_are_an_error_not_an_abort() {
+        let mut m = sample("reduced_gg_pl_128_grib2").message().unwrap();
+        assert_eq!(m.len(), 708, "the ecCodes sample changed");
+        for (at, b) in [
+            (67, 0),
+            (68, 0),
+            (69, 71),
+            (70, 82),
+            (71, 73),
+            (72, 66),
+            (73, 0),
+            (74, 0),
+            (75, 75),
+            (118, 0),
+            (119, 0),
+            (120, 0),
+            (124, 0),
+            (125, 15),
+            (225, 0),
+            (226, 0),
+            (227, 0),
+            (228, 0),
+            (229, 0),
+            (230, 0),
+            (231, 0),
+            (232, 176),
+            (300, 4),
+            (301, 0),
+            (302, 0),
+            (303, 0),
+            (304, 0),
+            (305, 0),
+            (306, 0),
+            (307, 0),
+            (466, 3),
+            (627, 51),
+            (677, 254),
+            (698, 0),
+        ] {
+            m[at] = b;
+        }
+        let d = Decoded::new(&m).unwrap();
+        let e = d.values().unwrap_err().to_string();
+        assert!(e.contains("coded values announced"), "{e}");
+        assert!(d.number_of_values().is_err());
     }
 
     #[test]

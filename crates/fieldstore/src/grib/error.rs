@@ -56,6 +56,8 @@ pub enum GribError {
         expected: usize,
         got: usize,
     },
+    #[error("{asked} grid points per field is more than fieldstore makes (at most {max})")]
+    TooManyPoints { asked: usize, max: usize },
     #[error("ecCodes cannot decode the message: {0}")]
     Decode(String),
     #[error("ecCodes: {0}")]

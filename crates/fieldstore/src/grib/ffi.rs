@@ -24,6 +24,16 @@ pub const KEYS_ITERATOR_ALL_KEYS: c_ulong = 0;
 /// `GRIB_NOT_FOUND`: the key does not exist in this message.
 pub const NOT_FOUND: c_int = -10;
 
+/// `CODES_LOG_*`, the levels of ecCodes' log messages.
+pub const LOG_INFO: c_int = 0;
+pub const LOG_WARNING: c_int = 1;
+pub const LOG_ERROR: c_int = 2;
+pub const LOG_FATAL: c_int = 3;
+
+/// `codes_log_proc`: receives each of ecCodes' log lines instead of stderr.
+pub type LogProc =
+    Option<extern "C" fn(c: *const CodesContext, level: c_int, message: *const c_char)>;
+
 /// `CODES_TYPE_*`, the native types of keys.
 pub const TYPE_LONG: c_int = 1;
 pub const TYPE_DOUBLE: c_int = 2;
@@ -109,5 +119,7 @@ extern "C" {
     /// Fills `latitudes` (2 * truncation of them) north to south.
     pub fn codes_get_gaussian_latitudes(truncation: c_long, latitudes: *mut f64) -> c_int;
     pub fn codes_get_api_version() -> c_long;
+    pub fn codes_context_get_default() -> *mut CodesContext;
+    pub fn codes_context_set_logging_proc(c: *mut CodesContext, proc_: LogProc);
     pub fn codes_get_error_message(code: c_int) -> *const c_char;
 }

@@ -29,6 +29,7 @@ unsafe impl Send for Handle<'_> {}
 impl<'a> Handle<'a> {
     /// Wraps a message without copying it. The caller has checked the framing.
     pub(crate) fn from_message(data: &'a [u8]) -> Result<Handle<'a>, GribError> {
+        super::log::route();
         // SAFETY: data is valid for `len` bytes for 'a, which the handle cannot outlive.
         let raw = unsafe {
             ffi::codes_handle_new_from_message(ptr::null_mut(), data.as_ptr().cast(), data.len())
@@ -45,6 +46,7 @@ impl<'a> Handle<'a> {
     }
 
     pub(crate) fn from_sample(name: &str) -> Result<Handle<'static>, GribError> {
+        super::log::route();
         let c = CString::new(name)
             .map_err(|_| GribError::EcCodes(format!("bad sample name {name:?}")))?;
         // SAFETY: c is a valid C string.

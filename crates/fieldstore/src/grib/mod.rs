@@ -7,6 +7,7 @@ mod ffi;
 pub(crate) mod framing;
 mod handle;
 pub(crate) mod keys;
+mod log;
 pub mod params;
 pub mod sample;
 

@@ -29,12 +29,15 @@ pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
     }
     let mut found = None;
     if let Some((number, table)) = name.split_once('.') {
-        if let (Ok(number), Ok(table)) = (number.parse::<i64>(), table.parse::<i64>()) {
+        // One byte each in GRIB1; ecCodes answers paramId 0 for a pair it does not know.
+        if let (Ok(number), Ok(table)) = (number.parse::<u8>(), table.parse::<u8>()) {
             let mut h = Handle::from_sample("GRIB1")?;
-            if h.set_long("table2Version", table).is_ok()
-                && h.set_long("indicatorOfParameter", number).is_ok()
+            if h.set_long("table2Version", i64::from(table)).is_ok()
+                && h.set_long("indicatorOfParameter", i64::from(number))
+                    .is_ok()
             {
-                found = Some(h.get_long("paramId")?.to_string());
+                let id = h.get_long("paramId")?;
+                found = (id > 0).then(|| id.to_string());
             }
         }
     }
@@ -108,6 +111,10 @@ mod tests {
             assert_eq!(param_id(n).unwrap().as_deref(), Some(id), "{n}");
         }
         assert_eq!(param_id("nosuchparam").unwrap(), None);
+        // Regression: pairs ecCodes does not know were paramId 0, a parameter that is none.
+        for n in ["0.0", "255.255", "1.9223372036854775807", "300.1"] {
+            assert_eq!(param_id(n).unwrap(), None, "{n}");
+        }
         for (n, id) in [("112.1", "3112"), ("11.2", "130"), ("229.140", "140229")] {
             assert_eq!(param_id(n).unwrap().as_deref(), Some(id), "{n}");
         }

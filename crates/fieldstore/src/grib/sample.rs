@@ -11,6 +11,11 @@ pub fn make_field(keys: &[(&str, &str)], npoints: usize, seed: u64) -> Result<Ve
     FieldMaker::new(keys, npoints, seed)?.message()
 }
 
+/// The most grid points a made field has: 2^24 (finer than 0.1 degree global grids), 128 MiB of
+/// values while it is encoded. More is refused before anything is allocated: `--points 1e11`
+/// aborted the process when the allocation failed.
+pub const MAX_POINTS: usize = 1 << 24;
+
 /// A field kept open in ecCodes so that variants differing in a few header keys (step, member)
 /// cost a key update rather than a new encoding: what a load generator needs per field.
 pub struct FieldMaker {
@@ -20,6 +25,12 @@ pub struct FieldMaker {
 impl FieldMaker {
     /// A field as `make_field` makes it.
     pub fn new(keys: &[(&str, &str)], npoints: usize, seed: u64) -> Result<FieldMaker, GribError> {
+        if npoints > MAX_POINTS {
+            return Err(GribError::TooManyPoints {
+                asked: npoints,
+                max: MAX_POINTS,
+            });
+        }
         let mut h = Handle::from_sample("GRIB2")?;
         h.set_long("setLocalDefinition", 1)?;
         h.set_long("localDefinitionNumber", 1)?;
@@ -152,6 +163,23 @@ mod tests {
         );
         assert_eq!(k.get("levelist"), None);
         assert_eq!(k.get("time"), Some("0000"));
+    }
+
+    /// Regression: `fieldstore sample --points 100000000000` aborted the process (SIGABRT) when
+    /// allocating the values failed.
+    #[test]
+    fn a_point_count_beyond_memory_is_an_error_not_an_abort() {
+        let keys = [("param", "130"), ("levelist", "500")];
+        for n in [MAX_POINTS + 1, 100_000_000_000, usize::MAX] {
+            match make_field(&keys, n, 1) {
+                Err(GribError::TooManyPoints { asked, max }) => {
+                    assert_eq!((asked, max), (n, MAX_POINTS))
+                }
+                Err(other) => panic!("{n}: {other}"),
+                Ok(_) => panic!("{n}: made a field"),
+            }
+        }
+        assert!(make_field(&keys, 0, 1).is_ok());
     }
 
     #[test]

@@ -347,6 +347,11 @@ impl Schema {
         Schema::parse(&text, &path.display().to_string())
     }
 
+    /// The built-in schema's text, as `schema show` prints it: a base for tests to damage.
+    pub fn default_schema_text() -> &'static str {
+        DEFAULT_SCHEMA
+    }
+
     pub fn default_schema() -> Schema {
         match Schema::parse(DEFAULT_SCHEMA, "<built-in default schema>") {
             Ok(s) => s,

@@ -263,7 +263,10 @@ fn canonical_param(keyword: &str, v: &str, cx: &Context) -> Result<String, TypeE
         if let Some(id) = cx.params.and_then(|r| r(v)) {
             return Ok(id);
         }
-        if let (Ok(num), Ok(table)) = (num.parse::<u64>(), table.parse::<u64>()) {
+        // GRIB1 numbers and tables are one byte each: anything larger is no parameter (and
+        // `1.9223372036854775807` overflowed the arithmetic below, a panic).
+        if let (Ok(num), Ok(table)) = (num.parse::<u8>(), table.parse::<u8>()) {
+            let (num, table) = (u32::from(num), u32::from(table));
             return Ok(if table == 128 || table == 0 {
                 num.to_string()
             } else {
@@ -577,6 +580,42 @@ mod tests {
             KeyType::Param.canonical("param", "nosuch", &cx),
             Err(TypeError::UnknownParam { .. })
         ));
+    }
+
+    /// Regression (found by random requests): `param=1.9223372036854775807` overflowed
+    /// `table * 1000 + number`, a panic (a wrong paramId in a release build).
+    #[test]
+    fn table_notation_beyond_one_byte_is_no_parameter() {
+        let r = |_: &str| None;
+        let cx = Context {
+            today: cx().today,
+            params: Some(&r),
+        };
+        for v in [
+            "1.9223372036854775807",
+            "9223372036854775807.1",
+            "18446744073709551615.18446744073709551615",
+            "256.1",
+            "1.256",
+        ] {
+            assert!(
+                matches!(
+                    KeyType::Param.canonical("param", v, &cx),
+                    Err(TypeError::UnknownParam { .. })
+                ),
+                "{v}"
+            );
+        }
+        assert_eq!(
+            KeyType::Param.canonical("param", "255.255", &cx).unwrap(),
+            "255255"
+        );
+        assert_eq!(
+            KeyType::Param
+                .canonical("param", "1.9223372036854775807", &Context::default())
+                .unwrap(),
+            "1.9223372036854775807"
+        );
     }
 
     #[test]

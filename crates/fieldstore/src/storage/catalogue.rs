@@ -115,6 +115,13 @@ pub trait Catalogue: Send + Sync {
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
 
+    /// Refuses `action` (`wipe`, `purge`, `lock`...) on a database this process may not change,
+    /// so a request naming several databases is refused before any of them changes. Catalogues
+    /// without owners (memory: one process; S3: the bucket policy decides) accept.
+    fn may_change(&self, _db: &DbRef, _action: &'static str) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     /// Makes the whole database invisible to readers at once, then removes the catalogue's own
     /// files (or reports what would go); returns their names. The store's objects are the
     /// store's to wipe next, then [`Catalogue::finish_wipe`] removes what is left.

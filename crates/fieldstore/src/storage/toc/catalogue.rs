@@ -556,7 +556,12 @@ impl Catalogue for TocCatalogue {
         maintenance::is_locked(&*self.fs, dir(db), action)
     }
 
+    fn may_change(&self, db: &DbRef, action: &'static str) -> Result<(), StorageError> {
+        maintenance::require_owner(&self.fs, dir(db), action)
+    }
+
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError> {
+        maintenance::require_owner(&self.fs, dir(db), if locked { "lock" } else { "unlock" })?;
         let p = maintenance::lock_path(dir(db), action);
         if locked {
             self.fs
@@ -581,6 +586,7 @@ impl Catalogue for TocCatalogue {
     /// Also clears what a killed move of the database left (not while a move of it runs).
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
         if doit {
+            maintenance::require_owner(&self.fs, dir(db), "purge")?;
             if let Err(e) = self.recover_moves(&Self::dir_name(&db.key)) {
                 tracing::info!("purge leaves move leftovers alone: {e}");
             }

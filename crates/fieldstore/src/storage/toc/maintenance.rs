@@ -22,6 +22,17 @@ pub fn is_locked(fs: &dyn FileSystem, dir: &Path, action: &str) -> bool {
     fs.exists(&lock_path(dir, action))
 }
 
+/// Refuses a change to a database another uid owns, before anything is touched: the store's
+/// directories may be writable by all (a shared group, or worse), so the file system alone does
+/// not keep one user from locking, purging or wiping another's data. Root may act, as in FDB5.
+pub fn require_owner(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    action: &'static str,
+) -> Result<(), StorageError> {
+    check_owner(&DbReader::open(fs, dir)?, action)
+}
+
 fn check_owner(reader: &DbReader, action: &'static str) -> Result<(), StorageError> {
     let me = current_uid();
     if reader.owner() != me && me != 0 {
@@ -130,11 +141,14 @@ pub fn purge(
     dir: &Path,
     doit: bool,
 ) -> Result<PurgeReport, StorageError> {
+    // Another uid is refused even when there is nothing to purge: the answer must not depend on
+    // the database's contents, and the lock below is a file it may not create.
+    if doit {
+        require_owner(fs, dir, "purge")?;
+    }
     // Serialised with compactions: a compaction merging an index that purge clears would bring
     // its entries back.
-    // Only the owner takes it (others may not create the lock file; they are refused below
-    // if there is anything to purge).
-    let _lock = if doit && check_owner(&DbReader::open(fs, dir)?, "purge").is_ok() {
+    let _lock = if doit {
         compaction_lock(&**fs, dir, true)?
     } else {
         None
@@ -170,15 +184,12 @@ pub fn purge(
     report.objects = dead_data.difference(&live_data).cloned().collect();
     if doit {
         if !cleared.is_empty() {
-            check_owner(&reader, "purge")?;
             journal::append(
                 &**fs,
                 &dir.join("toc"),
                 reader.state().end,
                 &[Record::Clear { files: cleared }],
             )?;
-        } else if !stale.is_empty() {
-            check_owner(&reader, "purge")?;
         }
         for f in &report.indexes {
             let p = dir.join(f);

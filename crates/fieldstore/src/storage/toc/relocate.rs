@@ -293,6 +293,9 @@ impl TocCatalogue {
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| config(format!("{} is not a database directory", db.id)))?;
         let root = self.configured_root(db, dest)?;
+        if !opts.dry_run {
+            crate::storage::catalogue::Catalogue::may_change(self, db, "move")?;
+        }
         if from.parent().is_some_and(|p| same_dir(p, &root.path)) {
             return Err(config(format!(
                 "database {} is already in root {}",
