@@ -140,6 +140,10 @@ impl<'a> Decoded<'a> {
     /// How many values `values` gives: every point of the grid, missing ones included (for
     /// spherical harmonics, the coefficients).
     pub fn number_of_values(&self) -> Result<usize, GribError> {
+        super::log::guarded(|| self.number_of_values_unguarded())
+    }
+
+    fn number_of_values_unguarded(&self) -> Result<usize, GribError> {
         let n = self.size("values")?;
         // ecCodes' spectral complex unpacking asserts (and aborts) on other truncations.
         if self.string("gridType")? == "sh" {
@@ -176,6 +180,10 @@ impl<'a> Decoded<'a> {
 
     /// Decodes into `out`, which must hold exactly [`Self::number_of_values`] values.
     pub fn values_into(&self, out: &mut [f64]) -> Result<(), GribError> {
+        super::log::guarded(|| self.values_into_unguarded(out))
+    }
+
+    fn values_into_unguarded(&self, out: &mut [f64]) -> Result<(), GribError> {
         let n = self.number_of_values()?;
         self.doubles_into("values", n, out)?;
         let marker = if self.sentinel {
@@ -195,6 +203,10 @@ impl<'a> Decoded<'a> {
 
     /// How many points `latitudes`/`longitudes` give, or why the grid has none.
     pub fn number_of_points(&self) -> Result<usize, GribError> {
+        super::log::guarded(|| self.number_of_points_unguarded())
+    }
+
+    fn number_of_points_unguarded(&self) -> Result<usize, GribError> {
         self.check_geometry()?;
         self.size("latitudes").map_err(|e| self.no_geometry(e))
     }
@@ -224,6 +236,14 @@ impl<'a> Decoded<'a> {
     }
 
     fn coordinates_into(&self, out: &mut [f64], latitudes: bool) -> Result<(), GribError> {
+        super::log::guarded(|| self.coordinates_into_unguarded(out, latitudes))
+    }
+
+    fn coordinates_into_unguarded(
+        &self,
+        out: &mut [f64],
+        latitudes: bool,
+    ) -> Result<(), GribError> {
         let n = self.number_of_points()?;
         let key = if latitudes { "latitudes" } else { "longitudes" };
         self.doubles_into(key, n, out)
@@ -262,6 +282,10 @@ impl<'a> Decoded<'a> {
     /// coded as missing gives what ecCodes gives for it (e.g. `Ni` of a reduced grid is
     /// 2147483647), as the `eccodes` Python package does.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
+        super::log::guarded(|| self.get_unguarded(key))
+    }
+
+    fn get_unguarded(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
         // These decode every value into an array of numberOfDataPoints: a message without a
         // bitmap coding fewer values (a GRIB1 field that lost its grid section) overflowed it
@@ -331,6 +355,10 @@ impl<'a> Decoded<'a> {
     /// The geometry in a few keys ([`GRID_KEYS`] that the message defines and does not code as
     /// missing), in that order.
     pub fn grid(&self) -> Result<Vec<(&'static str, KeyValue)>, GribError> {
+        super::log::guarded(|| self.grid_unguarded())
+    }
+
+    fn grid_unguarded(&self) -> Result<Vec<(&'static str, KeyValue)>, GribError> {
         let mut out = Vec::new();
         for key in GRID_KEYS {
             let k = cstr(key)?;

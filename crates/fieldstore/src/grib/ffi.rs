@@ -34,6 +34,9 @@ pub const LOG_FATAL: c_int = 3;
 pub type LogProc =
     Option<extern "C" fn(c: *const CodesContext, level: c_int, message: *const c_char)>;
 
+/// `codes_assertion_failed_proc`: called instead of `abort()` when an ecCodes assertion fails.
+pub type AssertionProc = Option<extern "C" fn(message: *const c_char)>;
+
 /// `CODES_TYPE_*`, the native types of keys.
 pub const TYPE_LONG: c_int = 1;
 pub const TYPE_DOUBLE: c_int = 2;
@@ -121,5 +124,6 @@ extern "C" {
     pub fn codes_get_api_version() -> c_long;
     pub fn codes_context_get_default() -> *mut CodesContext;
     pub fn codes_context_set_logging_proc(c: *mut CodesContext, proc_: LogProc);
+    pub fn codes_set_codes_assertion_failed_proc(proc_: AssertionProc);
     pub fn codes_get_error_message(code: c_int) -> *const c_char;
 }

@@ -30,18 +30,24 @@ impl<'a> Handle<'a> {
     /// Wraps a message without copying it. The caller has checked the framing.
     pub(crate) fn from_message(data: &'a [u8]) -> Result<Handle<'a>, GribError> {
         super::log::route();
-        // SAFETY: data is valid for `len` bytes for 'a, which the handle cannot outlive.
-        let raw = unsafe {
-            ffi::codes_handle_new_from_message(ptr::null_mut(), data.as_ptr().cast(), data.len())
-        };
-        if raw.is_null() {
-            return Err(GribError::Decode(
-                "ecCodes could not create a handle".into(),
-            ));
-        }
-        Ok(Handle {
-            raw,
-            _data: std::marker::PhantomData,
+        super::log::guarded(|| {
+            // SAFETY: data is valid for `len` bytes for 'a, which the handle cannot outlive.
+            let raw = unsafe {
+                ffi::codes_handle_new_from_message(
+                    ptr::null_mut(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                )
+            };
+            if raw.is_null() {
+                return Err(GribError::Decode(
+                    "ecCodes could not create a handle".into(),
+                ));
+            }
+            Ok(Handle {
+                raw,
+                _data: std::marker::PhantomData,
+            })
         })
     }
 

@@ -15,6 +15,10 @@ pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
 
 /// The MARS keys of an open handle.
 pub(crate) fn mars_keys_of(h: &Handle<'_>) -> Result<Key, GribError> {
+    super::log::guarded(|| mars_keys_unguarded(h))
+}
+
+fn mars_keys_unguarded(h: &Handle<'_>) -> Result<Key, GribError> {
     let ns = CString::new("mars").map_err(|_| GribError::EcCodes("namespace".into()))?;
     // SAFETY: valid handle and namespace string.
     let it =
@@ -100,5 +104,29 @@ mod tests {
             let key = mars_keys(&msg).unwrap();
             assert_eq!(key.get("param"), Some(fdb5), "{number}.{table}");
         }
+    }
+}
+
+#[cfg(test)]
+mod assertion_tests {
+    use super::*;
+
+    /// Found by the torture run: a damaged GRIB 1 message whose dates disagree made ecCodes
+    /// `abort()` (assertion `gribForecastMonth == fcmonth`) while its mars keys were read, which
+    /// killed `fieldstore write` and a server archiving it. It is an error naming the assertion.
+    #[test]
+    fn an_ecCodes_assertion_is_an_error_not_an_abort() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fieldstore-cli/tests/torture/found/sigabrt-g1forecastmonth.grib"
+        );
+        let msg = std::fs::read(path).unwrap();
+        let e = mars_keys(&msg).unwrap_err().to_string();
+        assert!(
+            e.contains("inconsistent") && e.contains("forecastmonth"),
+            "{e}"
+        );
+        // The thread's record is cleared: the next message is judged on its own.
+        assert!(super::super::log::take_assertion().is_none());
     }
 }
