@@ -115,7 +115,7 @@ mod assertion_tests {
     /// `abort()` (assertion `gribForecastMonth == fcmonth`) while its mars keys were read, which
     /// killed `fieldstore write` and a server archiving it. It is an error naming the assertion.
     #[test]
-    fn an_ecCodes_assertion_is_an_error_not_an_abort() {
+    fn an_eccodes_assertion_is_an_error_not_an_abort() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../fieldstore-cli/tests/torture/found/sigabrt-g1forecastmonth.grib"
