@@ -433,6 +433,22 @@ fn a_request_eccodes_would_crash_on_is_an_error_and_the_server_serves_on() {
         let e = s.fails("remote.yaml", &["list", bad]);
         assert!(e.contains("unknown parameter name"), "{bad}: {e}");
     }
+    // A damaged GRIB 1 message sent without its key, so the server reads the keys itself:
+    // ecCodes failed an assertion on it and aborted the server (found by the torture run).
+    let found = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/torture/found/sigabrt-g1forecastmonth.grib");
+    let damaged = std::fs::read(found).unwrap();
+    let mut w = RawClient::hello(server.port, Role::Archive);
+    w.send(
+        MsgType::Archive,
+        2,
+        &[&encode_archive_prefix(None, false), &damaged],
+    );
+    w.send(MsgType::Flush, 3, &[]);
+    let h = w.recv().unwrap();
+    assert_eq!(h.kind, MsgType::Error);
+    let e = w.error().message;
+    assert!(e.contains("inconsistent"), "{e}");
     // Still serving, the same store, on the same process.
     assert_eq!(s.list("remote.yaml", &[]).len(), 4);
     assert!(server.metric("fieldstore_connections_total") >= 4);
