@@ -69,7 +69,9 @@ impl Site {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
-        params.distinguished_name.push(DnType::OrganizationName, "Test");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "Test");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let cert = params.signed_by(&key, ca).unwrap();
         std::fs::write(self.path(&format!("{file}.pem")), cert.pem()).unwrap();
@@ -172,7 +174,9 @@ impl Site {
 fn new_ca() -> CertifiedIssuer<'static, KeyPair> {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, "Test CA");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "Test CA");
     CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 

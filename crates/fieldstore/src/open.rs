@@ -117,9 +117,8 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
                     let connector = TlsConnector::new(
                         &t.ca,
                         t.client.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
-                    ).map_err(|e| {
-                        ApiError::Invalid(format!("remote {host}:{port}: TLS: {e}"))
-                    })?;
+                    )
+                    .map_err(|e| ApiError::Invalid(format!("remote {host}:{port}: TLS: {e}")))?;
                     remote.with_tls(connector, t.server_name.clone())
                 }
             }))

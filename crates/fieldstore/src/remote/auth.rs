@@ -464,7 +464,9 @@ impl Tokens {
                     if let Some((_, other)) = certificates.iter().find(|(c, _)| *c == cn) {
                         return Err(err(
                             at,
-                            format!("identities '{other}' and '{name}' have the same certificate: {cn}"),
+                            format!(
+                                "identities '{other}' and '{name}' have the same certificate: {cn}"
+                            ),
                         ));
                     }
                     certificates.push((cn.clone(), name.clone()));
@@ -817,6 +819,101 @@ identities:
         let e =
             Tokens::parse("identities:\n  - name: a\n    tokn: x\n", "tokens.yaml").unwrap_err();
         assert!(e.to_string().contains("tokn"), "{e}");
+    }
+
+    fn peer(subject: &str, cn: Option<&str>) -> PeerCertificate {
+        PeerCertificate {
+            subject: subject.to_string(),
+            common_name: cn.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_certificate_is_the_identity_naming_its_common_name() {
+        let t = Tokens::parse(
+            "identities:
+  - name: reader
+    certificate: reader-1
+    role: reader
+  - name: ops
+    token: ops-secret-1
+    certificate: ops-1
+    role: operator
+  - name: tokens-only
+    token: only-a-token
+    role: writer
+",
+            "tokens.yaml",
+        )
+        .unwrap();
+        let reader = peer("CN=reader-1, O=X", Some("reader-1"));
+        assert_eq!(t.authenticate(None, Some(&reader)).unwrap().name, "reader");
+        // Common Names compare exactly: no case folding, no partial match.
+        let e = t
+            .authenticate(None, Some(&peer("CN=Reader-1", Some("Reader-1"))))
+            .unwrap_err();
+        assert_eq!(e, "the client certificate 'CN=Reader-1' is not one of this server's identities: no identity has `certificate: Reader-1`");
+        let e = t.authenticate(None, Some(&peer("O=X", None))).unwrap_err();
+        assert!(
+            e.ends_with("its subject has no single Common Name (CN)"),
+            "{e}"
+        );
+        // A certificate and a token: the same identity, or refused.
+        let ops = peer("CN=ops-1", Some("ops-1"));
+        assert_eq!(
+            t.authenticate(Some("ops-secret-1"), Some(&ops))
+                .unwrap()
+                .name,
+            "ops"
+        );
+        let e = t
+            .authenticate(Some("ops-secret-1"), Some(&reader))
+            .unwrap_err();
+        assert!(e.starts_with("ambiguous: the client certificate 'CN=reader-1, O=X' is identity 'reader' but the token is identity 'ops'"), "{e}");
+        let e = t
+            .authenticate(Some("wrong-token"), Some(&reader))
+            .unwrap_err();
+        assert!(e.contains("the token it also sent is not one"), "{e}");
+        // A certificate that is nobody's is refused even with a valid token.
+        assert!(t
+            .authenticate(Some("ops-secret-1"), Some(&peer("CN=x", Some("x"))))
+            .is_err());
+        // Without a certificate, tokens work as before; an identity without one has none.
+        assert_eq!(
+            t.authenticate(Some("only-a-token"), None).unwrap().name,
+            "tokens-only"
+        );
+        assert!(t
+            .authenticate(None, None)
+            .unwrap_err()
+            .contains("sent neither"));
+        assert!(t.identify("").is_none());
+    }
+
+    #[test]
+    fn certificate_entries_are_checked_at_startup() {
+        let cases = [
+            (
+                "identities:\n  - name: a\n    certificate: c1\n    role: reader\n  - name: b\n    certificate: c1\n    role: reader\n",
+                "tokens.yaml line 6: identities 'a' and 'b' have the same certificate: c1",
+            ),
+            (
+                "identities:\n  - name: a\n    certificate: \" \"\n    role: reader\n",
+                "tokens.yaml line 3: identity 'a': certificate: is empty",
+            ),
+            (
+                "identities:\n  - name: a\n    certificate: c1\n    token: aaaaaaaa1\n    token_sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n    role: reader\n",
+                "identity 'a' needs exactly one of token: or token_sha256:",
+            ),
+            (
+                "identities:\n  - name: a\n    certificates: c1\n    role: reader\n",
+                "certificates",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Tokens::parse(text, "tokens.yaml").unwrap_err().to_string();
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
     }
 
     #[test]

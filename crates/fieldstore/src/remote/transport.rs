@@ -204,9 +204,9 @@ impl TlsAcceptor {
                 } else {
                     verifier
                 };
-                let verifier = verifier.build().map_err(|e| {
-                    tls_error(&format!("client CA {}", c.ca.display()), e)
-                })?;
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| tls_error(&format!("client CA {}", c.ca.display()), e))?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
@@ -457,5 +457,37 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    fn der(names: &[(DnType, &str)]) -> Vec<u8> {
+        let mut params = CertificateParams::new(vec!["client.example".to_string()]).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in names {
+            params.distinguished_name.push(t.clone(), *v);
+        }
+        let key = KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn the_common_name_of_a_certificate_subject_is_read_with_the_subject() {
+        let p = PeerCertificate::from_der(&der(&[
+            (DnType::CommonName, "reader-1"),
+            (DnType::OrganizationName, "ECMWF"),
+        ]))
+        .unwrap();
+        assert_eq!(p.common_name.as_deref(), Some("reader-1"));
+        assert_eq!(p.subject, "CN=reader-1, O=ECMWF");
+        // No CN: no name to map (the SAN DNS name is not used instead).
+        let p = PeerCertificate::from_der(&der(&[(DnType::OrganizationName, "ECMWF")])).unwrap();
+        assert_eq!(p.common_name, None);
+        assert_eq!(p.subject, "O=ECMWF");
+        assert!(PeerCertificate::from_der(b"not a certificate").is_err());
     }
 }

@@ -1707,7 +1707,10 @@ fdbs:
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing required key 'ca'"), "{e}");
-        let c = parse("type: remote\nhost: h\ntls: {ca: /etc/ca.pem, cert: /etc/me.pem, key: /etc/me.key}").unwrap();
+        let c = parse(
+            "type: remote\nhost: h\ntls: {ca: /etc/ca.pem, cert: /etc/me.pem, key: /etc/me.key}",
+        )
+        .unwrap();
         assert!(matches!(c, FdbConfig::Remote { tls: Some(ref t), .. }
             if t.client == Some(("/etc/me.pem".into(), "/etc/me.key".into()))));
         assert_eq!(
