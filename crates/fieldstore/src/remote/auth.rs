@@ -334,18 +334,20 @@ impl Tokens {
 
     /// Who a client is, from what it presented at the handshake: a verified certificate, a
     /// token, or both (then both must name the same identity). The error says why not, for
-    /// the client.
+    /// the client, and mentions certificates only when the server asks for them.
     pub fn authenticate(
         &self,
         token: Option<&str>,
         cert: Option<&PeerCertificate>,
+        certificates_asked: bool,
     ) -> Result<Arc<Identity>, String> {
         let by_token = token.map(|t| self.identify(t));
         let Some(cert) = cert else {
             return match by_token {
                 Some(Some(who)) => Ok(who),
                 Some(None) => Err("the token is not one of this server's identities (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
-                None => Err("this server requires a token or a client certificate and the client sent neither (set `token:` or `tls: {cert:, key:}` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
+                None if certificates_asked => Err("this server requires a token or a client certificate and the client sent neither (set `token:` or `tls: {cert:, key:}` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
+                None => Err("this server requires a token and the client sent none (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
             };
         };
         let Some(who) = self.identify_certificate(cert) else {
@@ -847,13 +849,18 @@ identities:
         )
         .unwrap();
         let reader = peer("CN=reader-1, O=X", Some("reader-1"));
-        assert_eq!(t.authenticate(None, Some(&reader)).unwrap().name, "reader");
+        assert_eq!(
+            t.authenticate(None, Some(&reader), true).unwrap().name,
+            "reader"
+        );
         // Common Names compare exactly: no case folding, no partial match.
         let e = t
-            .authenticate(None, Some(&peer("CN=Reader-1", Some("Reader-1"))))
+            .authenticate(None, Some(&peer("CN=Reader-1", Some("Reader-1"))), true)
             .unwrap_err();
         assert_eq!(e, "the client certificate 'CN=Reader-1' is not one of this server's identities: no identity has `certificate: Reader-1`");
-        let e = t.authenticate(None, Some(&peer("O=X", None))).unwrap_err();
+        let e = t
+            .authenticate(None, Some(&peer("O=X", None)), true)
+            .unwrap_err();
         assert!(
             e.ends_with("its subject has no single Common Name (CN)"),
             "{e}"
@@ -861,30 +868,32 @@ identities:
         // A certificate and a token: the same identity, or refused.
         let ops = peer("CN=ops-1", Some("ops-1"));
         assert_eq!(
-            t.authenticate(Some("ops-secret-1"), Some(&ops))
+            t.authenticate(Some("ops-secret-1"), Some(&ops), true)
                 .unwrap()
                 .name,
             "ops"
         );
         let e = t
-            .authenticate(Some("ops-secret-1"), Some(&reader))
+            .authenticate(Some("ops-secret-1"), Some(&reader), true)
             .unwrap_err();
         assert!(e.starts_with("ambiguous: the client certificate 'CN=reader-1, O=X' is identity 'reader' but the token is identity 'ops'"), "{e}");
         let e = t
-            .authenticate(Some("wrong-token"), Some(&reader))
+            .authenticate(Some("wrong-token"), Some(&reader), true)
             .unwrap_err();
         assert!(e.contains("the token it also sent is not one"), "{e}");
         // A certificate that is nobody's is refused even with a valid token.
         assert!(t
-            .authenticate(Some("ops-secret-1"), Some(&peer("CN=x", Some("x"))))
+            .authenticate(Some("ops-secret-1"), Some(&peer("CN=x", Some("x"))), true)
             .is_err());
         // Without a certificate, tokens work as before; an identity without one has none.
         assert_eq!(
-            t.authenticate(Some("only-a-token"), None).unwrap().name,
+            t.authenticate(Some("only-a-token"), None, true)
+                .unwrap()
+                .name,
             "tokens-only"
         );
         assert!(t
-            .authenticate(None, None)
+            .authenticate(None, None, true)
             .unwrap_err()
             .contains("sent neither"));
         assert!(t.identify("").is_none());

@@ -104,7 +104,10 @@ fn tls_error(context: &str, e: impl std::fmt::Display) -> io::Error {
 
 /// A server's TLS identity, loaded from PEM files, and whether it asks clients for certificates.
 #[derive(Clone, Debug)]
-pub struct TlsAcceptor(Arc<rustls::ServerConfig>);
+pub struct TlsAcceptor {
+    config: Arc<rustls::ServerConfig>,
+    client_certificates: bool,
+}
 
 /// Which client certificates a server asks for (`--tls-client-ca`, `--tls-client-optional`).
 #[derive(Clone, Debug)]
@@ -213,13 +216,21 @@ impl TlsAcceptor {
         let config = builder
             .with_single_cert(certs, key)
             .map_err(|e| tls_error("the certificate and key do not make a TLS identity", e))?;
-        Ok(TlsAcceptor(Arc::new(config)))
+        Ok(TlsAcceptor {
+            config: Arc::new(config),
+            client_certificates: clients.is_some(),
+        })
+    }
+
+    /// Whether clients may prove themselves with a certificate here (for refusal messages).
+    pub fn asks_for_client_certificates(&self) -> bool {
+        self.client_certificates
     }
 
     /// Completes the handshake (bounded by the socket's timeouts) and starts the pump. Returns
     /// the client's certificate too, when it presented one (rustls verified it against the CA).
     pub fn accept(&self, tcp: TcpStream) -> io::Result<(Socket, Option<PeerCertificate>)> {
-        let conn = rustls::ServerConnection::new(self.0.clone())
+        let conn = rustls::ServerConnection::new(self.config.clone())
             .map_err(|e| tls_error("TLS session", e))?;
         let mut conn = rustls::Connection::Server(conn);
         let mut tcp = tcp;

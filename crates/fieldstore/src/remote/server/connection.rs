@@ -187,9 +187,15 @@ impl<'a> Connection<'a> {
             );
         };
         if let Some(tokens) = &self.shared.opts.tokens {
-            let found = tokens
-                .current()
-                .authenticate(hello.token.as_deref(), self.peer.as_ref());
+            let found = tokens.current().authenticate(
+                hello.token.as_deref(),
+                self.peer.as_ref(),
+                self.shared
+                    .opts
+                    .tls
+                    .as_ref()
+                    .is_some_and(|t| t.asks_for_client_certificates()),
+            );
             let who = match found {
                 Ok(who) => who,
                 Err(why) => return refuse(self, kinds::AUTH, &why),
