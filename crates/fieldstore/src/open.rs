@@ -114,9 +114,11 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
             Ok(Box::new(match tls {
                 None => remote,
                 Some(t) => {
-                    let connector = TlsConnector::from_ca_file(&t.ca).map_err(|e| {
-                        ApiError::Invalid(format!("remote {host}:{port}: TLS: {e}"))
-                    })?;
+                    let connector = TlsConnector::new(
+                        &t.ca,
+                        t.client.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+                    )
+                    .map_err(|e| ApiError::Invalid(format!("remote {host}:{port}: TLS: {e}")))?;
                     remote.with_tls(connector, t.server_name.clone())
                 }
             }))

@@ -15,7 +15,7 @@ use fieldstore::remote::server::{
     default_connection_budget, default_memory_budget, parse_size, DEFAULT_BUDGET_WAIT,
     DEFAULT_MAX_REQUESTS_PER_IDENTITY,
 };
-use fieldstore::remote::{Server, ServerOptions, TlsAcceptor};
+use fieldstore::remote::{ClientCertificates, Server, ServerOptions, TlsAcceptor};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -53,6 +53,14 @@ pub struct ServerArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// Ask clients for a TLS certificate signed by this CA (PEM) and refuse those without one;
+    /// with --tokens, an identity's `certificate:` names the certificates that are it.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<std::path::PathBuf>,
+    /// With --tls-client-ca: a client without a certificate may still connect (and then proves
+    /// itself with a token).
+    #[arg(long, requires = "tls_client_ca")]
+    tls_client_optional: bool,
     /// Memory all clients together may make the server hold (fields being received, retrieve
     /// and list buffers), e.g. 512MiB; beyond it clients wait, held back by TCP. Default: a
     /// quarter of the machine's memory, between 256 MiB and 8 GiB.
@@ -85,7 +93,13 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
             .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())),
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(TlsAcceptor::from_pem_files(cert, key)?),
+        (Some(cert), Some(key)) => {
+            let clients = args.tls_client_ca.as_ref().map(|ca| ClientCertificates {
+                ca: ca.clone(),
+                optional: args.tls_client_optional,
+            });
+            Some(TlsAcceptor::new(cert, key, clients.as_ref())?)
+        }
         _ => None,
     };
     if token.is_none() && tokens.is_none() {

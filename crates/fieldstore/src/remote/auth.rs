@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
 use super::protocol::MsgType;
+use super::transport::PeerCertificate;
 use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::Key;
@@ -201,8 +202,11 @@ struct Grant {
 #[derive(Debug)]
 pub struct Identity {
     pub name: String,
-    /// SHA-256 of its token: what presented tokens are compared with.
-    digest: [u8; 32],
+    /// SHA-256 of its token: what presented tokens are compared with (`None`: it proves itself
+    /// with a certificate only).
+    digest: Option<[u8; 32]>,
+    /// The Common Name of the client certificates that prove this identity.
+    pub certificate: Option<String>,
     role: Option<Role>,
     grants: Vec<Grant>,
     /// Whether databases it creates record its name (not for `--token` or an open server,
@@ -216,7 +220,8 @@ impl Identity {
     pub fn everyone(name: &str) -> Identity {
         Identity {
             name: name.to_string(),
-            digest: [0; 32],
+            digest: None,
+            certificate: None,
             role: Some(Role::Operator),
             grants: Vec::new(),
             records_creator: false,
@@ -311,11 +316,62 @@ impl Tokens {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for id in &self.identities {
-            if same_bytes(&digest, &id.digest) {
+            if id.digest.is_some_and(|d| same_bytes(&digest, &d)) {
                 found = Some(id.clone());
             }
         }
         found
+    }
+
+    /// The identity whose `certificate:` is the certificate's Common Name.
+    pub fn identify_certificate(&self, cert: &PeerCertificate) -> Option<Arc<Identity>> {
+        let cn = cert.common_name.as_deref()?;
+        self.identities
+            .iter()
+            .find(|id| id.certificate.as_deref() == Some(cn))
+            .cloned()
+    }
+
+    /// Who a client is, from what it presented at the handshake: a verified certificate, a
+    /// token, or both (then both must name the same identity). The error says why not, for
+    /// the client, and mentions certificates only when the server asks for them.
+    pub fn authenticate(
+        &self,
+        token: Option<&str>,
+        cert: Option<&PeerCertificate>,
+        certificates_asked: bool,
+    ) -> Result<Arc<Identity>, String> {
+        let by_token = token.map(|t| self.identify(t));
+        let Some(cert) = cert else {
+            return match by_token {
+                Some(Some(who)) => Ok(who),
+                Some(None) => Err("the token is not one of this server's identities (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
+                None if certificates_asked => Err("this server requires a token or a client certificate and the client sent neither (set `token:` or `tls: {cert:, key:}` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
+                None => Err("this server requires a token and the client sent none (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)".into()),
+            };
+        };
+        let Some(who) = self.identify_certificate(cert) else {
+            let why = match &cert.common_name {
+                Some(cn) => format!("no identity has `certificate: {cn}`"),
+                None => "its subject has no single Common Name (CN)".to_string(),
+            };
+            return Err(format!(
+                "the client certificate '{}' is not one of this server's identities: {why}",
+                cert.subject
+            ));
+        };
+        match by_token {
+            None => Ok(who),
+            Some(Some(t)) if Arc::ptr_eq(&t, &who) => Ok(who),
+            Some(Some(t)) => Err(format!(
+                "ambiguous: the client certificate '{}' is identity '{}' but the token is identity '{}' (present one of them)",
+                cert.subject, who.name, t.name
+            )),
+            Some(None) => Err(format!(
+                "the client certificate '{}' is identity '{}' but the token it also sent is not one of this server's identities (drop the token or correct it)",
+                cert.subject, who.name
+            )),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -349,6 +405,7 @@ impl Tokens {
             .map_err(|e| err(None, format!("invalid tokens file: {e}")))?;
         let mut names = HashSet::new();
         let mut digests: Vec<([u8; 32], String)> = Vec::new();
+        let mut certificates: Vec<(String, String)> = Vec::new();
         let mut identities = Vec::new();
         for entry in file.identities {
             let line = Some(entry.name.referenced.line());
@@ -366,6 +423,7 @@ impl Tokens {
                 return Err(err(line, format!("identity '{name}' is named twice")));
             }
             let digest = match (&entry.token, &entry.token_sha256) {
+                (None, None) if entry.certificate.is_some() => None,
                 (Some(t), None) => {
                     if t.value.len() < 8 {
                         return Err(err(
@@ -373,28 +431,50 @@ impl Tokens {
                             format!("identity '{name}': token: is shorter than 8 characters"),
                         ));
                     }
-                    Sha256::digest(t.value.as_bytes()).into()
+                    Some(Sha256::digest(t.value.as_bytes()).into())
                 }
-                (None, Some(h)) => parse_digest(&h.value).ok_or_else(|| {
+                (None, Some(h)) => Some(parse_digest(&h.value).ok_or_else(|| {
                     err(
                         Some(h.referenced.line()),
                         format!("identity '{name}': token_sha256: is not 64 hexadecimal digits"),
                     )
-                })?,
+                })?),
                 _ => {
                     return Err(err(
                         line,
-                        format!("identity '{name}' needs exactly one of token: or token_sha256:"),
+                        format!("identity '{name}' needs exactly one of token: or token_sha256: (or certificate: alone)"),
                     ))
                 }
             };
-            if let Some((_, other)) = digests.iter().find(|(d, _)| *d == digest) {
-                return Err(err(
-                    line,
-                    format!("identities '{other}' and '{name}' have the same token"),
-                ));
+            if let Some(digest) = digest {
+                if let Some((_, other)) = digests.iter().find(|(d, _)| *d == digest) {
+                    return Err(err(
+                        line,
+                        format!("identities '{other}' and '{name}' have the same token"),
+                    ));
+                }
+                digests.push((digest, name.clone()));
             }
-            digests.push((digest, name.clone()));
+            let certificate = match &entry.certificate {
+                None => None,
+                Some(c) => {
+                    let cn = c.value.trim().to_string();
+                    let at = Some(c.referenced.line());
+                    if cn.is_empty() {
+                        return Err(err(at, format!("identity '{name}': certificate: is empty")));
+                    }
+                    if let Some((_, other)) = certificates.iter().find(|(c, _)| *c == cn) {
+                        return Err(err(
+                            at,
+                            format!(
+                                "identities '{other}' and '{name}' have the same certificate: {cn}"
+                            ),
+                        ));
+                    }
+                    certificates.push((cn.clone(), name.clone()));
+                    Some(cn)
+                }
+            };
             let role = match &entry.role {
                 None => None,
                 Some(r) => Some(Role::parse(&r.value).ok_or_else(|| {
@@ -451,6 +531,7 @@ impl Tokens {
             identities.push(Arc::new(Identity {
                 name,
                 digest,
+                certificate,
                 role,
                 grants,
                 records_creator: true,
@@ -557,6 +638,8 @@ struct IdentityDoc {
     name: Spanned<String>,
     token: Option<Spanned<String>>,
     token_sha256: Option<Spanned<String>>,
+    /// The Common Name of the client certificates that are this identity.
+    certificate: Option<Spanned<String>>,
     role: Option<Spanned<String>>,
     #[serde(default)]
     allow: Vec<AllowDoc>,
@@ -738,6 +821,108 @@ identities:
         let e =
             Tokens::parse("identities:\n  - name: a\n    tokn: x\n", "tokens.yaml").unwrap_err();
         assert!(e.to_string().contains("tokn"), "{e}");
+    }
+
+    fn peer(subject: &str, cn: Option<&str>) -> PeerCertificate {
+        PeerCertificate {
+            subject: subject.to_string(),
+            common_name: cn.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_certificate_is_the_identity_naming_its_common_name() {
+        let t = Tokens::parse(
+            "identities:
+  - name: reader
+    certificate: reader-1
+    role: reader
+  - name: ops
+    token: ops-secret-1
+    certificate: ops-1
+    role: operator
+  - name: tokens-only
+    token: only-a-token
+    role: writer
+",
+            "tokens.yaml",
+        )
+        .unwrap();
+        let reader = peer("CN=reader-1, O=X", Some("reader-1"));
+        assert_eq!(
+            t.authenticate(None, Some(&reader), true).unwrap().name,
+            "reader"
+        );
+        // Common Names compare exactly: no case folding, no partial match.
+        let e = t
+            .authenticate(None, Some(&peer("CN=Reader-1", Some("Reader-1"))), true)
+            .unwrap_err();
+        assert_eq!(e, "the client certificate 'CN=Reader-1' is not one of this server's identities: no identity has `certificate: Reader-1`");
+        let e = t
+            .authenticate(None, Some(&peer("O=X", None)), true)
+            .unwrap_err();
+        assert!(
+            e.ends_with("its subject has no single Common Name (CN)"),
+            "{e}"
+        );
+        // A certificate and a token: the same identity, or refused.
+        let ops = peer("CN=ops-1", Some("ops-1"));
+        assert_eq!(
+            t.authenticate(Some("ops-secret-1"), Some(&ops), true)
+                .unwrap()
+                .name,
+            "ops"
+        );
+        let e = t
+            .authenticate(Some("ops-secret-1"), Some(&reader), true)
+            .unwrap_err();
+        assert!(e.starts_with("ambiguous: the client certificate 'CN=reader-1, O=X' is identity 'reader' but the token is identity 'ops'"), "{e}");
+        let e = t
+            .authenticate(Some("wrong-token"), Some(&reader), true)
+            .unwrap_err();
+        assert!(e.contains("the token it also sent is not one"), "{e}");
+        // A certificate that is nobody's is refused even with a valid token.
+        assert!(t
+            .authenticate(Some("ops-secret-1"), Some(&peer("CN=x", Some("x"))), true)
+            .is_err());
+        // Without a certificate, tokens work as before; an identity without one has none.
+        assert_eq!(
+            t.authenticate(Some("only-a-token"), None, true)
+                .unwrap()
+                .name,
+            "tokens-only"
+        );
+        assert!(t
+            .authenticate(None, None, true)
+            .unwrap_err()
+            .contains("sent neither"));
+        assert!(t.identify("").is_none());
+    }
+
+    #[test]
+    fn certificate_entries_are_checked_at_startup() {
+        let cases = [
+            (
+                "identities:\n  - name: a\n    certificate: c1\n    role: reader\n  - name: b\n    certificate: c1\n    role: reader\n",
+                "tokens.yaml line 6: identities 'a' and 'b' have the same certificate: c1",
+            ),
+            (
+                "identities:\n  - name: a\n    certificate: \" \"\n    role: reader\n",
+                "tokens.yaml line 3: identity 'a': certificate: is empty",
+            ),
+            (
+                "identities:\n  - name: a\n    certificate: c1\n    token: aaaaaaaa1\n    token_sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n    role: reader\n",
+                "identity 'a' needs exactly one of token: or token_sha256:",
+            ),
+            (
+                "identities:\n  - name: a\n    certificates: c1\n    role: reader\n",
+                "certificates",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Tokens::parse(text, "tokens.yaml").unwrap_err().to_string();
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
     }
 
     #[test]

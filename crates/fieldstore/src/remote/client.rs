@@ -243,7 +243,11 @@ impl RemoteFdb {
             RemoteError::Io(_) | RemoteError::Closed | RemoteError::Truncated => self.lost(
                 "handshake",
                 if self.tls.is_some() {
-                    format!("{e} (is this port a fieldstore server, with the same protocol?)")
+                    format!(
+                        "{e} (is this port a fieldstore server, with the same protocol? if it \
+                         asks for client certificates, it refused this one or its absence: \
+                         see `tls: {{cert:, key:}}` and the server's log)"
+                    )
                 } else {
                     format!(
                         "{e} (is this port a fieldstore server, with the same protocol? if it \

@@ -13,4 +13,4 @@ pub(crate) mod transport;
 pub use client::RemoteFdb;
 pub use error::RemoteError;
 pub use server::{CreatorFdbFactory, FdbFactory, Server, ServerOptions, ShutdownHandle};
-pub use transport::{TlsAcceptor, TlsConnector};
+pub use transport::{ClientCertificates, PeerCertificate, TlsAcceptor, TlsConnector};

@@ -102,39 +102,144 @@ fn tls_error(context: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("{context}: {e}"))
 }
 
-/// A server's TLS identity, loaded from PEM files.
+/// A server's TLS identity, loaded from PEM files, and whether it asks clients for certificates.
 #[derive(Clone, Debug)]
-pub struct TlsAcceptor(Arc<rustls::ServerConfig>);
+pub struct TlsAcceptor {
+    config: Arc<rustls::ServerConfig>,
+    client_certificates: bool,
+}
+
+/// Which client certificates a server asks for (`--tls-client-ca`, `--tls-client-optional`).
+#[derive(Clone, Debug)]
+pub struct ClientCertificates {
+    /// PEM file of the CA certificate(s) that sign client certificates.
+    pub ca: std::path::PathBuf,
+    /// Whether a client may connect without a certificate (it then proves itself with a token).
+    pub optional: bool,
+}
+
+/// What the server learnt from a client's verified certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCertificate {
+    /// The whole subject (`CN=reader-1, O=Example`), for messages and logs.
+    pub subject: String,
+    /// The subject's Common Name: what a tokens file's `certificate:` names. `None` when the
+    /// subject has none, or more than one (then no identity can be meant unambiguously).
+    pub common_name: Option<String>,
+}
+
+impl PeerCertificate {
+    /// Reads the subject of a DER certificate. x509-parser (rusticata's, the one rcgen uses)
+    /// does the ASN.1; the certificate was verified by rustls before it gets here.
+    pub fn from_der(der: &[u8]) -> io::Result<PeerCertificate> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| tls_error("reading the client certificate", e))?;
+        let subject = cert.subject();
+        let names: Vec<_> = subject.iter_common_name().collect();
+        let common_name = match names.as_slice() {
+            [one] => one.as_str().ok().map(str::to_string),
+            _ => None,
+        };
+        Ok(PeerCertificate {
+            subject: subject.to_string(),
+            common_name,
+        })
+    }
+}
+
+fn read_certificates(path: &Path, what: &str) -> io::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| tls_error(&format!("reading {what} from {}", path.display()), e))?;
+    if certs.is_empty() {
+        return Err(tls_error(
+            &format!("{}", path.display()),
+            "no PEM certificate in it",
+        ));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> io::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| tls_error(&format!("reading a private key from {}", path.display()), e))
+}
+
+fn root_store(ca: &Path) -> io::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in read_certificates(ca, "CA certificates")? {
+        roots
+            .add(c)
+            .map_err(|e| tls_error(&format!("a CA certificate in {}", ca.display()), e))?;
+    }
+    Ok(roots)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
 
 impl TlsAcceptor {
     pub fn from_pem_files(cert: &Path, key: &Path) -> io::Result<TlsAcceptor> {
-        let certs = CertificateDer::pem_file_iter(cert)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| tls_error(&format!("reading certificates from {}", cert.display()), e))?;
-        if certs.is_empty() {
-            return Err(tls_error(
-                &format!("{}", cert.display()),
-                "no PEM certificate in it",
-            ));
-        }
-        let key = PrivateKeyDer::from_pem_file(key)
-            .map_err(|e| tls_error(&format!("reading a private key from {}", key.display()), e))?;
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error("TLS setup", e))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| tls_error("the certificate and key do not make a TLS identity", e))?;
-        Ok(TlsAcceptor(Arc::new(config)))
+        TlsAcceptor::new(cert, key, None)
     }
 
-    /// Completes the handshake (bounded by the socket's timeouts) and starts the pump.
-    pub fn accept(&self, tcp: TcpStream) -> io::Result<Socket> {
-        let conn = rustls::ServerConnection::new(self.0.clone())
+    /// With `clients`, the handshake asks for a client certificate signed by its CA (and fails
+    /// without one unless it is optional).
+    pub fn new(
+        cert: &Path,
+        key: &Path,
+        clients: Option<&ClientCertificates>,
+    ) -> io::Result<TlsAcceptor> {
+        let certs = read_certificates(cert, "certificates")?;
+        let key = read_key(key)?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error("TLS setup", e))?;
+        let builder = match clients {
+            None => builder.with_no_client_auth(),
+            Some(c) => {
+                let roots = Arc::new(root_store(&c.ca)?);
+                let verifier =
+                    rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider());
+                let verifier = if c.optional {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| tls_error(&format!("client CA {}", c.ca.display()), e))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder
+            .with_single_cert(certs, key)
+            .map_err(|e| tls_error("the certificate and key do not make a TLS identity", e))?;
+        Ok(TlsAcceptor {
+            config: Arc::new(config),
+            client_certificates: clients.is_some(),
+        })
+    }
+
+    /// Whether clients may prove themselves with a certificate here (for refusal messages).
+    pub fn asks_for_client_certificates(&self) -> bool {
+        self.client_certificates
+    }
+
+    /// Completes the handshake (bounded by the socket's timeouts) and starts the pump. Returns
+    /// the client's certificate too, when it presented one (rustls verified it against the CA).
+    pub fn accept(&self, tcp: TcpStream) -> io::Result<(Socket, Option<PeerCertificate>)> {
+        let conn = rustls::ServerConnection::new(self.config.clone())
             .map_err(|e| tls_error("TLS session", e))?;
-        start(rustls::Connection::Server(conn), tcp)
+        let mut conn = rustls::Connection::Server(conn);
+        let mut tcp = tcp;
+        handshake(&mut conn, &mut tcp)?;
+        let peer = match conn.peer_certificates().and_then(|c| c.first()) {
+            Some(der) => Some(PeerCertificate::from_der(der)?),
+            None => None,
+        };
+        Ok((start(conn, tcp)?, peer))
     }
 }
 
@@ -146,28 +251,32 @@ pub struct TlsConnector {
 
 impl TlsConnector {
     pub fn from_ca_file(ca: &Path) -> io::Result<TlsConnector> {
-        let mut roots = rustls::RootCertStore::empty();
-        let certs = CertificateDer::pem_file_iter(ca)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| tls_error(&format!("reading CA certificates from {}", ca.display()), e))?;
-        for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| tls_error(&format!("a CA certificate in {}", ca.display()), e))?;
-        }
-        if roots.is_empty() {
-            return Err(tls_error(
-                &format!("{}", ca.display()),
-                "no PEM certificate in it",
-            ));
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error("TLS setup", e))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        TlsConnector::new(ca, None)
+    }
+
+    /// With `identity` (certificate chain, key), the client presents that certificate when the
+    /// server asks for one.
+    pub fn new(ca: &Path, identity: Option<(&Path, &Path)>) -> io::Result<TlsConnector> {
+        let roots = root_store(ca)?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error("TLS setup", e))?
+            .with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => builder
+                .with_client_auth_cert(read_certificates(cert, "certificates")?, read_key(key)?)
+                .map_err(|e| {
+                    tls_error(
+                        &format!(
+                            "{} and {} do not make a client certificate",
+                            cert.display(),
+                            key.display()
+                        ),
+                        e,
+                    )
+                })?,
+        };
         Ok(TlsConnector {
             config: Arc::new(config),
         })
@@ -178,7 +287,10 @@ impl TlsConnector {
             .map_err(|e| tls_error(&format!("server name '{server_name}'"), e))?;
         let conn = rustls::ClientConnection::new(self.config.clone(), name)
             .map_err(|e| tls_error("TLS session", e))?;
-        start(rustls::Connection::Client(conn), tcp)
+        let mut conn = rustls::Connection::Client(conn);
+        let mut tcp = tcp;
+        handshake(&mut conn, &mut tcp)?;
+        start(conn, tcp)
     }
 }
 
@@ -189,11 +301,15 @@ const APP_READ: usize = 64 << 10;
 /// How long a pump waits for the peer to close after the local side closed.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
-fn start(mut conn: rustls::Connection, mut tcp: TcpStream) -> io::Result<Socket> {
+fn handshake(conn: &mut rustls::Connection, tcp: &mut TcpStream) -> io::Result<()> {
     while conn.is_handshaking() {
-        conn.complete_io(&mut tcp)
+        conn.complete_io(tcp)
             .map_err(|e| tls_error("TLS handshake", e))?;
     }
+    Ok(())
+}
+
+fn start(conn: rustls::Connection, tcp: TcpStream) -> io::Result<Socket> {
     let (app, pump_end) = UnixStream::pair()?;
     std::thread::Builder::new()
         .name("tls-pump".into())
@@ -352,5 +468,37 @@ fn pump(mut conn: rustls::Connection, tcp: TcpStream, app: UnixStream) -> io::Re
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    fn der(names: &[(DnType, &str)]) -> Vec<u8> {
+        let mut params = CertificateParams::new(vec!["client.example".to_string()]).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in names {
+            params.distinguished_name.push(t.clone(), *v);
+        }
+        let key = KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn the_common_name_of_a_certificate_subject_is_read_with_the_subject() {
+        let p = PeerCertificate::from_der(&der(&[
+            (DnType::CommonName, "reader-1"),
+            (DnType::OrganizationName, "ECMWF"),
+        ]))
+        .unwrap();
+        assert_eq!(p.common_name.as_deref(), Some("reader-1"));
+        assert_eq!(p.subject, "CN=reader-1, O=ECMWF");
+        // No CN: no name to map (the SAN DNS name is not used instead).
+        let p = PeerCertificate::from_der(&der(&[(DnType::OrganizationName, "ECMWF")])).unwrap();
+        assert_eq!(p.common_name, None);
+        assert_eq!(p.subject, "O=ECMWF");
+        assert!(PeerCertificate::from_der(b"not a certificate").is_err());
     }
 }

@@ -128,7 +128,14 @@ impl FdbConfig {
             } => {
                 let t = if token.is_some() { " (with token)" } else { "" };
                 let tls = match tls {
-                    Some(t) => format!(" over TLS (CA {})", t.ca.display()),
+                    Some(t) => match &t.client {
+                        None => format!(" over TLS (CA {})", t.ca.display()),
+                        Some((cert, _)) => format!(
+                            " over TLS (CA {}, client certificate {})",
+                            t.ca.display(),
+                            cert.display()
+                        ),
+                    },
                     None => String::new(),
                 };
                 writeln!(s, "{pad}remote {host}:{port}{t}{tls}")?;

@@ -305,6 +305,9 @@ pub struct RemoteTls {
     pub ca: PathBuf,
     /// The name the server's certificate must carry (default: `host`).
     pub server_name: Option<String>,
+    /// A client certificate (PEM chain) and its key, presented when the server asks: for
+    /// servers that identify clients by certificate (docs/authorization.md).
+    pub client: Option<(PathBuf, PathBuf)>,
 }
 
 // A config is parsed once per handle, so the size of its largest variant costs nothing, while

@@ -703,13 +703,22 @@ impl Walk<'_> {
                     None | Some(Value::Null) | Some(Value::Bool(false)) => None,
                     Some(v) => {
                         let tp = join(path, "tls");
-                        let t = self.map(v, &tp, &["ca", "server_name"])?;
+                        let t = self.map(v, &tp, &["ca", "server_name", "cert", "key"])?;
                         let ca = self
                             .string(t, "ca", &tp)?
                             .ok_or_else(|| self.err(&tp, "missing required key 'ca' (a PEM file of the CA that signed the server's certificate)"))?;
+                        let client = match (self.string(t, "cert", &tp)?, self.string(t, "key", &tp)?) {
+                            (None, None) => None,
+                            (Some(c), Some(k)) => Some((
+                                self.path_value(&c, None, &join(&tp, "cert"))?,
+                                self.path_value(&k, None, &join(&tp, "key"))?,
+                            )),
+                            _ => return Err(self.err(&tp, "'cert' and 'key' go together (a client certificate and its private key, both PEM)")),
+                        };
                         Some(RemoteTls {
                             ca: self.path_value(&ca, None, &join(&tp, "ca"))?,
                             server_name: self.string(t, "server_name", &tp)?,
+                            client,
                         })
                     }
                 };
@@ -1698,6 +1707,20 @@ fdbs:
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing required key 'ca'"), "{e}");
+        let c = parse(
+            "type: remote\nhost: h\ntls: {ca: /etc/ca.pem, cert: /etc/me.pem, key: /etc/me.key}",
+        )
+        .unwrap();
+        assert!(matches!(c, FdbConfig::Remote { tls: Some(ref t), .. }
+            if t.client == Some(("/etc/me.pem".into(), "/etc/me.key".into()))));
+        assert_eq!(
+            c.describe(),
+            "remote h:7654 over TLS (CA /etc/ca.pem, client certificate /etc/me.pem)\n"
+        );
+        let e = parse("type: remote\nhost: h\ntls: {ca: /etc/ca.pem, cert: /etc/me.pem}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'cert' and 'key' go together"), "{e}");
         let c = parse("type: mirror\nquorum: 1\nfdbs:\n- {type: remote, host: a}\n- {type: remote, host: b}\n").unwrap();
         assert!(
             matches!(c, FdbConfig::Mirror { quorum: Some(1), ref children } if children.len() == 2)

@@ -15,10 +15,16 @@ pub(super) struct Connection<'a> {
     pub(super) identity: Arc<str>,
     /// What that identity may do (everything, without a tokens file).
     pub(super) who: Arc<Identity>,
+    /// The client's verified TLS certificate, if the server asked for one and got it.
+    pub(super) peer: Option<PeerCertificate>,
 }
 
 impl<'a> Connection<'a> {
-    pub(super) fn new(stream: Socket, shared: &'a Shared) -> io::Result<Connection<'a>> {
+    pub(super) fn new(
+        stream: Socket,
+        peer: Option<PeerCertificate>,
+        shared: &'a Shared,
+    ) -> io::Result<Connection<'a>> {
         stream.set_read_timeout(Some(POLL))?;
         let write_side = stream.try_clone()?;
         Ok(Connection {
@@ -38,6 +44,7 @@ impl<'a> Connection<'a> {
             payload: Vec::new(),
             identity: Arc::from("anonymous"),
             who: Arc::new(Identity::everyone("anonymous")),
+            peer,
         })
     }
 
@@ -180,23 +187,18 @@ impl<'a> Connection<'a> {
             );
         };
         if let Some(tokens) = &self.shared.opts.tokens {
-            let found = hello
-                .token
-                .as_deref()
-                .and_then(|t| tokens.current().identify(t));
-            let Some(who) = found else {
-                let what = if hello.token.is_some() {
-                    "the token is not one of this server's identities"
-                } else {
-                    "this server requires a token and the client sent none"
-                };
-                return refuse(
-                    self,
-                    kinds::AUTH,
-                    &format!(
-                        "{what} (set `token:` in the client's remote config, or FIELDSTORE_TOKEN)"
-                    ),
-                );
+            let found = tokens.current().authenticate(
+                hello.token.as_deref(),
+                self.peer.as_ref(),
+                self.shared
+                    .opts
+                    .tls
+                    .as_ref()
+                    .is_some_and(|t| t.asks_for_client_certificates()),
+            );
+            let who = match found {
+                Ok(who) => who,
+                Err(why) => return refuse(self, kinds::AUTH, &why),
             };
             self.identity = Arc::from(who.name.as_str());
             self.who = who;

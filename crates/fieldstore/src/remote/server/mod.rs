@@ -26,7 +26,7 @@ use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
     WireListElement,
 };
-use super::transport::{Socket, TlsAcceptor};
+use super::transport::{PeerCertificate, Socket, TlsAcceptor};
 use crate::api::{ApiError, Fdb, ListOptions, Notice};
 use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
@@ -301,7 +301,7 @@ impl Server {
                 let _guard = guard;
                 let span = tracing::info_span!("conn", id, %peer);
                 let _e = span.enter();
-                let socket = match open_socket(stream, &_guard.0) {
+                let (socket, peer) = match open_socket(stream, &_guard.0) {
                     Ok(s) => s,
                     Err(e) => {
                         _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -309,7 +309,7 @@ impl Server {
                         return;
                     }
                 };
-                match Connection::new(socket, &_guard.0) {
+                match Connection::new(socket, peer, &_guard.0) {
                     Ok(mut c) => c.serve(),
                     Err(e) => warn!("cannot set up the connection: {e}"),
                 }
@@ -323,15 +323,18 @@ impl Server {
 
 /// The connection's byte stream: the TCP socket itself, or, with TLS, the pump's end once the
 /// handshake (bounded in time, so a silent client cannot hold a thread) succeeded.
-fn open_socket(stream: TcpStream, shared: &Shared) -> io::Result<Socket> {
+/// Also the client certificate, when TLS asked for one and the client presented it.
+fn open_socket(
+    stream: TcpStream,
+    shared: &Shared,
+) -> io::Result<(Socket, Option<PeerCertificate>)> {
     stream.set_nodelay(true)?;
     match &shared.opts.tls {
-        None => Ok(Socket::Tcp(stream)),
+        None => Ok((Socket::Tcp(stream), None)),
         Some(tls) => {
             stream.set_read_timeout(Some(Duration::from_secs(10)))?;
             stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-            let socket = tls.accept(stream)?;
-            Ok(socket)
+            tls.accept(stream)
         }
     }
 }
