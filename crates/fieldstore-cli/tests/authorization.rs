@@ -117,20 +117,12 @@ impl Site {
     }
 
     fn ok(&self, who: &str, args: &[&str]) -> String {
-        let o = self.run(who, args);
-        assert!(
-            o.status.success(),
-            "{who} {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::succeeded(&format!("{who} {args:?}"), &self.run(who, args))
     }
 
     /// Runs a command that must be refused; returns its error output.
     fn refused(&self, who: &str, args: &[&str]) -> String {
-        let o = self.run(who, args);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(!o.status.success(), "{who} {args:?} should be refused");
+        let err = common::failed(&format!("{who} {args:?}"), &self.run(who, args));
         assert!(
             err.contains(&format!("identity '{who}' may not")),
             "{who} {args:?}: {err}"

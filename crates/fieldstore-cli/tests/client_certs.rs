@@ -138,19 +138,11 @@ impl Site {
     }
 
     fn ok(&self, who: &str, args: &[&str]) -> String {
-        let o = self.run(who, args);
-        assert!(
-            o.status.success(),
-            "{who} {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::succeeded(&format!("{who} {args:?}"), &self.run(who, args))
     }
 
     fn fails(&self, who: &str, args: &[&str]) -> String {
-        let o = self.run(who, args);
-        assert!(!o.status.success(), "{who} {args:?} should fail");
-        String::from_utf8_lossy(&o.stderr).into_owned()
+        common::failed(&format!("{who} {args:?}"), &self.run(who, args))
     }
 
     fn sample(&self, expver: &str) -> PathBuf {

@@ -1,7 +1,7 @@
 //! What the CLI integration tests share: the `fieldstore` binary, run with nothing inherited from
 //! the environment the tests run in that would change which store or server it talks to.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Besides the config discovery variables, what a developer's or CI's shell may hold that would
 /// change which server a command talks to or what it logs.
@@ -17,4 +17,22 @@ pub fn fieldstore() -> Command {
         c.env_remove(v);
     }
     c
+}
+
+/// The standard output of a command that had to succeed; else the test fails with its stderr.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn succeeded(what: &str, o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The error output of a command that had to fail.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn failed(what: &str, o: &Output) -> String {
+    assert!(!o.status.success(), "{what} should fail");
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
