@@ -122,6 +122,9 @@ fn parse_at(buf: &[u8]) -> Parsed {
     if version != FORMAT_VERSION {
         return Parsed::Version(version);
     }
+    if buf[7] != 0 && buf[7] != MORE {
+        return Parsed::Bad(format!("unknown record flags {:#04x}", buf[7]));
+    }
     match serde_json::from_slice::<Record>(payload) {
         Ok(r) if r.kind() == kind => Parsed::Ok(r, HEADER + len, buf[7] == MORE),
         Ok(_) => Parsed::Bad("record kind does not match its payload".into()),
@@ -157,6 +160,45 @@ fn is_torn_tail(rest: &[u8]) -> bool {
         HEADER
     };
     zeros_from < rest.len() && zeros_from < extent
+}
+
+/// Why a record whose length reaches past the end of the journal (`rest` starts at its header)
+/// is damage rather than a torn tail, if it is. A torn append leaves a prefix of what it
+/// wrote, so nothing complete can follow it; but a bit flipped in a length field also makes a
+/// record look cut short, and taking that for a torn tail would hide every flush after it (and
+/// the next append would cut them off). Two signs tell them apart: the bytes that are there
+/// are the whole record with the checksum it was written with (only its length is wrong), or a
+/// complete record with a good checksum starts after this header (a JSON payload cannot hold
+/// one: its header has bytes JSON escapes).
+fn damaged_length(rest: &[u8]) -> Option<String> {
+    if rest.len() < HEADER || &rest[..4] != MAGIC {
+        return None;
+    }
+    let claimed = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]);
+    let crc = u32::from_le_bytes([rest[12], rest[13], rest[14], rest[15]]);
+    let there = &rest[HEADER..];
+    let mut c = crate::checksum::crc32c(&[rest[6]]);
+    c = crate::checksum::crc32c_append(c, &(there.len() as u32).to_le_bytes());
+    c = crate::checksum::crc32c_append(c, there);
+    if c == crc {
+        return Some(format!(
+            "damaged record length: it claims {claimed} bytes, and the {} bytes after its header \
+             are the whole record",
+            there.len()
+        ));
+    }
+    let mut from = HEADER;
+    while let Some(i) = rest[from..].windows(4).position(|w| w == MAGIC) {
+        let at = from + i;
+        if matches!(parse_at(&rest[at..]), Parsed::Ok(..) | Parsed::Version(_)) {
+            return Some(format!(
+                "damaged record length: it claims {claimed} bytes, past the end of the journal, \
+                 but a complete record follows {at} bytes after its start"
+            ));
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// Complete records read from a journal, each with the offset it starts at.
@@ -233,8 +275,18 @@ pub fn read_appends(
                     supported: FORMAT_VERSION,
                 })
             }
-            // A record cut short is always a torn tail (the rest of it was never written).
-            Parsed::Short => break,
+            // A record cut short is a torn tail (the rest of it was never written), unless
+            // what follows its header shows its length field is what was damaged.
+            Parsed::Short => match damaged_length(&buf[pos..]) {
+                None => break,
+                Some(detail) => {
+                    return Err(StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        offset: at,
+                        detail,
+                    })
+                }
+            },
             Parsed::Bad(_) if is_torn_tail(&buf[pos..]) => break,
             Parsed::Bad(detail) => {
                 return Err(StorageError::Corrupt {
@@ -685,6 +737,53 @@ mod tests {
         bytes[start] = b'X';
         std::fs::write(&p, &bytes).unwrap();
         assert!(read_from(&OsFs, &p, 0).is_err());
+    }
+
+    /// Regression (torture seed 1795543877184929749): a bit flipped in a length field made
+    /// the record look cut short, so readers took it and every flush after it for a torn tail,
+    /// and the next append cut them off.
+    #[test]
+    fn a_damaged_length_is_corruption_not_a_torn_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("toc");
+        append(&OsFs, &p, 0, &[init()]).unwrap();
+        let mut ends = Vec::new();
+        for n in 1..=3 {
+            ends.push(append(&OsFs, &p, 0, &[idx(n)]).unwrap().ours[0].0 as usize);
+        }
+        let pristine = std::fs::read(&p).unwrap();
+        // In the middle (flushes follow) and in the last record (nothing follows); past the end
+        // of the journal (bits 10 and up), or not (a checksum mismatch, as before).
+        for (start, bit) in [
+            (ends[0], 12),
+            (ends[0], 30),
+            (ends[2], 10),
+            (ends[2], 20),
+            (ends[0], 3),
+        ] {
+            let mut bytes = pristine.clone();
+            bytes[start + 8 + bit / 8] ^= 1 << (bit % 8);
+            std::fs::write(&p, &bytes).unwrap();
+            let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("corrupt at offset {start}"))
+                    && e.contains(if bit >= 10 { "length" } else { "checksum" }),
+                "{start}/{bit}: {e}"
+            );
+            let e = append(&OsFs, &p, 0, &[idx(9)]).err().map(|e| e.to_string());
+            assert!(e.is_some_and(|e| e.contains("corrupt")), "{start}/{bit}");
+            assert_eq!(
+                std::fs::read(&p).unwrap(),
+                bytes,
+                "nothing cut off or added"
+            );
+        }
+        // Flags other than "more follows" are damage too.
+        let mut bytes = pristine.clone();
+        bytes[ends[1] + 7] ^= 0x40;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
+        assert!(e.contains("flags"), "{e}");
     }
 
     #[test]
