@@ -196,6 +196,15 @@ fn a_client_certificate_is_the_identity_that_names_its_common_name() {
     let dump = site.ok("ops", &["dump", DB1]);
     assert!(dump.contains("created by 'writer'"), "{dump}");
 
+    // The server's log says who connected, by identity and certificate.
+    let log = std::fs::read_to_string(site.path("server.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("client connected")
+            && l.contains("identity=writer")
+            && l.contains("CN=writer-1, O=Test")),
+        "{log}"
+    );
+
     // The reader lists and reads, but may not archive.
     let listed = site.ok("reader", &["list", "class=od", "--porcelain"]);
     assert_eq!(listed.lines().count(), 2, "{listed}");

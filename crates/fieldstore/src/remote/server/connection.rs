@@ -57,7 +57,8 @@ impl<'a> Connection<'a> {
                 return;
             }
         };
-        info!(?role, version = self.version, identity = %self.identity, "client connected");
+        let certificate = self.peer.as_ref().map(|c| c.subject.as_str());
+        info!(?role, version = self.version, identity = %self.identity, certificate, "client connected");
         let end = match role {
             Role::Control => self.control_loop(),
             Role::Archive => self.archive_loop(),
