@@ -30,6 +30,10 @@ pub struct WhereElement {
     /// Where the database is (its directory, or `memory://...`).
     #[pyo3(get)]
     location: String,
+    /// The server identity that created the database (docs/authorization.md); None for one
+    /// made locally.
+    #[pyo3(get)]
+    creator: Option<String>,
     text: String,
 }
 
@@ -93,6 +97,10 @@ pub struct StatsElement {
     data_bytes: u64,
     #[pyo3(get)]
     journal_records: u64,
+    /// The server identity that created the database (docs/authorization.md); None for one
+    /// made locally.
+    #[pyo3(get)]
+    creator: Option<String>,
     text: String,
 }
 
@@ -109,6 +117,10 @@ pub struct DumpElement {
     total_records: u64,
     #[pyo3(get)]
     records: Py<PyAny>,
+    /// The server identity that created the database (docs/authorization.md); None for one
+    /// made locally.
+    #[pyo3(get)]
+    creator: Option<String>,
     text: String,
 }
 
@@ -169,6 +181,7 @@ pub fn where_(py: Python<'_>, e: &api::WhereElement) -> PyResult<WhereElement> {
     Ok(WhereElement {
         db: key_dict(py, &e.db)?.unbind(),
         location: e.location.clone(),
+        creator: e.creator.clone(),
         text: format!(
             "WhereElement({{{}}}, location={:?})",
             key_text(&e.db),
@@ -224,6 +237,7 @@ pub fn stats(py: Python<'_>, e: &api::StatsElement) -> PyResult<StatsElement> {
         data_files: e.data_files,
         data_bytes: e.data_bytes,
         journal_records: e.journal_records,
+        creator: e.creator.clone(),
         text: format!(
             "StatsElement({{{}}}, location={:?}, fields={}, masked={}, field_bytes={})",
             key_text(&e.db),
@@ -243,6 +257,7 @@ pub fn dump(py: Python<'_>, e: &api::DumpElement) -> PyResult<DumpElement> {
         journal_bytes: e.journal_bytes,
         total_records: e.total_records,
         records: from_json(py, &records)?.unbind(),
+        creator: e.creator.clone(),
         text: e.to_string(),
     })
 }

@@ -124,6 +124,7 @@ class Reader:
 class WhereElement:
     db: dict[str, str]
     location: str
+    creator: str | None
 
 class WipeElement:
     db: dict[str, str]
@@ -151,6 +152,7 @@ class StatsElement:
     data_files: int
     data_bytes: int
     journal_records: int
+    creator: str | None
 
 class DumpElement:
     db: dict[str, str]
@@ -158,6 +160,7 @@ class DumpElement:
     journal_bytes: int | None
     total_records: int
     records: list[dict[str, Any]]
+    creator: str | None
 
 class ControlElement:
     db: dict[str, str]
