@@ -174,7 +174,7 @@ impl Feed {
             let Some(f) = self.followed.get(name) else {
                 return Ok(());
             };
-            if self.catalogue.is_locked(&f.db, "list") {
+            if self.catalogue.is_locked(&f.db, "list")? {
                 return Ok(());
             }
             let answer =

@@ -400,7 +400,7 @@ impl LocalFdb {
                 }
                 Err(e) => return Err(e.into()),
             };
-        if self.catalogue.is_locked(&db_ref, "archive") {
+        if self.catalogue.is_locked(&db_ref, "archive")? {
             return Err(locked(&db_ref, "archive"));
         }
         let batch = self.batch(&db_ref).map_err(|e| {
@@ -490,7 +490,7 @@ impl LocalFdb {
         if !found.readers.contains_key(db) {
             let r = match self.catalogue.find(db)? {
                 Some(d) => {
-                    if self.catalogue.is_locked(&d, "retrieve") {
+                    if self.catalogue.is_locked(&d, "retrieve")? {
                         return Err(locked(&d, "retrieve"));
                     }
                     Some(self.catalogue.reader(&d)?)
@@ -1214,8 +1214,10 @@ impl Iterator for Listing {
                 Ok(db) => db,
                 Err(e) => return Some(Err(e.into())),
             };
-            if self.catalogue.is_locked(&db, "list") {
-                continue;
+            match self.catalogue.is_locked(&db, "list") {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => return Some(Err(e.into())),
             }
             self.db_ex = (0..self.expansions.len())
                 .filter(|&e| self.expansions[e].levels[0].matches(&db.key))
@@ -1522,7 +1524,7 @@ impl Fdb for LocalFdb {
         }
         let mut out = Vec::new();
         for db in dbs {
-            if self.catalogue.is_locked(&db, Operation::Wipe.name()) {
+            if self.catalogue.is_locked(&db, Operation::Wipe.name())? {
                 return Err(locked(&db, Operation::Wipe.name()));
             }
             // The catalogue makes the database invisible first; then the store drops its
@@ -1648,10 +1650,12 @@ impl Fdb for LocalFdb {
                     ControlAction::Status => {}
                 }
             }
-            let locked = Operation::CONTROLLABLE
-                .into_iter()
-                .filter(|op| self.catalogue.is_locked(&db, op.name()))
-                .collect();
+            let mut locked = std::collections::BTreeSet::new();
+            for op in Operation::CONTROLLABLE {
+                if self.catalogue.is_locked(&db, op.name())? {
+                    locked.insert(op);
+                }
+            }
             out.push(ControlElement {
                 location: self.catalogue.location(&db),
                 db: db.key,

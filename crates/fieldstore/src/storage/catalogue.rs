@@ -110,8 +110,9 @@ pub trait Catalogue: Send + Sync {
     /// A consistent snapshot of one database.
     fn reader(&self, db: &DbRef) -> Result<Box<dyn CatalogueReader>, StorageError>;
 
-    /// Whether an action (`list`, `retrieve`, `archive`, `wipe`) is locked on the database.
-    fn is_locked(&self, db: &DbRef, action: &str) -> bool;
+    /// Whether an action (`list`, `retrieve`, `archive`, `wipe`) is locked on the database. A
+    /// lock that cannot be read is an error, not taken as absent: a lock fails closed.
+    fn is_locked(&self, db: &DbRef, action: &str) -> Result<bool, StorageError>;
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
 

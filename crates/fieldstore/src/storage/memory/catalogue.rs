@@ -177,11 +177,14 @@ impl Catalogue for MemoryCatalogue {
         }))
     }
 
-    fn is_locked(&self, db: &DbRef, action: &str) -> bool {
-        self.db(db)
-            .ok()
-            .and_then(|d| d.locks.lock().ok().map(|l| l.contains(action)))
-            .unwrap_or(false)
+    fn is_locked(&self, db: &DbRef, action: &str) -> Result<bool, StorageError> {
+        // A database no longer here has no locks (what was asked of it fails on its own).
+        Ok(self.db(db).ok().is_some_and(|d| {
+            d.locks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(action)
+        }))
     }
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError> {

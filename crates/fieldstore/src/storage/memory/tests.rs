@@ -219,7 +219,7 @@ fn wipe_frees_everything_and_writers_go_on_into_a_new_database() {
         .unwrap();
     cw.commit().unwrap();
     f.c.set_locked(&f.db, "retrieve", true).unwrap();
-    assert!(f.c.is_locked(&f.db, "retrieve") && !f.c.is_locked(&f.db, "list"));
+    assert!(f.c.is_locked(&f.db, "retrieve").unwrap() && !f.c.is_locked(&f.db, "list").unwrap());
     let names = f.c.wipe(&f.db, false).unwrap();
     assert!(!names.is_empty());
     assert!(f.c.find(&f.db.key).unwrap().is_some());
@@ -233,7 +233,7 @@ fn wipe_frees_everything_and_writers_go_on_into_a_new_database() {
     cw.commit().unwrap();
     assert_eq!(f.get("6").unwrap(), b"six");
     assert!(f.get("0").is_none());
-    assert!(!f.c.is_locked(&f.db, "retrieve"));
+    assert!(!f.c.is_locked(&f.db, "retrieve").unwrap());
 }
 
 #[test]

@@ -464,16 +464,10 @@ impl Catalogue for S3Catalogue {
         }
     }
 
-    fn is_locked(&self, db: &DbRef, action: &str) -> bool {
-        self.gen_of(db)
-            .and_then(|g| {
-                self.client.head(&format!(
-                    "{}{}",
-                    g.prefix(),
-                    DbObject::Lock(action.into()).rel()
-                ))
-            })
-            .is_ok_and(|m| m.is_some())
+    fn is_locked(&self, db: &DbRef, action: &str) -> Result<bool, StorageError> {
+        let g = self.gen_of(db)?;
+        let lock = format!("{}{}", g.prefix(), DbObject::Lock(action.into()).rel());
+        Ok(self.client.head(&lock)?.is_some())
     }
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError> {

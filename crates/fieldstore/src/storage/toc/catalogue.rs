@@ -552,7 +552,7 @@ impl Catalogue for TocCatalogue {
         Ok(super::journal::read_init(&*f, &toc)?.creator)
     }
 
-    fn is_locked(&self, db: &DbRef, action: &str) -> bool {
+    fn is_locked(&self, db: &DbRef, action: &str) -> Result<bool, StorageError> {
         maintenance::is_locked(&*self.fs, dir(db), action)
     }
 

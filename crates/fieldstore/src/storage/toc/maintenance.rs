@@ -18,8 +18,13 @@ pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
     dir.join(format!("{action}.lock"))
 }
 
-pub fn is_locked(fs: &dyn FileSystem, dir: &Path, action: &str) -> bool {
-    fs.exists(&lock_path(dir, action))
+pub fn is_locked(fs: &dyn FileSystem, dir: &Path, action: &str) -> Result<bool, StorageError> {
+    let path = lock_path(dir, action);
+    match fs.metadata(&path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StorageError::io("check the lock", path)(e)),
+    }
 }
 
 /// Refuses a change to a database another uid owns, before anything is touched: the store's
@@ -616,6 +621,22 @@ mod tests {
 
     fn ik() -> Key {
         Key::from_pairs([("type", "fc")])
+    }
+
+    /// Regression: a lock whose file could not be checked was taken as absent, so an I/O error
+    /// unlocked the database.
+    #[test]
+    fn a_lock_that_cannot_be_checked_is_an_error_not_unlocked() {
+        use crate::storage::fs::sim::{Op, SimFs};
+        let fs = SimFs::new();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        assert!(!is_locked(&fs, dir, "archive").unwrap());
+        fs.write(&lock_path(dir, "archive"), b"").unwrap();
+        assert!(is_locked(&fs, dir, "archive").unwrap());
+        fs.fail_nth(Op::Metadata, 1);
+        let e = is_locked(&fs, dir, "archive").unwrap_err().to_string();
+        assert!(e.contains("archive.lock"), "{e}");
     }
 
     fn dk(step: &str) -> Key {
