@@ -16,6 +16,11 @@ const HEADER: usize = 16;
 /// its records and lost the others would make a flush half-visible. Outside the checksum, as the
 /// version is, so that builds from before it was set read these journals as they always did.
 const MORE: u8 = 1;
+/// Header byte 7 of an append's last record. Builds before it wrote 0 there, and read anything
+/// but [`MORE`] as "last", so they read it as before; and one flipped bit no longer turns a
+/// last record into one that says more follow (3 is no flag), which would make an acknowledged
+/// flush read as an append cut short.
+const END: u8 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -74,7 +79,7 @@ fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
     let mut starts = Vec::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
         starts.push(out.len());
-        let more = if i + 1 < records.len() { MORE } else { 0 };
+        let more = if i + 1 < records.len() { MORE } else { END };
         let payload = serde_json::to_vec(r).unwrap_or_default();
         let mut crc = crate::checksum::crc32c(&[r.kind()]);
         crc = crate::checksum::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
@@ -122,7 +127,7 @@ fn parse_at(buf: &[u8]) -> Parsed {
     if version != FORMAT_VERSION {
         return Parsed::Version(version);
     }
-    if buf[7] != 0 && buf[7] != MORE {
+    if ![0, MORE, END].contains(&buf[7]) {
         return Parsed::Bad(format!("unknown record flags {:#04x}", buf[7]));
     }
     match serde_json::from_slice::<Record>(payload) {
@@ -778,12 +783,25 @@ mod tests {
                 "nothing cut off or added"
             );
         }
-        // Flags other than "more follows" are damage too.
+        // Unknown flags are damage too; so is the last record's "last" with a bit flipped, which
+        // would otherwise read as "more follow" and hide the flush.
+        for (start, bit) in [(ends[1], 6), (ends[2], 0), (ends[2], 2)] {
+            let mut bytes = pristine.clone();
+            bytes[start + 7] ^= 1 << bit;
+            std::fs::write(&p, &bytes).unwrap();
+            let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
+            assert!(
+                e.contains("flags") && e.contains(&format!("offset {start}")),
+                "{start}/{bit}: {e}"
+            );
+        }
+        // Journals of builds that wrote 0 for "last" read as before.
         let mut bytes = pristine.clone();
-        bytes[ends[1] + 7] ^= 0x40;
+        for &start in &ends {
+            bytes[start + 7] = 0;
+        }
         std::fs::write(&p, &bytes).unwrap();
-        let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
-        assert!(e.contains("flags"), "{e}");
+        assert_eq!(read_from(&OsFs, &p, 0).unwrap().0.len(), 4);
     }
 
     #[test]
