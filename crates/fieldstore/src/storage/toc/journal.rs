@@ -81,9 +81,7 @@ fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
         starts.push(out.len());
         let more = if i + 1 < records.len() { MORE } else { END };
         let payload = serde_json::to_vec(r).unwrap_or_default();
-        let mut crc = crate::checksum::crc32c(&[r.kind()]);
-        crc = crate::checksum::crc32c_append(crc, &(payload.len() as u32).to_le_bytes());
-        crc = crate::checksum::crc32c_append(crc, &payload);
+        let crc = record_crc(r.kind(), &payload);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(FORMAT_VERSION as u16).to_le_bytes());
         out.push(r.kind());
@@ -93,6 +91,13 @@ fn encode_with_offsets(records: &[Record]) -> (Vec<u8>, Vec<usize>) {
         out.extend_from_slice(&payload);
     }
     (out, starts)
+}
+
+/// A record's checksum: over its kind, its payload's length and its payload.
+fn record_crc(kind: u8, payload: &[u8]) -> u32 {
+    let c = crate::checksum::crc32c(&[kind]);
+    let c = crate::checksum::crc32c_append(c, &(payload.len() as u32).to_le_bytes());
+    crate::checksum::crc32c_append(c, payload)
 }
 
 enum Parsed {
@@ -118,10 +123,7 @@ fn parse_at(buf: &[u8]) -> Parsed {
     let Some(payload) = buf.get(HEADER..HEADER + len) else {
         return Parsed::Short;
     };
-    let mut c = crate::checksum::crc32c(&[kind]);
-    c = crate::checksum::crc32c_append(c, &(len as u32).to_le_bytes());
-    c = crate::checksum::crc32c_append(c, payload);
-    if c != crc {
+    if record_crc(kind, payload) != crc {
         return Parsed::Bad("checksum mismatch".into());
     }
     if version != FORMAT_VERSION {
@@ -182,10 +184,7 @@ fn damaged_length(rest: &[u8]) -> Option<String> {
     let claimed = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]);
     let crc = u32::from_le_bytes([rest[12], rest[13], rest[14], rest[15]]);
     let there = &rest[HEADER..];
-    let mut c = crate::checksum::crc32c(&[rest[6]]);
-    c = crate::checksum::crc32c_append(c, &(there.len() as u32).to_le_bytes());
-    c = crate::checksum::crc32c_append(c, there);
-    if c == crc {
+    if record_crc(rest[6], there) == crc {
         return Some(format!(
             "damaged record length: it claims {claimed} bytes, and the {} bytes after its header \
              are the whole record",
