@@ -175,8 +175,8 @@ fn is_torn_tail(rest: &[u8]) -> bool {
 /// record look cut short, and taking that for a torn tail would hide every flush after it (and
 /// the next append would cut them off). Two signs tell them apart: the bytes that are there
 /// are the whole record with the checksum it was written with (only its length is wrong), or a
-/// complete record with a good checksum starts after this header (a JSON payload cannot hold
-/// one: its header has bytes JSON escapes).
+/// record header starts after this one, damaged or not: the magic followed by a control byte
+/// (the version's low byte), which a JSON payload cannot hold, since JSON escapes those.
 fn damaged_length(rest: &[u8]) -> Option<String> {
     if rest.len() < HEADER || &rest[..4] != MAGIC {
         return None;
@@ -191,18 +191,14 @@ fn damaged_length(rest: &[u8]) -> Option<String> {
             there.len()
         ));
     }
-    let mut from = HEADER;
-    while let Some(i) = rest[from..].windows(4).position(|w| w == MAGIC) {
-        let at = from + i;
-        if matches!(parse_at(&rest[at..]), Parsed::Ok(..) | Parsed::Version(_)) {
-            return Some(format!(
-                "damaged record length: it claims {claimed} bytes, past the end of the journal, \
-                 but a complete record follows {at} bytes after its start"
-            ));
-        }
-        from = at + 1;
-    }
-    None
+    let header_at = rest[HEADER..]
+        .windows(MAGIC.len() + 1)
+        .position(|w| &w[..4] == MAGIC && w[4] < 0x20)?;
+    Some(format!(
+        "damaged record length: it claims {claimed} bytes, past the end of the journal, but \
+         another record starts {} bytes after its start",
+        HEADER + header_at
+    ))
 }
 
 /// Complete records read from a journal, each with the offset it starts at.
@@ -757,16 +753,23 @@ mod tests {
         }
         let pristine = std::fs::read(&p).unwrap();
         // In the middle (flushes follow) and in the last record (nothing follows); past the end
-        // of the journal (bits 10 and up), or not (a checksum mismatch, as before).
-        for (start, bit) in [
-            (ends[0], 12),
-            (ends[0], 30),
-            (ends[2], 10),
-            (ends[2], 20),
-            (ends[0], 3),
+        // of the journal (bits 10 and up), or not (a checksum mismatch, as before). The last
+        // case (torture seed 10890124493299931533) also damages the payloads of the records
+        // after it, so none of them is whole.
+        let (p2, p3) = (ends[1] + HEADER + 5, ends[2] + HEADER + 5);
+        for (start, bit, others) in [
+            (ends[0], 12, vec![]),
+            (ends[0], 30, vec![]),
+            (ends[2], 10, vec![]),
+            (ends[2], 20, vec![]),
+            (ends[0], 3, vec![]),
+            (ends[0], 11, vec![p2, p3]),
         ] {
             let mut bytes = pristine.clone();
             bytes[start + 8 + bit / 8] ^= 1 << (bit % 8);
+            for at in others {
+                bytes[at] ^= 0x10;
+            }
             std::fs::write(&p, &bytes).unwrap();
             let e = read_from(&OsFs, &p, 0).unwrap_err().to_string();
             assert!(
