@@ -13,6 +13,7 @@ use super::error::GribError;
 use super::ffi;
 use super::framing::split_slice;
 use super::handle::{cstr, error_text, Handle};
+use super::sections::{self, check_sections};
 use crate::model::Key;
 
 /// Written by ecCodes where the bitmap (or complex packing) says a point is missing, then turned
@@ -40,8 +41,24 @@ pub enum KeyValue {
 /// Keys ecCodes computes from a Gaussian grid's pl, asserting it is not empty.
 const PL_DERIVED: [&str; 3] = ["isOctahedral", "gaussianGridName", "gridName"];
 
-/// Keys ecCodes computes by decoding every value into an array of numberOfDataPoints.
-const VALUES_DERIVED: [&str; 3] = ["numberOfMissing", "numberOfMissingValues", "unpackedError"];
+/// Keys ecCodes computes by decoding the values or the bitmap: refused when the message's data
+/// is damaged (see [`sections::data_fault`]).
+const VALUES_DERIVED: [&str; 14] = [
+    "values",
+    "codedValues",
+    "bitmap",
+    "numberOfMissing",
+    "numberOfMissingValues",
+    "unpackedError",
+    "packingError",
+    "maximum",
+    "minimum",
+    "average",
+    "standardDeviation",
+    "skewness",
+    "kurtosis",
+    "isConstant",
+];
 
 /// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
 pub const GRID_KEYS: &[&str] = &[
@@ -88,6 +105,9 @@ pub struct Decoded<'a> {
     bytes: &'a [u8],
     /// False when ecCodes refused the sentinel: missing points are then found by `missingValue`.
     sentinel: bool,
+    /// Why the values and bitmap cannot be decoded safely, found once when opened: the message's
+    /// keys stay readable.
+    data_fault: Option<String>,
 }
 
 impl<'a> Decoded<'a> {
@@ -109,13 +129,14 @@ impl<'a> Decoded<'a> {
             handle,
             bytes,
             sentinel: false,
+            data_fault: None,
         };
         d.sentinel = rc == 0 && d.double("missingValue").ok() == Some(MISSING_SENTINEL);
         // Touch a key every message has, so a header ecCodes cannot parse fails here.
         d.string("gridType")?;
         // A section shorter than its template makes ecCodes read its fields from the next
         // sections (and crash in its iterators): its layout must be the bytes' layout.
-        for (num, offset) in sections {
+        for &(num, offset) in &sections {
             if let Some(at) = d.present_long(&format!("offsetSection{num}")) {
                 if at as u64 != offset as u64 {
                     return Err(GribError::Decode(format!(
@@ -124,6 +145,12 @@ impl<'a> Decoded<'a> {
                 }
             }
         }
+        d.data_fault = sections::data_fault(
+            bytes,
+            &sections,
+            d.present_long("numberOfDataPoints"),
+            d.present_long("numberOfCodedValues"),
+        );
         Ok(d)
     }
 
@@ -168,6 +195,7 @@ impl<'a> Decoded<'a> {
                 "{n} values announced: more than any real field, the header is corrupt"
             )));
         }
+        self.data_sound()?;
         Ok(n)
     }
 
@@ -287,34 +315,9 @@ impl<'a> Decoded<'a> {
 
     fn get_unguarded(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
-        // These decode every value into an array of numberOfDataPoints: a message without a
-        // bitmap coding fewer values (a GRIB1 field that lost its grid section) overflowed it
-        // (SIGSEGV).
-        if VALUES_DERIVED.contains(&key) && self.present_long("bitmapPresent").unwrap_or(0) == 0 {
-            let coded = self.present_long("numberOfCodedValues");
-            let points = self.present_long("numberOfDataPoints");
-            if coded != points {
-                return Err(GribError::Decode(format!(
-                    "{key}: {coded:?} coded values for {points:?} points and no bitmap: the message is corrupt"
-                )));
-            }
-        }
-        // With a bitmap, they read a bit a point: a GRIB2 bitmap section too short for the
-        // points (indicator 0, "bitmap follows", over none) was read past its end (SIGSEGV).
-        // Other indicators (254: the previous message's bitmap) carry no bits here.
-        if VALUES_DERIVED.contains(&key)
-            && self.present_long("edition") == Some(2)
-            && self.present_long("bitMapIndicator") == Some(0)
-        {
-            let bits = self
-                .present_long("section6Length")
-                .map(|l| (l - 6).max(0) * 8);
-            let points = self.present_long("numberOfDataPoints");
-            if !matches!((bits, points), (Some(b), Some(p)) if b >= p) {
-                return Err(GribError::Decode(format!(
-                    "{key}: a bitmap of {bits:?} bits for {points:?} points: the message is corrupt"
-                )));
-            }
+        // Decoding a damaged message's values or bitmap reads past its sections (SIGSEGV).
+        if VALUES_DERIVED.contains(&key) {
+            self.data_sound()?;
         }
         // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
         // there but empty (Nj=0 in a damaged header).
@@ -530,6 +533,16 @@ impl<'a> Decoded<'a> {
         Ok(())
     }
 
+    /// Refuses what ecCodes cannot decode safely: see [`sections::data_fault`].
+    fn data_sound(&self) -> Result<(), GribError> {
+        match &self.data_fault {
+            Some(fault) => Err(GribError::Decode(format!(
+                "{fault}: the message's data is corrupt"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn defines(&self, key: &str) -> bool {
         // SAFETY: valid handle and C string.
         cstr(key)
@@ -720,79 +733,6 @@ impl OwnedDecoded {
     /// The open message, borrowed no longer than `self`.
     pub fn get(&self) -> &Decoded<'_> {
         &self.decoded
-    }
-}
-
-/// The sections must tile the message exactly: ecCodes trusts the section lengths and reads (or
-/// crashes) past the end of the bytes it was given when one is corrupt.
-/// Returns the offset of the first occurrence of each section.
-fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
-    let bad =
-        |what: String| GribError::Decode(format!("{what}: the message's sections are corrupt"));
-    let end = m.len().saturating_sub(4);
-    let be = |at: usize, n: usize| -> Option<usize> {
-        let b = m.get(at..at + n)?;
-        Some(b.iter().fold(0usize, |acc, x| (acc << 8) | usize::from(*x)))
-    };
-    match m.get(7) {
-        Some(2) => {
-            let mut pos = 16;
-            let mut last = 0u8;
-            let mut seen = Vec::new();
-            while pos < end {
-                let (Some(len), Some(&num)) = (be(pos, 4), m.get(pos + 4)) else {
-                    return Err(bad(format!("section header at offset {pos} cut short")));
-                };
-                if !(1..=7).contains(&num) || len < 5 || pos + len > end {
-                    return Err(bad(format!(
-                        "section {num} at offset {pos} of length {len} (data ends at {end})"
-                    )));
-                }
-                if !seen.iter().any(|(n, _)| *n == num) {
-                    seen.push((num, pos));
-                }
-                last = num;
-                pos += len;
-            }
-            if last != 7 {
-                return Err(bad("no data section (7) before '7777'".into()));
-            }
-            Ok(seen)
-        }
-        Some(1) => {
-            // Messages over 8 MiB code their lengths in 120-byte units (see `framing`): the
-            // framing has checked those.
-            if m.len() >= 0x80_0000 {
-                return Ok(Vec::new());
-            }
-            let mut pos = 8;
-            let mut seen = vec![(1, pos)];
-            let len1 = be(pos, 3).unwrap_or(0);
-            let flags = m.get(pos + 7).copied().unwrap_or(0);
-            if len1 < 28 || pos + len1 > end {
-                return Err(bad(format!("section 1 of length {len1}")));
-            }
-            pos += len1;
-            for (present, name, min) in [(flags & 0x80 != 0, 2, 32), (flags & 0x40 != 0, 3, 6)] {
-                if present {
-                    let len = be(pos, 3).unwrap_or(0);
-                    if len < min || pos + len > end {
-                        return Err(bad(format!(
-                            "section {name} at offset {pos} of length {len}"
-                        )));
-                    }
-                    seen.push((name, pos));
-                    pos += len;
-                }
-            }
-            let len4 = be(pos, 3).unwrap_or(0);
-            if len4 < 11 || pos + len4 > end {
-                return Err(bad(format!("section 4 at offset {pos} of length {len4}")));
-            }
-            seen.push((4, pos));
-            Ok(seen)
-        }
-        _ => Err(bad("not GRIB edition 1 or 2".into())),
     }
 }
 
@@ -1363,7 +1303,7 @@ mod tests {
         for key in VALUES_DERIVED {
             let e = d.get(key).unwrap_err().to_string();
             assert!(
-                e.contains("Some(4096) coded values for Some(4186) points"),
+                e.contains("the data section codes 4096 values for 4186 points and no bitmap"),
                 "{key}: {e}"
             );
         }
@@ -1377,7 +1317,7 @@ mod tests {
         for key in VALUES_DERIVED {
             let e = d2.get(key).unwrap_err().to_string();
             assert!(
-                e.contains("a bitmap of Some(0) bits for Some(88838) points"),
+                e.contains("the bitmap holds 0 bits for 88838 points"),
                 "{key}: {e}"
             );
         }
