@@ -22,7 +22,7 @@ const MISSING_SENTINEL: f64 = -1.0e300;
 
 /// More points than any real field has (ECMWF's finest planned grid, O8000, has 256 million):
 /// a header announcing more is corrupt, and ecCodes aborts the process when an allocation fails.
-const MAX_POINTS: i64 = 1 << 30;
+const MAX_POINTS: i64 = 1 << 28;
 
 /// Gaussian numbers beyond any real grid: ecCodes allocates 2N latitudes before checking.
 const MAX_GAUSSIAN_N: i64 = 16_000;
@@ -145,12 +145,21 @@ impl<'a> Decoded<'a> {
                 }
             }
         }
-        d.data_fault = sections::data_fault(
-            bytes,
-            &sections,
-            d.present_long("numberOfDataPoints"),
-            d.present_long("numberOfCodedValues"),
-        );
+        d.check_counts()?;
+        let points = d.present_long("numberOfDataPoints");
+        d.data_fault = d.spectral_fault().or_else(|| {
+            // ecCodes decodes the values-derived keys into arrays of that many points, and goes
+            // on (SIGSEGV) when the allocation fails.
+            if let Some(p) = points.filter(|p| !(0..=MAX_POINTS).contains(p)) {
+                return Some(format!("{p} points announced: more than any real field"));
+            }
+            sections::data_fault(
+                bytes,
+                &sections,
+                points,
+                d.present_long("numberOfCodedValues"),
+            )
+        });
         Ok(d)
     }
 
@@ -172,15 +181,6 @@ impl<'a> Decoded<'a> {
 
     fn number_of_values_unguarded(&self) -> Result<usize, GribError> {
         let n = self.size("values")?;
-        // ecCodes' spectral complex unpacking asserts (and aborts) on other truncations.
-        if self.string("gridType")? == "sh" {
-            let jkm = ["J", "K", "M"].map(|k| self.present_long(k));
-            if jkm[0].is_none() || jkm.iter().any(|v| *v != jkm[0]) {
-                return Err(GribError::Decode(format!(
-                    "spectral truncation J, K, M = {jkm:?}: only triangular truncations decode"
-                )));
-            }
-        }
         // ecCodes allocates the coded values before unpacking them, and aborts when that fails:
         // a damaged header announced 4261501702 of them for 88838 points.
         if let Some(coded) = self.present_long("numberOfCodedValues") {
@@ -531,6 +531,85 @@ impl<'a> Decoded<'a> {
             )));
         }
         Ok(())
+    }
+
+    /// The counts ecCodes sizes the grid description's arrays by (`pl[Nj]`, `pv[NV]`) before it
+    /// reads them, checked when the message is opened because every geometry key (even
+    /// `numberOfDataPoints`) reads `pl`: a GRIB 1 `Nj` of -2 (sign and magnitude) made it
+    /// allocate (size_t)-16 bytes, fail, and go on without the array (SIGSEGV); a count the
+    /// section cannot hold is read past the message.
+    fn check_counts(&self) -> Result<(), GribError> {
+        let corrupt =
+            |what: String| GribError::Decode(format!("{what}: the grid description is corrupt"));
+        for key in ["Ni", "Nj", "Nx", "Ny", "N", "NV"] {
+            if let Some(v) = self.present_long(key).filter(|v| *v < 0) {
+                return Err(corrupt(format!("{key}={v}")));
+            }
+        }
+        let edition = self.long("edition")?;
+        let flag = |key: &str| self.present_long(key).unwrap_or(0) != 0;
+        // GRIB 1 holds both lists in section 2; GRIB 2 pl in section 3, pv in section 4.
+        let (pl_section, pv_section) = if edition == 1 { (2, 2) } else { (3, 4) };
+        let length = |num: i64| {
+            self.present_long(&format!("section{num}Length"))
+                .unwrap_or(0)
+        };
+        let mut lists = Vec::new();
+        if flag("PLPresent") {
+            let width = if edition == 1 {
+                2
+            } else {
+                self.present_long("numberOfOctectsForNumberOfPoints")
+                    .unwrap_or(0)
+            };
+            // Nj coded as missing is still the count ecCodes uses.
+            lists.push(("pl", "Nj", self.long("Nj").unwrap_or(0), width, pl_section));
+        }
+        if flag("PVPresent") {
+            lists.push(("pv", "NV", self.long("NV").unwrap_or(0), 4, pv_section));
+        }
+        for (name, count_key, count, width, section) in lists {
+            let bytes = i128::from(count) * i128::from(width);
+            let held = i128::from(length(section));
+            if count < 0 || bytes > held {
+                return Err(corrupt(format!(
+                    "{name} of {count_key}={count} entries of {width} bytes in section {section} of {held} bytes"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// ecCodes' spectral unpacking sizes its work by the truncation J, K, M, not by the count of
+    /// values: only triangular truncations decode (others assert), and a damaged J of 620757055
+    /// over 4160 values made it allocate gigabytes.
+    fn spectral_fault(&self) -> Option<String> {
+        if self.string("gridType").ok()? != "sh" {
+            return None;
+        }
+        let jkm = ["J", "K", "M"].map(|k| self.present_long(k));
+        let Some(j) = jkm[0].filter(|_| jkm.iter().all(|v| *v == jkm[0])) else {
+            return Some(format!(
+                "spectral truncation J, K, M = {jkm:?}: only triangular truncations decode"
+            ));
+        };
+        let values = self.present_long("numberOfValues");
+        let expected = (i128::from(j) + 1) * (i128::from(j) + 2);
+        if values.map(i128::from) != Some(expected) {
+            return Some(format!(
+                "spectral truncation T{j} has {expected} coefficients, the header announces {values:?} values"
+            ));
+        }
+        // Complex packing also unpacks a subset JS, KS, MS of the truncation, unpacked.
+        let subset = ["JS", "KS", "MS"].map(|k| self.present_long(k));
+        if let Some(js) = subset[0] {
+            if subset.iter().any(|v| *v != subset[0]) || !(0..=j).contains(&js) {
+                return Some(format!(
+                    "spectral subset JS, KS, MS = {subset:?} of truncation T{j}"
+                ));
+            }
+        }
+        None
     }
 
     /// Refuses what ecCodes cannot decode safely: see [`sections::data_fault`].

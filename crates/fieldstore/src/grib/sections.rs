@@ -79,7 +79,7 @@ pub(super) fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
 
 /// Why the data (values and bitmap) of a message that [`check_sections`] accepted cannot be
 /// decoded safely, or `None`: the data section must hold the coded values the header announces,
-/// the bitmap a bit per point, and the bitmap must set as many bits as there are coded values
+/// the bitmap a bit per point, and the bitmap must set no more bits than there are coded values
 /// (ecCodes reads a coded value per set bit, unchecked). `points` is ecCodes'
 /// `numberOfDataPoints` (GRIB 1 derives it from the grid description), `coded` its
 /// `numberOfCodedValues`. Reads no value.
@@ -141,8 +141,11 @@ fn grib2_fault(
                     bits.len() * 8
                 ));
             }
+            // ecCodes reads a coded value per set bit, unchecked; fewer set bits only leave
+            // values unused (ecCodes itself writes a bitmap of no set bits over coded values
+            // when a bitmap is asked for before the values are set).
             let set = set_bits(bits, points);
-            if set != values {
+            if set > values {
                 return Some(format!(
                     "the bitmap marks {set} points present, section 5 announces {values} coded values"
                 ));
