@@ -1401,6 +1401,11 @@ mod tests {
             );
         }
         assert!(d2.grid().is_err());
+        let e = d2.values().unwrap_err().to_string();
+        assert!(
+            e.contains("the bitmap holds 0 bits for 88838 points"),
+            "{e}"
+        );
         // Sound messages still answer, with a bitmap too.
         let d = Decoded::new(&msg).unwrap();
         assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(0)));
@@ -1463,6 +1468,123 @@ mod tests {
         let e = d.values().unwrap_err().to_string();
         assert!(e.contains("coded values announced"), "{e}");
         assert!(d.number_of_values().is_err());
+    }
+
+    /// The checks before decoding refuse no sound message: every message of the real files
+    /// other centres wrote, and every GRIB sample ecCodes ships, decodes as ecCodes decodes it.
+    #[test]
+    fn sound_messages_pass_the_checks() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/real-grib");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".grib") || name.contains("corrupted") {
+                continue;
+            }
+            let data = std::fs::read(&path).unwrap();
+            for (_, _, m) in split_slice(&data, &name).unwrap() {
+                let d = Decoded::new(m).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(d.data_fault, None, "{name}");
+                let v = d.values().unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(v.len(), d.number_of_values().unwrap(), "{name}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 700, "{checked} messages");
+        for name in [
+            "GRIB1",
+            "GRIB2",
+            "gg_sfc_grib1",
+            "gg_sfc_grib2",
+            "reduced_gg_pl_1280_grib2",
+            "reduced_ll_sfc_grib1",
+            "regular_ll_pl_grib1",
+            "sh_ml_grib1",
+            "sh_ml_grib2",
+            "sh_sfc_grib1",
+            "polar_stereographic_pl_grib1",
+            "lambert_bf_grib2",
+            "ccsds_grib2",
+        ] {
+            let msg = sample(name).message().unwrap();
+            let d = Decoded::new(&msg).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(d.data_fault, None, "{name}");
+        }
+    }
+
+    /// Regressions (found by fuzzing `grib_decode`; each crashed or exhausted memory before the
+    /// checks of `sections.rs`, `check_counts` and `spectral_fault`): every way a Python user
+    /// reads a damaged message gives an error naming what is damaged, and the process lives on.
+    #[test]
+    fn damaged_messages_are_errors_not_crashes() {
+        macro_rules! damaged {
+            ($name:literal) => {
+                (
+                    $name,
+                    &include_bytes!(concat!("../../tests/data/damaged-grib/", $name))[..],
+                )
+            };
+        }
+        for ((name, bytes), (at_open, why)) in [
+            // GRIB 1 Nj of -2 (sign and magnitude): SIGSEGV in numberOfDataPoints.
+            (damaged!("grib1-nj-minus-2.grib"), (true, "Nj=-2")),
+            // 1493192704 values of 24 bits announced over a data section of a few bytes.
+            (
+                damaged!("grib2-data-section-short.grib"),
+                (false, "the data section holds"),
+            ),
+            // 721426402 coded values, no bitmap, 6114 points.
+            (
+                damaged!("grib2-values-not-points.grib"),
+                (
+                    false,
+                    "721426402 coded values for 6114 points and no bitmap",
+                ),
+            ),
+            // 1919509093 points over a bitmap of a few bytes, and a pl whose entries are
+            // announced 120 bytes wide: read past section 3 first.
+            (
+                damaged!("grib2-bitmap-short.grib"),
+                (
+                    true,
+                    "pl of Nj=64 entries of 120 bytes in section 3 of 212 bytes",
+                ),
+            ),
+            // A constant field of 1427876580 points in 246 bytes.
+            (
+                damaged!("grib1-billion-points.grib"),
+                (false, "1427876580 points announced"),
+            ),
+            // J=620757055 over 4160 values of a T63 field.
+            (
+                damaged!("grib2-spectral-j-damaged.grib"),
+                (false, "spectral truncation J, K, M"),
+            ),
+        ] {
+            let d = match Decoded::new(bytes) {
+                Err(e) => {
+                    assert!(at_open, "{name}: {e}");
+                    assert!(e.to_string().contains(why), "{name}: {e}");
+                    continue;
+                }
+                Ok(d) => d,
+            };
+            assert!(!at_open, "{name} opened");
+            // values() may first meet the older bound on coded values.
+            let e = d.values().unwrap_err().to_string();
+            assert!(e.contains("corrupt"), "{name}: {e}");
+            for key in VALUES_DERIVED {
+                let e = d.get(key).unwrap_err().to_string();
+                assert!(e.contains(why), "{name} {key}: {e}");
+            }
+            assert!(d.grid().is_err(), "{name}");
+            assert!(d.number_of_values().is_err(), "{name}");
+            let _ = d.latitudes();
+            // The header stays readable.
+            assert!(d.get("edition").unwrap().is_some(), "{name}");
+        }
     }
 
     #[test]
