@@ -546,6 +546,13 @@ impl<'a> Decoded<'a> {
                 return Err(corrupt(format!("{key}={v}")));
             }
         }
+        // ecCodes computes a Gaussian grid's 2N latitudes (in time growing as N squared) for
+        // numberOfDataPoints of a sub-area: N=35327 took minutes.
+        if let Some(n) = self.present_long("N").filter(|n| *n > MAX_GAUSSIAN_N) {
+            return Err(corrupt(format!(
+                "N={n}: more latitudes than any real Gaussian grid"
+            )));
+        }
         let edition = self.long("edition")?;
         let flag = |key: &str| self.present_long(key).unwrap_or(0) != 0;
         // GRIB 1 holds both lists in section 2; GRIB 2 pl in section 3, pv in section 4.
@@ -1537,13 +1544,10 @@ mod tests {
                 damaged!("grib2-data-section-short.grib"),
                 (false, "the data section holds"),
             ),
-            // 721426402 coded values, no bitmap, 6114 points.
+            // 721426402 coded values, no bitmap, 6114 points, and a Gaussian N of 16711680.
             (
                 damaged!("grib2-values-not-points.grib"),
-                (
-                    false,
-                    "721426402 coded values for 6114 points and no bitmap",
-                ),
+                (true, "N=16711680"),
             ),
             // 1919509093 points over a bitmap of a few bytes, and a pl whose entries are
             // announced 120 bytes wide: read past section 3 first.
@@ -1554,10 +1558,15 @@ mod tests {
                     "pl of Nj=64 entries of 120 bytes in section 3 of 212 bytes",
                 ),
             ),
-            // A constant field of 1427876580 points in 246 bytes.
+            // A constant polar stereographic field of 349407948 points in 258 bytes.
             (
-                damaged!("grib1-billion-points.grib"),
-                (false, "1427876580 points announced"),
+                damaged!("grib1-349-million-points.grib"),
+                (false, "349407948 points announced"),
+            ),
+            // A sub-area of a Gaussian grid of N=35327: numberOfDataPoints computed for minutes.
+            (
+                damaged!("grib1-gaussian-n-35327.grib"),
+                (true, "N=35327: more latitudes"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (
@@ -1587,6 +1596,28 @@ mod tests {
             // The header stays readable.
             assert!(d.get("edition").unwrap().is_some(), "{name}");
         }
+    }
+
+    /// Without a bitmap, section 5 must code a value for every point: ecCodes writes what it
+    /// decodes into an array of the points.
+    #[test]
+    fn fewer_coded_values_than_points_without_a_bitmap_are_an_error() {
+        let mut m = sample("regular_ll_sfc_grib2").message().unwrap();
+        let s5 = check_sections(&m)
+            .unwrap()
+            .iter()
+            .find(|(n, _)| *n == 5)
+            .unwrap()
+            .1;
+        m[s5 + 5..s5 + 9].copy_from_slice(&100u32.to_be_bytes());
+        let d = Decoded::new(&m).unwrap();
+        let e = d.values().unwrap_err().to_string();
+        assert!(
+            e.contains("100 coded values for 496 points and no bitmap"),
+            "{e}"
+        );
+        assert!(d.get("maximum").is_err());
+        assert_eq!(d.get("Ni").unwrap(), Some(KeyValue::Long(16)));
     }
 
     #[test]
