@@ -255,6 +255,7 @@ DAMAGED_FILES = {
     "grib2-data-section-short.grib": "announces 1493192704 values of 24 bits",
     "grib2-values-not-points.grib": "N=16711680",
     "grib1-gaussian-n-35327.grib": "N=35327",
+    "grib1-gaussian-rows-of-0.grib": "pl[",
     "grib2-bitmap-short.grib": "pl of Nj=64 entries",
     "grib1-349-million-points.grib": "349407948 points announced",
     "grib2-spectral-j-damaged.grib": "spectral truncation",

@@ -575,13 +575,23 @@ impl<'a> Decoded<'a> {
         if flag("PVPresent") {
             lists.push(("pv", "NV", self.long("NV").unwrap_or(0), 4, pv_section));
         }
-        for (name, count_key, count, width, section) in lists {
-            let bytes = i128::from(count) * i128::from(width);
-            let held = i128::from(length(section));
-            if count < 0 || bytes > held {
+        for (name, count_key, count, width, section) in &lists {
+            let bytes = i128::from(*count) * i128::from(*width);
+            let held = i128::from(length(*section));
+            if *count < 0 || bytes > held {
                 return Err(corrupt(format!(
                     "{name} of {count_key}={count} entries of {width} bytes in section {section} of {held} bytes"
                 )));
+            }
+        }
+        // ecCodes counts a Gaussian sub-area's points row by row from pl, asserting rows of at
+        // least 2 points and going on (it never returned) past rows of 0 or 1.
+        if lists.iter().any(|l| l.0 == "pl") && !self.string("gridType")?.contains("_ll") {
+            let k = cstr("pl")?;
+            let n = self.size("pl")?;
+            let pl = self.longs(&k, "pl", n)?;
+            if let Some(i) = pl.iter().position(|p| *p < 2) {
+                return Err(corrupt(format!("pl[{i}]={}", pl[i])));
             }
         }
         Ok(())
@@ -1308,22 +1318,16 @@ mod tests {
         ] {
             m[at] = b;
         }
-        let d = Decoded::new(&m).unwrap();
-        for e in [
-            d.latitudes().map(|_| ()),
-            d.longitudes().map(|_| ()),
-            d.number_of_points().map(|_| ()),
-        ] {
-            assert!(matches!(e, Err(GribError::NoGeometry { .. })), "{e:?}");
+        // Rows of 0 points are refused when the message is opened (a sub-area's
+        // numberOfDataPoints never returned on them), whether or not ecCodes names the grid.
+        for flags in [m[108], 0] {
+            m[108] = flags;
+            let e = Decoded::new(&m)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("pl[166]=0"), "{e}");
         }
-        drop(d);
-        // The same rows of 0 points under a grid type ecCodes names are refused too.
-        m[108] = 0;
-        let d = Decoded::new(&m).unwrap();
-        let e = d.latitudes().unwrap_err().to_string();
-        assert!(e.contains("pl[166]=0"), "{e}");
-        // Values stay readable.
-        assert_eq!(d.values().unwrap().len(), 88838);
     }
 
     /// Regression (found by fuzzing `grib_decode`): `isOctahedral` and `gridName` of a
@@ -1568,6 +1572,8 @@ mod tests {
                 damaged!("grib1-gaussian-n-35327.grib"),
                 (true, "N=35327: more latitudes"),
             ),
+            // A Gaussian sub-area with rows of no points: numberOfDataPoints never returned.
+            (damaged!("grib1-gaussian-rows-of-0.grib"), (true, "pl[")),
             // J=620757055 over 4160 values of a T63 field.
             (
                 damaged!("grib2-spectral-j-damaged.grib"),
