@@ -252,10 +252,11 @@ DAMAGED = os.path.join(
 # layout. With the words of the error each gives.
 DAMAGED_FILES = {
     "grib1-nj-minus-2.grib": "Nj=-2",
-    "grib2-data-section-short.grib": "announces 1493192704 values of 24 bits",
+    "grib2-data-section-short.grib": "1493192704 coded values for 9 points",
     "grib2-values-not-points.grib": "N=16711680",
     "grib1-gaussian-n-35327.grib": "N=35327",
     "grib1-gaussian-rows-of-0.grib": "pl[",
+    "grib2-bitmap-over-millions-of-values.grib": "822083584 coded values for 11 points",
     "grib2-bitmap-short.grib": "pl of Nj=64 entries",
     "grib1-349-million-points.grib": "349407948 points announced",
     "grib2-spectral-j-damaged.grib": "spectral truncation",

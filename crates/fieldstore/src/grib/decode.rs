@@ -1546,7 +1546,10 @@ mod tests {
             // 1493192704 values of 24 bits announced over a data section of a few bytes.
             (
                 damaged!("grib2-data-section-short.grib"),
-                (false, "the data section holds"),
+                (
+                    false,
+                    "section 5 announces 1493192704 coded values for 9 points",
+                ),
             ),
             // 721426402 coded values, no bitmap, 6114 points, and a Gaussian N of 16711680.
             (
@@ -1574,6 +1577,11 @@ mod tests {
             ),
             // A Gaussian sub-area with rows of no points: numberOfDataPoints never returned.
             (damaged!("grib1-gaussian-rows-of-0.grib"), (true, "pl[")),
+            // 822083584 coded values of 0 bits (a constant) behind a bitmap of 11 points.
+            (
+                damaged!("grib2-bitmap-over-millions-of-values.grib"),
+                (false, "822083584 coded values for 11 points"),
+            ),
             // J=620757055 over 4160 values of a T63 field.
             (
                 damaged!("grib2-spectral-j-damaged.grib"),
@@ -1624,6 +1632,23 @@ mod tests {
         );
         assert!(d.get("maximum").is_err());
         assert_eq!(d.get("Ni").unwrap(), Some(KeyValue::Long(16)));
+        // The data section must hold the values: 496 of 16 bits, announced as 32.
+        let (mut m, _) = with_values("regular_ll_sfc_grib2");
+        let s5 = check_sections(&m)
+            .unwrap()
+            .iter()
+            .find(|(n, _)| *n == 5)
+            .unwrap()
+            .1;
+        assert_eq!(m[s5 + 19], 16, "the sample changed");
+        m[s5 + 19] = 32;
+        let e = Decoded::new(&m).unwrap().values().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "the data section holds 992 bytes, the header announces 496 values of 32 bits"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

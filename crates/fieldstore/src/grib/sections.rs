@@ -145,6 +145,12 @@ fn grib2_fault(
             // values unused (ecCodes itself writes a bitmap of no set bits over coded values
             // when a bitmap is asked for before the values are set).
             let set = set_bits(bits, points);
+            // ecCodes allocates the coded values first: 822083584 of them for 11 points.
+            if values > points {
+                return Some(format!(
+                    "section 5 announces {values} coded values for {points} points"
+                ));
+            }
             if set > values {
                 return Some(format!(
                     "the bitmap marks {set} points present, section 5 announces {values} coded values"
