@@ -235,6 +235,8 @@ impl<'a> Decoded<'a> {
     }
 
     fn number_of_points_unguarded(&self) -> Result<usize, GribError> {
+        // ecCodes' iterators decode the values too (a SIGSEGV in them, from `latitudes`).
+        self.data_sound()?;
         self.check_geometry()?;
         self.size("latitudes").map_err(|e| self.no_geometry(e))
     }
@@ -1582,6 +1584,12 @@ mod tests {
                 damaged!("grib2-bitmap-over-millions-of-values.grib"),
                 (false, "822083584 coded values for 11 points"),
             ),
+            // 268435456 coded values of 24 bits behind a bitmap of 2664 points: SIGSEGV in the
+            // coordinates' iterator, which decodes the values.
+            (
+                damaged!("grib2-coordinates-over-damaged-data.grib"),
+                (false, "268435456 coded values for 2664 points"),
+            ),
             // J=620757055 over 4160 values of a T63 field.
             (
                 damaged!("grib2-spectral-j-damaged.grib"),
@@ -1606,7 +1614,10 @@ mod tests {
             }
             assert!(d.grid().is_err(), "{name}");
             assert!(d.number_of_values().is_err(), "{name}");
-            let _ = d.latitudes();
+            for e in [d.latitudes().map(|_| ()), d.longitudes().map(|_| ())] {
+                let e = e.unwrap_err().to_string();
+                assert!(e.contains(why), "{name}: {e}");
+            }
             // The header stays readable.
             assert!(d.get("edition").unwrap().is_some(), "{name}");
         }
