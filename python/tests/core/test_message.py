@@ -258,6 +258,7 @@ DAMAGED_FILES = {
     "grib1-gaussian-rows-of-0.grib": "pl[",
     "grib2-bitmap-over-millions-of-values.grib": "822083584 coded values for 11 points",
     "grib2-coordinates-over-damaged-data.grib": "268435456 coded values for 2664 points",
+    "grib2-predefined-bitmap-over-millions-of-values.grib": "773849088 coded values",
     "grib2-bitmap-short.grib": "pl of Nj=64 entries",
     "grib1-349-million-points.grib": "349407948 points announced",
     "grib2-spectral-j-damaged.grib": "spectral truncation",

@@ -1478,10 +1478,12 @@ mod tests {
             m[at] = b;
         }
         let d = Decoded::new(&m).unwrap();
-        // Its bitmap indicator (0) announces a bitmap over a section holding none, which is
-        // found first now.
+        // Found first now: section 5 codes more values than there are points.
         let e = d.values().unwrap_err().to_string();
-        assert!(e.contains("the bitmap holds 0 bits"), "{e}");
+        assert!(
+            e.contains("section 5 announces 4261501702 coded values"),
+            "{e}"
+        );
         assert!(d.number_of_values().is_err());
     }
 
@@ -1589,6 +1591,11 @@ mod tests {
             (
                 damaged!("grib2-coordinates-over-damaged-data.grib"),
                 (false, "268435456 coded values for 2664 points"),
+            ),
+            // 773849088 coded values for 8192 points, and no section 6.
+            (
+                damaged!("grib2-predefined-bitmap-over-millions-of-values.grib"),
+                (false, "773849088 coded values for 8192 points"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (

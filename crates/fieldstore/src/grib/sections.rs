@@ -92,7 +92,7 @@ pub(super) fn data_fault(
     let at = |num: u8| sections.iter().find(|(n, _)| *n == num).map(|(_, o)| *o);
     let points = u64::try_from(points?).ok()?;
     match m.get(7) {
-        Some(2) => grib2_fault(m, at(3)?, at(5)?, at(6)?, at(7)?, points),
+        Some(2) => grib2_fault(m, at(3)?, at(5)?, at(6), at(7)?, points),
         Some(1) => grib1_fault(m, at(3), points, coded.and_then(|c| u64::try_from(c).ok())),
         _ => None,
     }
@@ -119,7 +119,7 @@ fn grib2_fault(
     m: &[u8],
     s3: usize,
     s5: usize,
-    s6: usize,
+    s6: Option<usize>,
     s7: usize,
     points: u64,
 ) -> Option<String> {
@@ -131,6 +131,16 @@ fn grib2_fault(
     }
     let values = be(m, s5 + 5, 4)?;
     let template = be(m, s5 + 9, 2)?;
+    // ecCodes allocates the coded values first, whatever the bitmap: 822083584 of them for 11
+    // points behind a bitmap, 773849088 for 8192 behind a predefined one.
+    if values > points {
+        return Some(format!(
+            "section 5 announces {values} coded values for {points} points"
+        ));
+    }
+    let Some(s6) = s6 else {
+        return Some("no bitmap section (6)".into());
+    };
     let len6 = be(m, s6, 4)? as usize;
     match m.get(s6 + 5).copied()? {
         0 => {
@@ -145,12 +155,6 @@ fn grib2_fault(
             // values unused (ecCodes itself writes a bitmap of no set bits over coded values
             // when a bitmap is asked for before the values are set).
             let set = set_bits(bits, points);
-            // ecCodes allocates the coded values first: 822083584 of them for 11 points.
-            if values > points {
-                return Some(format!(
-                    "section 5 announces {values} coded values for {points} points"
-                ));
-            }
             if set > values {
                 return Some(format!(
                     "the bitmap marks {set} points present, section 5 announces {values} coded values"
