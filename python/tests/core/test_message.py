@@ -262,6 +262,7 @@ DAMAGED_FILES = {
     "grib2-bitmap-short.grib": "pl of Nj=64 entries",
     "grib1-349-million-points.grib": "349407948 points announced",
     "grib2-spectral-j-damaged.grib": "spectral truncation",
+    "grib2-unknown-packing.grib": "ecCodes does not know the packing",
 }
 
 _READ_DAMAGED = """

@@ -147,7 +147,16 @@ impl<'a> Decoded<'a> {
         }
         d.check_counts()?;
         let points = d.present_long("numberOfDataPoints");
-        d.data_fault = d.spectral_fault().or_else(|| {
+        // A packing ecCodes cannot name (a damaged template number) still gets a decoder,
+        // which read past the message (SIGSEGV, a bi-Fourier field's values).
+        let packing = d.string("packingType").unwrap_or_default();
+        let unknown_packing = (packing == "unknown").then(|| {
+            format!(
+                "ecCodes does not know the packing (template {:?})",
+                d.present_long("dataRepresentationTemplateNumber")
+            )
+        });
+        d.data_fault = unknown_packing.or_else(|| d.spectral_fault()).or_else(|| {
             // ecCodes decodes the values-derived keys into arrays of that many points, and goes
             // on (SIGSEGV) when the allocation fails.
             if let Some(p) = points.filter(|p| !(0..=MAX_POINTS).contains(p)) {
@@ -1596,6 +1605,11 @@ mod tests {
             (
                 damaged!("grib2-predefined-bitmap-over-millions-of-values.grib"),
                 (false, "773849088 coded values for 8192 points"),
+            ),
+            // A bi-Fourier field whose packing ecCodes cannot name: SIGSEGV in its values.
+            (
+                damaged!("grib2-unknown-packing.grib"),
+                (false, "ecCodes does not know the packing"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (
