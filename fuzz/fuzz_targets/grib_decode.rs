@@ -1,9 +1,23 @@
 #![no_main]
 //! Decoding untrusted bytes as one GRIB message: every call fails cleanly or answers with sizes
-//! that agree, never a panic or a crash inside ecCodes.
+//! that agree, never a panic or a crash inside ecCodes. The calls are those the Python bindings'
+//! `Message` makes: values, coordinates, the grid summary and any key by name.
 
 use fieldstore::grib::Decoded;
 use libfuzzer_sys::fuzz_target;
+
+/// Keys whose values ecCodes computes from the data, the bitmap or the grid's rows.
+const KEYS: [&str; 9] = [
+    "shortName",
+    "values",
+    "bitmap",
+    "codedValues",
+    "maximum",
+    "average",
+    "numberOfMissing",
+    "pl",
+    "gridName",
+];
 
 fuzz_target!(|data: &[u8]| {
     let Ok(d) = Decoded::new(data) else {
@@ -22,9 +36,18 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(lat) = d.latitudes() {
                 assert_eq!(lat.len(), n);
             }
+            if let Ok(lon) = d.longitudes() {
+                assert_eq!(lon.len(), n);
+            }
         }
     }
+    // The grid summary and the values-derived keys decode every point too.
+    if d.number_of_values().is_ok_and(|n| n > 1 << 20) {
+        return;
+    }
     let _ = d.grid();
-    let _ = d.get("shortName");
+    // The first byte picks a key, so that the corpus covers each without paying for all.
+    let key = KEYS[usize::from(data.get(20).copied().unwrap_or(0)) % KEYS.len()];
+    let _ = d.get(key);
     let _ = d.mars_keys();
 });

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -237,6 +240,89 @@ def test_bad_input_gives_clear_errors():
             getattr(m, attr)
         except fieldstore.Error:
             pass
+
+
+DAMAGED = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+    "crates", "fieldstore", "tests", "data", "damaged-grib",
+)
+
+# Damaged messages found by fuzzing: each crashed the process (SIGSEGV in ecCodes) or made it
+# allocate gigabytes, through values, grid or metadata, before fieldstore checked the message's
+# layout. With the words of the error each gives.
+DAMAGED_FILES = {
+    "grib1-nj-minus-2.grib": "Nj=-2",
+    "grib2-data-section-short.grib": "1493192704 coded values for 9 points",
+    "grib2-values-not-points.grib": "N=16711680",
+    "grib1-gaussian-n-35327.grib": "N=35327",
+    "grib1-gaussian-rows-of-0.grib": "pl[",
+    "grib2-bitmap-over-millions-of-values.grib": "822083584 coded values for 11 points",
+    "grib2-coordinates-over-damaged-data.grib": "268435456 coded values for 2664 points",
+    "grib2-predefined-bitmap-over-millions-of-values.grib": "773849088 coded values",
+    "grib2-bitmap-short.grib": "pl of Nj=64 entries",
+    "grib1-349-million-points.grib": "349407948 points announced",
+    "grib2-spectral-j-damaged.grib": "spectral truncation",
+    "grib2-unknown-packing.grib": "ecCodes does not know the packing",
+}
+
+_READ_DAMAGED = """
+import sys
+import fieldstore
+from fieldstore import _native
+data = open(sys.argv[1], "rb").read()
+try:
+    m = _native.Message(data)
+except fieldstore.BadRequestError as e:
+    print("open:", e)
+else:
+    for what in ("values", "latitudes", "longitudes", "grid", "number_of_values"):
+        try:
+            getattr(m, what)
+        except fieldstore.Error as e:
+            print(what + ":", type(e).__name__, e)
+        else:
+            print(what + ": ok")
+    for key in ("maximum", "numberOfMissing", "bitmap", "pl"):
+        try:
+            m.metadata(key, None)
+        except fieldstore.Error as e:
+            print(key + ":", type(e).__name__, e)
+print("alive")
+"""
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED_FILES))
+def test_a_damaged_message_is_an_error_and_the_interpreter_lives_on(name):
+    # In a child interpreter, so that a crash is this test's failure rather than pytest's death.
+    r = subprocess.run(
+        [sys.executable, "-c", _READ_DAMAGED, os.path.join(DAMAGED, name)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-2000:]}"
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "alive", r.stdout
+    first = lines[0]
+    assert DAMAGED_FILES[name] in first, r.stdout
+    if not first.startswith("open:"):
+        assert first.startswith("values: BadRequestError"), r.stdout
+
+
+def test_values_of_a_damaged_message_raise_a_fieldstore_error():
+    data = bytearray(_from_sample("regular_ll_sfc_grib2"))
+    # Section 5 announces 100 coded values for the 496 points, and there is no bitmap.
+    pos = 16
+    while data[pos + 4] != 5:
+        pos += int.from_bytes(data[pos:pos + 4], "big")
+    data[pos + 5:pos + 9] = (100).to_bytes(4, "big")
+    m = Message(bytes(data))
+    with pytest.raises(fieldstore.BadRequestError, match="100 coded values for 496 points"):
+        m.values
+    with pytest.raises(fieldstore.BadRequestError):
+        m.to_numpy()
+    with pytest.raises(fieldstore.BadRequestError):
+        m.metadata("maximum")
+    # The header stays readable.
+    assert m.metadata("Ni") == 16
 
 
 def test_arrays_are_owned_by_python():

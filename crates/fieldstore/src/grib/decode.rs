@@ -13,6 +13,7 @@ use super::error::GribError;
 use super::ffi;
 use super::framing::split_slice;
 use super::handle::{cstr, error_text, Handle};
+use super::sections::{self, check_sections};
 use crate::model::Key;
 
 /// Written by ecCodes where the bitmap (or complex packing) says a point is missing, then turned
@@ -21,7 +22,7 @@ const MISSING_SENTINEL: f64 = -1.0e300;
 
 /// More points than any real field has (ECMWF's finest planned grid, O8000, has 256 million):
 /// a header announcing more is corrupt, and ecCodes aborts the process when an allocation fails.
-const MAX_POINTS: i64 = 1 << 30;
+const MAX_POINTS: i64 = 1 << 28;
 
 /// Gaussian numbers beyond any real grid: ecCodes allocates 2N latitudes before checking.
 const MAX_GAUSSIAN_N: i64 = 16_000;
@@ -40,8 +41,24 @@ pub enum KeyValue {
 /// Keys ecCodes computes from a Gaussian grid's pl, asserting it is not empty.
 const PL_DERIVED: [&str; 3] = ["isOctahedral", "gaussianGridName", "gridName"];
 
-/// Keys ecCodes computes by decoding every value into an array of numberOfDataPoints.
-const VALUES_DERIVED: [&str; 3] = ["numberOfMissing", "numberOfMissingValues", "unpackedError"];
+/// Keys ecCodes computes by decoding the values or the bitmap: refused when the message's data
+/// is damaged (see [`sections::data_fault`]).
+const VALUES_DERIVED: [&str; 14] = [
+    "values",
+    "codedValues",
+    "bitmap",
+    "numberOfMissing",
+    "numberOfMissingValues",
+    "unpackedError",
+    "packingError",
+    "maximum",
+    "minimum",
+    "average",
+    "standardDeviation",
+    "skewness",
+    "kurtosis",
+    "isConstant",
+];
 
 /// The keys [`Decoded::grid`] reports, where the message defines them and they are not missing.
 pub const GRID_KEYS: &[&str] = &[
@@ -88,6 +105,9 @@ pub struct Decoded<'a> {
     bytes: &'a [u8],
     /// False when ecCodes refused the sentinel: missing points are then found by `missingValue`.
     sentinel: bool,
+    /// Why the values and bitmap cannot be decoded safely, found once when opened: the message's
+    /// keys stay readable.
+    data_fault: Option<String>,
 }
 
 impl<'a> Decoded<'a> {
@@ -109,13 +129,14 @@ impl<'a> Decoded<'a> {
             handle,
             bytes,
             sentinel: false,
+            data_fault: None,
         };
         d.sentinel = rc == 0 && d.double("missingValue").ok() == Some(MISSING_SENTINEL);
         // Touch a key every message has, so a header ecCodes cannot parse fails here.
         d.string("gridType")?;
         // A section shorter than its template makes ecCodes read its fields from the next
         // sections (and crash in its iterators): its layout must be the bytes' layout.
-        for (num, offset) in sections {
+        for &(num, offset) in &sections {
             if let Some(at) = d.present_long(&format!("offsetSection{num}")) {
                 if at as u64 != offset as u64 {
                     return Err(GribError::Decode(format!(
@@ -124,6 +145,30 @@ impl<'a> Decoded<'a> {
                 }
             }
         }
+        d.check_counts()?;
+        let points = d.present_long("numberOfDataPoints");
+        // A packing ecCodes cannot name (a damaged template number) still gets a decoder,
+        // which read past the message (SIGSEGV, a bi-Fourier field's values).
+        let packing = d.string("packingType").unwrap_or_default();
+        let unknown_packing = (packing == "unknown").then(|| {
+            format!(
+                "ecCodes does not know the packing (template {:?})",
+                d.present_long("dataRepresentationTemplateNumber")
+            )
+        });
+        d.data_fault = unknown_packing.or_else(|| d.spectral_fault()).or_else(|| {
+            // ecCodes decodes the values-derived keys into arrays of that many points, and goes
+            // on (SIGSEGV) when the allocation fails.
+            if let Some(p) = points.filter(|p| !(0..=MAX_POINTS).contains(p)) {
+                return Some(format!("{p} points announced: more than any real field"));
+            }
+            sections::data_fault(
+                bytes,
+                &sections,
+                points,
+                d.present_long("numberOfCodedValues"),
+            )
+        });
         Ok(d)
     }
 
@@ -144,16 +189,8 @@ impl<'a> Decoded<'a> {
     }
 
     fn number_of_values_unguarded(&self) -> Result<usize, GribError> {
+        self.data_sound()?;
         let n = self.size("values")?;
-        // ecCodes' spectral complex unpacking asserts (and aborts) on other truncations.
-        if self.string("gridType")? == "sh" {
-            let jkm = ["J", "K", "M"].map(|k| self.present_long(k));
-            if jkm[0].is_none() || jkm.iter().any(|v| *v != jkm[0]) {
-                return Err(GribError::Decode(format!(
-                    "spectral truncation J, K, M = {jkm:?}: only triangular truncations decode"
-                )));
-            }
-        }
         // ecCodes allocates the coded values before unpacking them, and aborts when that fails:
         // a damaged header announced 4261501702 of them for 88838 points.
         if let Some(coded) = self.present_long("numberOfCodedValues") {
@@ -207,6 +244,8 @@ impl<'a> Decoded<'a> {
     }
 
     fn number_of_points_unguarded(&self) -> Result<usize, GribError> {
+        // ecCodes' iterators decode the values too (a SIGSEGV in them, from `latitudes`).
+        self.data_sound()?;
         self.check_geometry()?;
         self.size("latitudes").map_err(|e| self.no_geometry(e))
     }
@@ -287,34 +326,9 @@ impl<'a> Decoded<'a> {
 
     fn get_unguarded(&self, key: &str) -> Result<Option<KeyValue>, GribError> {
         let k = cstr(key)?;
-        // These decode every value into an array of numberOfDataPoints: a message without a
-        // bitmap coding fewer values (a GRIB1 field that lost its grid section) overflowed it
-        // (SIGSEGV).
-        if VALUES_DERIVED.contains(&key) && self.present_long("bitmapPresent").unwrap_or(0) == 0 {
-            let coded = self.present_long("numberOfCodedValues");
-            let points = self.present_long("numberOfDataPoints");
-            if coded != points {
-                return Err(GribError::Decode(format!(
-                    "{key}: {coded:?} coded values for {points:?} points and no bitmap: the message is corrupt"
-                )));
-            }
-        }
-        // With a bitmap, they read a bit a point: a GRIB2 bitmap section too short for the
-        // points (indicator 0, "bitmap follows", over none) was read past its end (SIGSEGV).
-        // Other indicators (254: the previous message's bitmap) carry no bits here.
-        if VALUES_DERIVED.contains(&key)
-            && self.present_long("edition") == Some(2)
-            && self.present_long("bitMapIndicator") == Some(0)
-        {
-            let bits = self
-                .present_long("section6Length")
-                .map(|l| (l - 6).max(0) * 8);
-            let points = self.present_long("numberOfDataPoints");
-            if !matches!((bits, points), (Some(b), Some(p)) if b >= p) {
-                return Err(GribError::Decode(format!(
-                    "{key}: a bitmap of {bits:?} bits for {points:?} points: the message is corrupt"
-                )));
-            }
+        // Decoding a damaged message's values or bitmap reads past its sections (SIGSEGV).
+        if VALUES_DERIVED.contains(&key) {
+            self.data_sound()?;
         }
         // ecCodes 2.28 derives these from pl and asserts (aborts) when a Gaussian grid's pl is
         // there but empty (Nj=0 in a damaged header).
@@ -530,6 +544,112 @@ impl<'a> Decoded<'a> {
         Ok(())
     }
 
+    /// The counts ecCodes sizes the grid description's arrays by (`pl[Nj]`, `pv[NV]`) before it
+    /// reads them, checked when the message is opened because every geometry key (even
+    /// `numberOfDataPoints`) reads `pl`: a GRIB 1 `Nj` of -2 (sign and magnitude) made it
+    /// allocate (size_t)-16 bytes, fail, and go on without the array (SIGSEGV); a count the
+    /// section cannot hold is read past the message.
+    fn check_counts(&self) -> Result<(), GribError> {
+        let corrupt =
+            |what: String| GribError::Decode(format!("{what}: the grid description is corrupt"));
+        for key in ["Ni", "Nj", "Nx", "Ny", "N", "NV"] {
+            if let Some(v) = self.present_long(key).filter(|v| *v < 0) {
+                return Err(corrupt(format!("{key}={v}")));
+            }
+        }
+        // ecCodes computes a Gaussian grid's 2N latitudes (in time growing as N squared) for
+        // numberOfDataPoints of a sub-area: N=35327 took minutes.
+        if let Some(n) = self.present_long("N").filter(|n| *n > MAX_GAUSSIAN_N) {
+            return Err(corrupt(format!(
+                "N={n}: more latitudes than any real Gaussian grid"
+            )));
+        }
+        let edition = self.long("edition")?;
+        let flag = |key: &str| self.present_long(key).unwrap_or(0) != 0;
+        // GRIB 1 holds both lists in section 2; GRIB 2 pl in section 3, pv in section 4.
+        let (pl_section, pv_section) = if edition == 1 { (2, 2) } else { (3, 4) };
+        let length = |num: i64| {
+            self.present_long(&format!("section{num}Length"))
+                .unwrap_or(0)
+        };
+        let mut lists = Vec::new();
+        if flag("PLPresent") {
+            let width = if edition == 1 {
+                2
+            } else {
+                self.present_long("numberOfOctectsForNumberOfPoints")
+                    .unwrap_or(0)
+            };
+            // Nj coded as missing is still the count ecCodes uses.
+            lists.push(("pl", "Nj", self.long("Nj").unwrap_or(0), width, pl_section));
+        }
+        if flag("PVPresent") {
+            lists.push(("pv", "NV", self.long("NV").unwrap_or(0), 4, pv_section));
+        }
+        for (name, count_key, count, width, section) in &lists {
+            let bytes = i128::from(*count) * i128::from(*width);
+            let held = i128::from(length(*section));
+            if *count < 0 || bytes > held {
+                return Err(corrupt(format!(
+                    "{name} of {count_key}={count} entries of {width} bytes in section {section} of {held} bytes"
+                )));
+            }
+        }
+        // ecCodes counts a Gaussian sub-area's points row by row from pl, asserting rows of at
+        // least 2 points and going on (it never returned) past rows of 0 or 1.
+        if lists.iter().any(|l| l.0 == "pl") && !self.string("gridType")?.contains("_ll") {
+            let k = cstr("pl")?;
+            let n = self.size("pl")?;
+            let pl = self.longs(&k, "pl", n)?;
+            if let Some(i) = pl.iter().position(|p| *p < 2) {
+                return Err(corrupt(format!("pl[{i}]={}", pl[i])));
+            }
+        }
+        Ok(())
+    }
+
+    /// ecCodes' spectral unpacking sizes its work by the truncation J, K, M, not by the count of
+    /// values: only triangular truncations decode (others assert), and a damaged J of 620757055
+    /// over 4160 values made it allocate gigabytes.
+    fn spectral_fault(&self) -> Option<String> {
+        if self.string("gridType").ok()? != "sh" {
+            return None;
+        }
+        let jkm = ["J", "K", "M"].map(|k| self.present_long(k));
+        let Some(j) = jkm[0].filter(|_| jkm.iter().all(|v| *v == jkm[0])) else {
+            return Some(format!(
+                "spectral truncation J, K, M = {jkm:?}: only triangular truncations decode"
+            ));
+        };
+        let values = self.present_long("numberOfValues");
+        let expected = (i128::from(j) + 1) * (i128::from(j) + 2);
+        if values.map(i128::from) != Some(expected) {
+            return Some(format!(
+                "spectral truncation T{j} has {expected} coefficients, the header announces {values:?} values"
+            ));
+        }
+        // Complex packing also unpacks a subset JS, KS, MS of the truncation, unpacked.
+        let subset = ["JS", "KS", "MS"].map(|k| self.present_long(k));
+        if let Some(js) = subset[0] {
+            if subset.iter().any(|v| *v != subset[0]) || !(0..=j).contains(&js) {
+                return Some(format!(
+                    "spectral subset JS, KS, MS = {subset:?} of truncation T{j}"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Refuses what ecCodes cannot decode safely: see [`sections::data_fault`].
+    fn data_sound(&self) -> Result<(), GribError> {
+        match &self.data_fault {
+            Some(fault) => Err(GribError::Decode(format!(
+                "{fault}: the message's data is corrupt"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn defines(&self, key: &str) -> bool {
         // SAFETY: valid handle and C string.
         cstr(key)
@@ -720,79 +840,6 @@ impl OwnedDecoded {
     /// The open message, borrowed no longer than `self`.
     pub fn get(&self) -> &Decoded<'_> {
         &self.decoded
-    }
-}
-
-/// The sections must tile the message exactly: ecCodes trusts the section lengths and reads (or
-/// crashes) past the end of the bytes it was given when one is corrupt.
-/// Returns the offset of the first occurrence of each section.
-fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
-    let bad =
-        |what: String| GribError::Decode(format!("{what}: the message's sections are corrupt"));
-    let end = m.len().saturating_sub(4);
-    let be = |at: usize, n: usize| -> Option<usize> {
-        let b = m.get(at..at + n)?;
-        Some(b.iter().fold(0usize, |acc, x| (acc << 8) | usize::from(*x)))
-    };
-    match m.get(7) {
-        Some(2) => {
-            let mut pos = 16;
-            let mut last = 0u8;
-            let mut seen = Vec::new();
-            while pos < end {
-                let (Some(len), Some(&num)) = (be(pos, 4), m.get(pos + 4)) else {
-                    return Err(bad(format!("section header at offset {pos} cut short")));
-                };
-                if !(1..=7).contains(&num) || len < 5 || pos + len > end {
-                    return Err(bad(format!(
-                        "section {num} at offset {pos} of length {len} (data ends at {end})"
-                    )));
-                }
-                if !seen.iter().any(|(n, _)| *n == num) {
-                    seen.push((num, pos));
-                }
-                last = num;
-                pos += len;
-            }
-            if last != 7 {
-                return Err(bad("no data section (7) before '7777'".into()));
-            }
-            Ok(seen)
-        }
-        Some(1) => {
-            // Messages over 8 MiB code their lengths in 120-byte units (see `framing`): the
-            // framing has checked those.
-            if m.len() >= 0x80_0000 {
-                return Ok(Vec::new());
-            }
-            let mut pos = 8;
-            let mut seen = vec![(1, pos)];
-            let len1 = be(pos, 3).unwrap_or(0);
-            let flags = m.get(pos + 7).copied().unwrap_or(0);
-            if len1 < 28 || pos + len1 > end {
-                return Err(bad(format!("section 1 of length {len1}")));
-            }
-            pos += len1;
-            for (present, name, min) in [(flags & 0x80 != 0, 2, 32), (flags & 0x40 != 0, 3, 6)] {
-                if present {
-                    let len = be(pos, 3).unwrap_or(0);
-                    if len < min || pos + len > end {
-                        return Err(bad(format!(
-                            "section {name} at offset {pos} of length {len}"
-                        )));
-                    }
-                    seen.push((name, pos));
-                    pos += len;
-                }
-            }
-            let len4 = be(pos, 3).unwrap_or(0);
-            if len4 < 11 || pos + len4 > end {
-                return Err(bad(format!("section 4 at offset {pos} of length {len4}")));
-            }
-            seen.push((4, pos));
-            Ok(seen)
-        }
-        _ => Err(bad("not GRIB edition 1 or 2".into())),
     }
 }
 
@@ -1282,22 +1329,16 @@ mod tests {
         ] {
             m[at] = b;
         }
-        let d = Decoded::new(&m).unwrap();
-        for e in [
-            d.latitudes().map(|_| ()),
-            d.longitudes().map(|_| ()),
-            d.number_of_points().map(|_| ()),
-        ] {
-            assert!(matches!(e, Err(GribError::NoGeometry { .. })), "{e:?}");
+        // Rows of 0 points are refused when the message is opened (a sub-area's
+        // numberOfDataPoints never returned on them), whether or not ecCodes names the grid.
+        for flags in [m[108], 0] {
+            m[108] = flags;
+            let e = Decoded::new(&m)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("pl[166]=0"), "{e}");
         }
-        drop(d);
-        // The same rows of 0 points under a grid type ecCodes names are refused too.
-        m[108] = 0;
-        let d = Decoded::new(&m).unwrap();
-        let e = d.latitudes().unwrap_err().to_string();
-        assert!(e.contains("pl[166]=0"), "{e}");
-        // Values stay readable.
-        assert_eq!(d.values().unwrap().len(), 88838);
     }
 
     /// Regression (found by fuzzing `grib_decode`): `isOctahedral` and `gridName` of a
@@ -1363,7 +1404,7 @@ mod tests {
         for key in VALUES_DERIVED {
             let e = d.get(key).unwrap_err().to_string();
             assert!(
-                e.contains("Some(4096) coded values for Some(4186) points"),
+                e.contains("the data section codes 4096 values for 4186 points and no bitmap"),
                 "{key}: {e}"
             );
         }
@@ -1377,11 +1418,16 @@ mod tests {
         for key in VALUES_DERIVED {
             let e = d2.get(key).unwrap_err().to_string();
             assert!(
-                e.contains("a bitmap of Some(0) bits for Some(88838) points"),
+                e.contains("the bitmap holds 0 bits for 88838 points"),
                 "{key}: {e}"
             );
         }
         assert!(d2.grid().is_err());
+        let e = d2.values().unwrap_err().to_string();
+        assert!(
+            e.contains("the bitmap holds 0 bits for 88838 points"),
+            "{e}"
+        );
         // Sound messages still answer, with a bitmap too.
         let d = Decoded::new(&msg).unwrap();
         assert_eq!(d.get("numberOfMissing").unwrap(), Some(KeyValue::Long(0)));
@@ -1441,9 +1487,200 @@ mod tests {
             m[at] = b;
         }
         let d = Decoded::new(&m).unwrap();
+        // Found first now: section 5 codes more values than there are points.
         let e = d.values().unwrap_err().to_string();
-        assert!(e.contains("coded values announced"), "{e}");
+        assert!(
+            e.contains("section 5 announces 4261501702 coded values"),
+            "{e}"
+        );
         assert!(d.number_of_values().is_err());
+    }
+
+    /// The checks before decoding refuse no sound message: every message of the real files
+    /// other centres wrote, and every GRIB sample ecCodes ships, decodes as ecCodes decodes it.
+    #[test]
+    fn sound_messages_pass_the_checks() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/real-grib");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".grib") || name.contains("corrupted") {
+                continue;
+            }
+            let data = std::fs::read(&path).unwrap();
+            for (_, _, m) in split_slice(&data, &name).unwrap() {
+                let d = Decoded::new(m).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(d.data_fault, None, "{name}");
+                let v = d.values().unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(v.len(), d.number_of_values().unwrap(), "{name}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 700, "{checked} messages");
+        for name in [
+            "GRIB1",
+            "GRIB2",
+            "gg_sfc_grib1",
+            "gg_sfc_grib2",
+            "reduced_gg_pl_1280_grib2",
+            "reduced_ll_sfc_grib1",
+            "regular_ll_pl_grib1",
+            "sh_ml_grib1",
+            "sh_ml_grib2",
+            "sh_sfc_grib1",
+            "polar_stereographic_pl_grib1",
+            "lambert_bf_grib2",
+            "ccsds_grib2",
+        ] {
+            let msg = sample(name).message().unwrap();
+            let d = Decoded::new(&msg).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(d.data_fault, None, "{name}");
+        }
+    }
+
+    /// Regressions (found by fuzzing `grib_decode`; each crashed or exhausted memory before the
+    /// checks of `sections.rs`, `check_counts` and `spectral_fault`): every way a Python user
+    /// reads a damaged message gives an error naming what is damaged, and the process lives on.
+    #[test]
+    fn damaged_messages_are_errors_not_crashes() {
+        macro_rules! damaged {
+            ($name:literal) => {
+                (
+                    $name,
+                    &include_bytes!(concat!("../../tests/data/damaged-grib/", $name))[..],
+                )
+            };
+        }
+        for ((name, bytes), (at_open, why)) in [
+            // GRIB 1 Nj of -2 (sign and magnitude): SIGSEGV in numberOfDataPoints.
+            (damaged!("grib1-nj-minus-2.grib"), (true, "Nj=-2")),
+            // 1493192704 values of 24 bits announced over a data section of a few bytes.
+            (
+                damaged!("grib2-data-section-short.grib"),
+                (
+                    false,
+                    "section 5 announces 1493192704 coded values for 9 points",
+                ),
+            ),
+            // 721426402 coded values, no bitmap, 6114 points, and a Gaussian N of 16711680.
+            (
+                damaged!("grib2-values-not-points.grib"),
+                (true, "N=16711680"),
+            ),
+            // 1919509093 points over a bitmap of a few bytes, and a pl whose entries are
+            // announced 120 bytes wide: read past section 3 first.
+            (
+                damaged!("grib2-bitmap-short.grib"),
+                (
+                    true,
+                    "pl of Nj=64 entries of 120 bytes in section 3 of 212 bytes",
+                ),
+            ),
+            // A constant polar stereographic field of 349407948 points in 258 bytes.
+            (
+                damaged!("grib1-349-million-points.grib"),
+                (false, "349407948 points announced"),
+            ),
+            // A sub-area of a Gaussian grid of N=35327: numberOfDataPoints computed for minutes.
+            (
+                damaged!("grib1-gaussian-n-35327.grib"),
+                (true, "N=35327: more latitudes"),
+            ),
+            // A Gaussian sub-area with rows of no points: numberOfDataPoints never returned.
+            (damaged!("grib1-gaussian-rows-of-0.grib"), (true, "pl[")),
+            // 822083584 coded values of 0 bits (a constant) behind a bitmap of 11 points.
+            (
+                damaged!("grib2-bitmap-over-millions-of-values.grib"),
+                (false, "822083584 coded values for 11 points"),
+            ),
+            // 268435456 coded values of 24 bits behind a bitmap of 2664 points: SIGSEGV in the
+            // coordinates' iterator, which decodes the values.
+            (
+                damaged!("grib2-coordinates-over-damaged-data.grib"),
+                (false, "268435456 coded values for 2664 points"),
+            ),
+            // 773849088 coded values for 8192 points, and no section 6.
+            (
+                damaged!("grib2-predefined-bitmap-over-millions-of-values.grib"),
+                (false, "773849088 coded values for 8192 points"),
+            ),
+            // A bi-Fourier field whose packing ecCodes cannot name: SIGSEGV in its values.
+            (
+                damaged!("grib2-unknown-packing.grib"),
+                (false, "ecCodes does not know the packing"),
+            ),
+            // J=620757055 over 4160 values of a T63 field.
+            (
+                damaged!("grib2-spectral-j-damaged.grib"),
+                (false, "spectral truncation J, K, M"),
+            ),
+        ] {
+            let d = match Decoded::new(bytes) {
+                Err(e) => {
+                    assert!(at_open, "{name}: {e}");
+                    assert!(e.to_string().contains(why), "{name}: {e}");
+                    continue;
+                }
+                Ok(d) => d,
+            };
+            assert!(!at_open, "{name} opened");
+            let e = d.values().unwrap_err().to_string();
+            assert!(e.contains(why), "{name}: {e}");
+            assert!(e.contains("the message's data is corrupt"), "{name}: {e}");
+            for key in VALUES_DERIVED {
+                let e = d.get(key).unwrap_err().to_string();
+                assert!(e.contains(why), "{name} {key}: {e}");
+            }
+            assert!(d.grid().is_err(), "{name}");
+            assert!(d.number_of_values().is_err(), "{name}");
+            for e in [d.latitudes().map(|_| ()), d.longitudes().map(|_| ())] {
+                let e = e.unwrap_err().to_string();
+                assert!(e.contains(why), "{name}: {e}");
+            }
+            // The header stays readable.
+            assert!(d.get("edition").unwrap().is_some(), "{name}");
+        }
+    }
+
+    /// Without a bitmap, section 5 must code a value for every point: ecCodes writes what it
+    /// decodes into an array of the points.
+    #[test]
+    fn fewer_coded_values_than_points_without_a_bitmap_are_an_error() {
+        let mut m = sample("regular_ll_sfc_grib2").message().unwrap();
+        let s5 = check_sections(&m)
+            .unwrap()
+            .iter()
+            .find(|(n, _)| *n == 5)
+            .unwrap()
+            .1;
+        m[s5 + 5..s5 + 9].copy_from_slice(&100u32.to_be_bytes());
+        let d = Decoded::new(&m).unwrap();
+        let e = d.values().unwrap_err().to_string();
+        assert!(
+            e.contains("100 coded values for 496 points and no bitmap"),
+            "{e}"
+        );
+        assert!(d.get("maximum").is_err());
+        assert_eq!(d.get("Ni").unwrap(), Some(KeyValue::Long(16)));
+        // The data section must hold the values: 496 of 16 bits, announced as 32.
+        let (mut m, _) = with_values("regular_ll_sfc_grib2");
+        let s5 = check_sections(&m)
+            .unwrap()
+            .iter()
+            .find(|(n, _)| *n == 5)
+            .unwrap()
+            .1;
+        assert_eq!(m[s5 + 19], 16, "the sample changed");
+        m[s5 + 19] = 32;
+        let e = Decoded::new(&m).unwrap().values().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "the data section holds 992 bytes, the header announces 496 values of 32 bits"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

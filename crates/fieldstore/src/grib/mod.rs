@@ -10,6 +10,7 @@ pub(crate) mod keys;
 mod log;
 pub mod params;
 pub mod sample;
+mod sections;
 
 pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;

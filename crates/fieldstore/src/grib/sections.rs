@@ -1,0 +1,230 @@
+//! The message's layout read from its bytes, before ecCodes is trusted with it: ecCodes believes
+//! the section lengths and the counts its headers announce, and reads past its buffers (SIGSEGV)
+//! when a damaged message's sections cannot hold what they announce.
+
+use super::error::GribError;
+
+/// The sections must tile the message exactly: ecCodes trusts the section lengths and reads (or
+/// crashes) past the end of the bytes it was given when one is corrupt.
+/// Returns the offset of the first occurrence of each section.
+pub(super) fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
+    let bad =
+        |what: String| GribError::Decode(format!("{what}: the message's sections are corrupt"));
+    let end = m.len().saturating_sub(4);
+    let be = |at: usize, n: usize| -> Option<usize> {
+        let b = m.get(at..at + n)?;
+        Some(b.iter().fold(0usize, |acc, x| (acc << 8) | usize::from(*x)))
+    };
+    match m.get(7) {
+        Some(2) => {
+            let mut pos = 16;
+            let mut last = 0u8;
+            let mut seen = Vec::new();
+            while pos < end {
+                let (Some(len), Some(&num)) = (be(pos, 4), m.get(pos + 4)) else {
+                    return Err(bad(format!("section header at offset {pos} cut short")));
+                };
+                if !(1..=7).contains(&num) || len < 5 || pos + len > end {
+                    return Err(bad(format!(
+                        "section {num} at offset {pos} of length {len} (data ends at {end})"
+                    )));
+                }
+                if !seen.iter().any(|(n, _)| *n == num) {
+                    seen.push((num, pos));
+                }
+                last = num;
+                pos += len;
+            }
+            if last != 7 {
+                return Err(bad("no data section (7) before '7777'".into()));
+            }
+            Ok(seen)
+        }
+        Some(1) => {
+            // Messages over 8 MiB code their lengths in 120-byte units (see `framing`): the
+            // framing has checked those.
+            if m.len() >= 0x80_0000 {
+                return Ok(Vec::new());
+            }
+            let mut pos = 8;
+            let mut seen = vec![(1, pos)];
+            let len1 = be(pos, 3).unwrap_or(0);
+            let flags = m.get(pos + 7).copied().unwrap_or(0);
+            if len1 < 28 || pos + len1 > end {
+                return Err(bad(format!("section 1 of length {len1}")));
+            }
+            pos += len1;
+            for (present, name, min) in [(flags & 0x80 != 0, 2, 32), (flags & 0x40 != 0, 3, 6)] {
+                if present {
+                    let len = be(pos, 3).unwrap_or(0);
+                    if len < min || pos + len > end {
+                        return Err(bad(format!(
+                            "section {name} at offset {pos} of length {len}"
+                        )));
+                    }
+                    seen.push((name, pos));
+                    pos += len;
+                }
+            }
+            let len4 = be(pos, 3).unwrap_or(0);
+            if len4 < 11 || pos + len4 > end {
+                return Err(bad(format!("section 4 at offset {pos} of length {len4}")));
+            }
+            seen.push((4, pos));
+            Ok(seen)
+        }
+        _ => Err(bad("not GRIB edition 1 or 2".into())),
+    }
+}
+
+/// Why the data (values and bitmap) of a message that [`check_sections`] accepted cannot be
+/// decoded safely, or `None`: the data section must hold the coded values the header announces,
+/// the bitmap a bit per point, and the bitmap must set no more bits than there are coded values
+/// (ecCodes reads a coded value per set bit, unchecked). `points` is ecCodes'
+/// `numberOfDataPoints` (GRIB 1 derives it from the grid description), `coded` its
+/// `numberOfCodedValues`. Reads no value.
+pub(super) fn data_fault(
+    m: &[u8],
+    sections: &[(u8, usize)],
+    points: Option<i64>,
+    coded: Option<i64>,
+) -> Option<String> {
+    let at = |num: u8| sections.iter().find(|(n, _)| *n == num).map(|(_, o)| *o);
+    let points = u64::try_from(points?).ok()?;
+    match m.get(7) {
+        Some(2) => grib2_fault(m, at(3)?, at(5)?, at(6), at(7)?, points),
+        Some(1) => grib1_fault(m, at(3), points, coded.and_then(|c| u64::try_from(c).ok())),
+        _ => None,
+    }
+}
+
+/// Big-endian unsigned integer of `n` bytes at `at`.
+fn be(m: &[u8], at: usize, n: usize) -> Option<u64> {
+    let b = m.get(at..at.checked_add(n)?)?;
+    Some(b.iter().fold(0u64, |acc, x| (acc << 8) | u64::from(*x)))
+}
+
+/// Set bits among the first `n` bits of `bits` (which holds at least `n`).
+fn set_bits(bits: &[u8], n: u64) -> u64 {
+    let full = (n / 8) as usize;
+    let mut count: u64 = bits[..full].iter().map(|b| u64::from(b.count_ones())).sum();
+    let rest = n % 8;
+    if rest > 0 {
+        count += u64::from((bits[full] & (0xffu8 << (8 - rest))).count_ones());
+    }
+    count
+}
+
+fn grib2_fault(
+    m: &[u8],
+    s3: usize,
+    s5: usize,
+    s6: Option<usize>,
+    s7: usize,
+    points: u64,
+) -> Option<String> {
+    if be(m, s3 + 6, 4) != Some(points) {
+        return Some(format!(
+            "section 3 announces {:?} points, ecCodes counts {points}",
+            be(m, s3 + 6, 4)
+        ));
+    }
+    let values = be(m, s5 + 5, 4)?;
+    let template = be(m, s5 + 9, 2)?;
+    // ecCodes allocates the coded values first, whatever the bitmap: 822083584 of them for 11
+    // points behind a bitmap, 773849088 for 8192 behind a predefined one.
+    if values > points {
+        return Some(format!(
+            "section 5 announces {values} coded values for {points} points"
+        ));
+    }
+    let Some(s6) = s6 else {
+        return Some("no bitmap section (6)".into());
+    };
+    let len6 = be(m, s6, 4)? as usize;
+    match m.get(s6 + 5).copied()? {
+        0 => {
+            let bits = m.get(s6 + 6..s6 + len6.max(6))?;
+            if (bits.len() as u64) * 8 < points {
+                return Some(format!(
+                    "the bitmap holds {} bits for {points} points",
+                    bits.len() * 8
+                ));
+            }
+            // ecCodes reads a coded value per set bit, unchecked; fewer set bits only leave
+            // values unused (ecCodes itself writes a bitmap of no set bits over coded values
+            // when a bitmap is asked for before the values are set).
+            let set = set_bits(bits, points);
+            if set > values {
+                return Some(format!(
+                    "the bitmap marks {set} points present, section 5 announces {values} coded values"
+                ));
+            }
+        }
+        255 if values != points => {
+            return Some(format!(
+                "{values} coded values for {points} points and no bitmap"
+            ));
+        }
+        _ => {}
+    }
+    // Packings that store each value in a fixed number of bits, uncompressed: simple (0), with
+    // logarithmic preprocessing (61), IEEE (4), spectral simple (50, the first coefficient in
+    // section 5).
+    let bits_per_value = match template {
+        0 | 50 | 61 => u64::from(*m.get(s5 + 19)?),
+        4 => match m.get(s5 + 11)? {
+            1 => 32,
+            2 => 64,
+            _ => 128,
+        },
+        _ => return None,
+    };
+    let stored = if template == 50 {
+        values.saturating_sub(1)
+    } else {
+        values
+    };
+    let data = (be(m, s7, 4)?).saturating_sub(5);
+    let needed = u128::from(stored) * u128::from(bits_per_value);
+    if u128::from(data) * 8 < needed {
+        return Some(format!(
+            "the data section holds {data} bytes, the header announces {stored} values of {bits_per_value} bits"
+        ));
+    }
+    None
+}
+
+/// GRIB 1 codes no count of values: ecCodes derives it (`coded`, its `numberOfCodedValues`) from
+/// the data section's length and packing, and decodes that many.
+fn grib1_fault(m: &[u8], s3: Option<usize>, points: u64, coded: Option<u64>) -> Option<String> {
+    let Some(s3) = s3 else {
+        return match coded {
+            Some(c) if c != points => Some(format!(
+                "the data section codes {c} values for {points} points and no bitmap"
+            )),
+            _ => None,
+        };
+    };
+    let len3 = be(m, s3, 3)? as usize;
+    // A table reference other than 0 names a predefined bitmap: none follows.
+    if be(m, s3 + 4, 2)? != 0 {
+        return None;
+    }
+    let bits = m.get(s3 + 6..s3 + len3.max(6))?;
+    let usable = (bits.len() as u64 * 8).saturating_sub(u64::from(*m.get(s3 + 3)?));
+    if usable < points {
+        return Some(format!(
+            "the bitmap holds {usable} bits for {points} points"
+        ));
+    }
+    let set = set_bits(bits, points);
+    // Encoders pad the data section to an even length, so it may code a value or two more than
+    // the bitmap uses: only fewer is damage.
+    match coded {
+        Some(c) if c < set => Some(format!(
+            "the bitmap marks {set} points present, the data section codes {c} values"
+        )),
+        _ => None,
+    }
+}
