@@ -263,6 +263,7 @@ DAMAGED_FILES = {
     "grib1-349-million-points.grib": "349407948 points announced",
     "grib2-spectral-j-damaged.grib": "spectral truncation",
     "grib2-unknown-packing.grib": "ecCodes does not know the packing",
+    "grib1-predefined-grid-bitmap.grib": "values for 1369 points",
 }
 
 _READ_DAMAGED = """

@@ -169,6 +169,18 @@ impl<'a> Decoded<'a> {
                 d.present_long("numberOfCodedValues"),
             )
         });
+        // What the checks above cannot see from the bytes (a GRIB 1 field on a predefined grid,
+        // without section 2, whose bitmap ecCodes sizes from the header): ecCodes' own count of
+        // values must be the point count, or its bitmap decoding writes past its array (heap
+        // corruption, found by fuzzing).
+        if d.data_fault.is_none() {
+            if let (Some(p), Ok(v)) = (points, d.size("values")) {
+                if v as u64 != p as u64 {
+                    d.data_fault =
+                        Some(format!("ecCodes counts {} values for {p} points", v as i64));
+                }
+            }
+        }
         Ok(d)
     }
 
@@ -1610,6 +1622,12 @@ mod tests {
             (
                 damaged!("grib2-unknown-packing.grib"),
                 (false, "ecCodes does not know the packing"),
+            ),
+            // A GRIB 1 field on a predefined grid (no section 2) whose bitmap ecCodes sizes
+            // from a damaged header: its bitmap and numberOfMissing corrupted the heap.
+            (
+                damaged!("grib1-predefined-grid-bitmap.grib"),
+                (false, "values for 1369 points"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (
