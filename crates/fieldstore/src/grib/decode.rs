@@ -1662,17 +1662,18 @@ mod tests {
         }
     }
 
+    /// Where section 5 starts in a sound message.
+    fn section_5(m: &[u8]) -> usize {
+        let sections = check_sections(m).unwrap();
+        sections.iter().find(|(n, _)| *n == 5).unwrap().1
+    }
+
     /// Without a bitmap, section 5 must code a value for every point: ecCodes writes what it
     /// decodes into an array of the points.
     #[test]
     fn fewer_coded_values_than_points_without_a_bitmap_are_an_error() {
         let mut m = sample("regular_ll_sfc_grib2").message().unwrap();
-        let s5 = check_sections(&m)
-            .unwrap()
-            .iter()
-            .find(|(n, _)| *n == 5)
-            .unwrap()
-            .1;
+        let s5 = section_5(&m);
         m[s5 + 5..s5 + 9].copy_from_slice(&100u32.to_be_bytes());
         let d = Decoded::new(&m).unwrap();
         let e = d.values().unwrap_err().to_string();
@@ -1684,12 +1685,7 @@ mod tests {
         assert_eq!(d.get("Ni").unwrap(), Some(KeyValue::Long(16)));
         // The data section must hold the values: 496 of 16 bits, announced as 32.
         let (mut m, _) = with_values("regular_ll_sfc_grib2");
-        let s5 = check_sections(&m)
-            .unwrap()
-            .iter()
-            .find(|(n, _)| *n == 5)
-            .unwrap()
-            .1;
+        let s5 = section_5(&m);
         assert_eq!(m[s5 + 19], 16, "the sample changed");
         m[s5 + 19] = 32;
         let e = Decoded::new(&m).unwrap().values().unwrap_err().to_string();
