@@ -264,6 +264,7 @@ DAMAGED_FILES = {
     "grib2-spectral-j-damaged.grib": "spectral truncation",
     "grib2-unknown-packing.grib": "ecCodes does not know the packing",
     "grib1-predefined-grid-bitmap.grib": "values for 1369 points",
+    "grib1-regular-gg-ni-missing.grib": "Ni coded as missing in a regular_gg grid",
 }
 
 _READ_DAMAGED = """

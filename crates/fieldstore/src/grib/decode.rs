@@ -576,6 +576,19 @@ impl<'a> Decoded<'a> {
                 "N={n}: more latitudes than any real Gaussian grid"
             )));
         }
+        // A regular grid needs both its counts: with Ni coded as missing (what a reduced grid
+        // has), ecCodes' numberOfDataPoints and numberOfValues of a regular Gaussian field
+        // recursed into each other until the stack overflowed (SIGSEGV, found by fuzzing).
+        let grid_type = self.string("gridType").unwrap_or_default();
+        if grid_type.starts_with("regular_") || grid_type.starts_with("rotated_") {
+            for key in ["Ni", "Nj"] {
+                if self.defines(key) && self.present_long(key).is_none() {
+                    return Err(corrupt(format!(
+                        "{key} coded as missing in a {grid_type} grid"
+                    )));
+                }
+            }
+        }
         let edition = self.long("edition")?;
         let flag = |key: &str| self.present_long(key).unwrap_or(0) != 0;
         // GRIB 1 holds both lists in section 2; GRIB 2 pl in section 3, pv in section 4.
@@ -1628,6 +1641,12 @@ mod tests {
             (
                 damaged!("grib1-predefined-grid-bitmap.grib"),
                 (false, "values for 1369 points"),
+            ),
+            // A regular Gaussian grid with Ni coded as missing: ecCodes' numberOfDataPoints
+            // recursed until the stack overflowed.
+            (
+                damaged!("grib1-regular-gg-ni-missing.grib"),
+                (true, "Ni coded as missing in a regular_gg grid"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (
