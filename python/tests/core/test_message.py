@@ -264,7 +264,8 @@ DAMAGED_FILES = {
     "grib2-spectral-j-damaged.grib": "spectral truncation",
     "grib2-unknown-packing.grib": "ecCodes does not know the packing",
     "grib1-predefined-grid-bitmap.grib": "values for 1369 points",
-    "grib1-regular-gg-ni-missing.grib": "Ni coded as missing in a regular_gg grid",
+    "grib1-binary-scale-missing.grib": "binaryScaleFactor coded as missing",
+    "grib1-binary-scale-missing-2.grib": "binaryScaleFactor coded as missing",
 }
 
 _READ_DAMAGED = """

@@ -576,20 +576,16 @@ impl<'a> Decoded<'a> {
                 "N={n}: more latitudes than any real Gaussian grid"
             )));
         }
-        // A regular grid needs both its counts: with Ni coded as missing (what a reduced grid
-        // has), ecCodes' numberOfDataPoints and numberOfValues of a regular Gaussian field
-        // recursed into each other until the stack overflowed (SIGSEGV, found by fuzzing).
-        let grid_type = self.string("gridType").unwrap_or_default();
-        if grid_type.starts_with("regular_") || grid_type.starts_with("rotated_") {
-            for key in ["Ni", "Nj"] {
-                if self.defines(key) && self.present_long(key).is_none() {
-                    return Err(corrupt(format!(
-                        "{key} coded as missing in a {grid_type} grid"
-                    )));
-                }
-            }
-        }
         let edition = self.long("edition")?;
+        // A GRIB 1 binary scale factor coded as missing (-32767) makes ecCodes read the data as
+        // its "dummy field", whose count of values is the number of points, which it computes
+        // from the count of values: numberOfDataPoints recursed until the stack overflowed
+        // (SIGSEGV, found by fuzzing). No real field is scaled by 2^-32767.
+        if edition == 1 && self.long("binaryScaleFactor").ok() == Some(-32767) {
+            return Err(GribError::Decode(
+                "binaryScaleFactor coded as missing (-32767): the data section is corrupt".into(),
+            ));
+        }
         let flag = |key: &str| self.present_long(key).unwrap_or(0) != 0;
         // GRIB 1 holds both lists in section 2; GRIB 2 pl in section 3, pv in section 4.
         let (pl_section, pv_section) = if edition == 1 { (2, 2) } else { (3, 4) };
@@ -1642,11 +1638,15 @@ mod tests {
                 damaged!("grib1-predefined-grid-bitmap.grib"),
                 (false, "values for 1369 points"),
             ),
-            // A regular Gaussian grid with Ni coded as missing: ecCodes' numberOfDataPoints
-            // recursed until the stack overflowed.
+            // A GRIB 1 binary scale factor coded as missing: ecCodes' numberOfDataPoints
+            // recursed until the stack overflowed, twice found.
             (
-                damaged!("grib1-regular-gg-ni-missing.grib"),
-                (true, "Ni coded as missing in a regular_gg grid"),
+                damaged!("grib1-binary-scale-missing.grib"),
+                (true, "binaryScaleFactor coded as missing"),
+            ),
+            (
+                damaged!("grib1-binary-scale-missing-2.grib"),
+                (true, "binaryScaleFactor coded as missing"),
             ),
             // J=620757055 over 4160 values of a T63 field.
             (
