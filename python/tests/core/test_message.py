@@ -264,6 +264,7 @@ DAMAGED_FILES = {
     "grib2-spectral-j-damaged.grib": "spectral truncation",
     "grib2-unknown-packing.grib": "ecCodes does not know the packing",
     "grib1-predefined-grid-bitmap.grib": "values for 1369 points",
+    "grib1-time-unit-31.grib": "indicatorOfUnitOfTimeRange=31 is no unit of time",
     "grib1-binary-scale-missing.grib": "binaryScaleFactor coded as missing",
     "grib1-binary-scale-missing-2.grib": "binaryScaleFactor coded as missing",
 }

@@ -146,6 +146,7 @@ impl<'a> Decoded<'a> {
             }
         }
         d.check_counts()?;
+        super::keys::check_time_unit(&d.handle)?;
         let points = d.present_long("numberOfDataPoints");
         // A packing ecCodes cannot name (a damaged template number) still gets a decoder,
         // which read past the message (SIGSEGV, a bi-Fourier field's values).
@@ -1637,6 +1638,11 @@ mod tests {
             (
                 damaged!("grib1-predefined-grid-bitmap.grib"),
                 (false, "values for 1369 points"),
+            ),
+            // A GRIB 1 unit of time of 31: SIGFPE converting its step (the mars keys too).
+            (
+                damaged!("grib1-time-unit-31.grib"),
+                (true, "indicatorOfUnitOfTimeRange=31 is no unit of time"),
             ),
             // A GRIB 1 binary scale factor coded as missing: ecCodes' numberOfDataPoints
             // recursed until the stack overflowed, twice found.

@@ -15,7 +15,30 @@ pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
 
 /// The MARS keys of an open handle.
 pub(crate) fn mars_keys_of(h: &Handle<'_>) -> Result<Key, GribError> {
+    check_time_unit(h)?;
     super::log::guarded(|| mars_keys_unguarded(h))
+}
+
+/// GRIB 1 units of time ecCodes can convert (WMO code table 4): 0–7, 10–15 and 254.
+fn is_grib1_time_unit(unit: i64) -> bool {
+    matches!(unit, 0..=7 | 10..=15 | 254)
+}
+
+/// Refuses a GRIB 1 unit of time ecCodes has no entry for: its step conversion indexes a table
+/// with it, read a 0 past its end and divided by it (SIGFPE in `grib_g1_step_get_steps`,
+/// killing `fieldstore write`, and a server sent the message without a key; found by fuzzing).
+/// The octet itself is read as it is, without conversion.
+pub(crate) fn check_time_unit(h: &Handle<'_>) -> Result<(), GribError> {
+    if h.get_long("edition")? != 1 {
+        return Ok(());
+    }
+    match h.get_long("indicatorOfUnitOfTimeRange") {
+        Ok(u) if !is_grib1_time_unit(u) => Err(GribError::Decode(format!(
+            "indicatorOfUnitOfTimeRange={u} is no unit of time (GRIB 1 code table 4): the \
+             product definition is corrupt"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn mars_keys_unguarded(h: &Handle<'_>) -> Result<Key, GribError> {
@@ -80,6 +103,28 @@ fn mars_keys_unguarded(h: &Handle<'_>) -> Result<Key, GribError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: every unit of time outside the table, in a GRIB 1 message fuzzing found,
+    /// is an error naming it; 21 of them died of SIGFPE before.
+    #[test]
+    fn a_grib1_unit_of_time_outside_the_table_is_an_error_not_sigfpe() {
+        let mut m =
+            include_bytes!("../../tests/data/damaged-grib/grib1-time-unit-31.grib").to_vec();
+        for unit in 0..=255u8 {
+            m[25] = unit;
+            let r = mars_keys(&m);
+            if is_grib1_time_unit(i64::from(unit)) {
+                continue;
+            }
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "indicatorOfUnitOfTimeRange={unit} is no unit of time"
+                )),
+                "{unit}: {e}"
+            );
+        }
+    }
 
     /// The paramIds FDB5 5.10.8 lists for GRIB1 fields of these tables (archived with
     /// `fdb-write`): the same as ecCodes' paramId, not `table * 1000 + number`.
