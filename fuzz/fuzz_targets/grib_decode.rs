@@ -20,6 +20,11 @@ const KEYS: [&str; 9] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
+    // ecCodes' crashes kill the process past libFuzzer (Rust's SIGSEGV handler takes the
+    // signal), so no input is saved: FIELDSTORE_FUZZ_LAST=FILE keeps the one being run.
+    if let Some(p) = std::env::var_os("FIELDSTORE_FUZZ_LAST") {
+        let _ = std::fs::write(p, data);
+    }
     let Ok(d) = Decoded::new(data) else {
         return;
     };
