@@ -95,6 +95,37 @@ fn concurrent_creators_agree_on_one_generation() {
     assert_eq!(cat.find(&k).unwrap().unwrap().id, dbs[0].id);
 }
 
+/// The creator is in the generation object, so another process (a fresh catalogue, no cache)
+/// reads it back, and creating the database again does not change it (docs/authorization.md).
+#[test]
+fn a_database_keeps_the_identity_that_created_it() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let made = S3Catalogue::new(c.clone())
+        .create_by(&key("class=od,expver=c1"), "schema", Some("ingest-oper"))
+        .unwrap();
+    let other = S3Catalogue::new(c.clone());
+    let again = other
+        .create_by(
+            &key("class=od,expver=c1"),
+            "schema",
+            Some("ingest-research"),
+        )
+        .unwrap();
+    assert_eq!(again.id, made.id);
+    assert_eq!(
+        S3Catalogue::new(c.clone())
+            .creator(&made)
+            .unwrap()
+            .as_deref(),
+        Some("ingest-oper")
+    );
+    let local = other.create(&key("class=od,expver=c2"), "schema").unwrap();
+    assert_eq!(S3Catalogue::new(c).creator(&local).unwrap(), None);
+}
+
 #[test]
 fn later_flushes_mask_and_a_wipe_hides_at_once() {
     let Some(m) = minio::Minio::shared("s3_catalogue") else {
