@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fieldstore::api::Start;
 use fieldstore::checksum::Crc32c;
+use fieldstore::model::request::parse_request;
 use fieldstore::model::Key;
 use fieldstore::remote::protocol::{
     self as p, encode_archive_prefix, read_frame, write_frame, ErrorReply, FrameHeader, Hello,
@@ -570,6 +572,108 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Subscribers with data that stop reading: each would hold a field while the server's write to
+/// it blocks. Their fields' bytes are read only with memory from the budget (at most half of
+/// it), so a dozen of them hold no more than that and are sent the rest as plain notices. A
+/// subscriber that reads gets every field, with its bytes or to retrieve, and writers go on.
+#[test]
+fn subscribers_that_stop_reading_hold_at_most_half_the_budget() {
+    const FIELD: u64 = 8 << 20;
+    const FIELDS: u64 = 8;
+    let s = Store::new();
+    let srv = s.serve(&["--memory-budget", "32MiB", "--connection-budget", "16MiB"]);
+    let subscribe = |start: Start| {
+        let mut c = Raw::hello(srv.port, Role::Control);
+        let q = p::to_json(&p::SubscribeQuery {
+            request: (&parse_request("class=od,expver=0001").unwrap()).into(),
+            start,
+            data: true,
+        });
+        write_frame(&mut c.stream, p::VERSION_MAX, MsgType::Subscribe, 2, &[&q]).unwrap();
+        assert_eq!(c.recv().unwrap().kind, MsgType::Notices);
+        c
+    };
+    let stalled: Vec<Raw> = (0..12).map(|_| subscribe(Start::Now)).collect();
+    let pid = srv.child.id();
+    let baseline = rss_kib(pid);
+    let watch = RssWatch::start(pid);
+    let mut w = Raw::hello(srv.port, Role::Archive);
+    let mut data = vec![0u8; FIELD as usize];
+    for step in 0..FIELDS {
+        pattern(step << 32, &mut data);
+        let k = key("t", "1000", &step.to_string());
+        let prefix = encode_archive_prefix(Some(&k), true);
+        write_frame(
+            &mut w.stream,
+            p::VERSION_MAX,
+            MsgType::Archive,
+            3,
+            &[&prefix, &data],
+        )
+        .unwrap();
+        assert_eq!(w.flush(), Ok(1), "step {step}");
+    }
+    // Until every stalled subscriber is blocked on a full socket or waits for its next field
+    // (unbudgeted, the blocked sends never count as sent).
+    let started = Instant::now();
+    while metric(&srv, "fieldstore_notices_sent_total")
+        + metric(&srv, "fieldstore_notices_without_data_total")
+        < 12 * FIELDS - 2
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let peak = watch.peak();
+    drop(watch);
+    let withheld = metric(&srv, "fieldstore_notices_without_data_total");
+    eprintln!("12 stalled subscribers of {FIELDS} fields of 8 MiB: server RSS {baseline} KiB before, peak {peak} KiB; {withheld} notices without their field");
+    // Unbudgeted, each stalled subscriber held a whole field: 12 x 8 MiB.
+    assert!(
+        peak.saturating_sub(baseline) < 56 << 10,
+        "server RSS grew by {} KiB",
+        peak.saturating_sub(baseline)
+    );
+    assert!(withheld > 0, "no field was withheld");
+    assert!(
+        metric(&srv, "fieldstore_memory_budget_in_use_bytes") <= 16 << 20,
+        "subscribers hold more than half the budget"
+    );
+    // A subscriber that reads gets each field once: its bytes, or a notice to retrieve it.
+    let mut reader = subscribe(Start::Beginning);
+    let mut seen = std::collections::BTreeSet::new();
+    while (seen.len() as u64) < FIELDS {
+        let h = reader.recv().unwrap();
+        let notices: Vec<(p::WireNotice, Option<Vec<u8>>)> = match h.kind {
+            MsgType::NoticeData => {
+                let (n, d) = p::split_notice_data(&reader.payload).unwrap();
+                vec![(p::from_json("notice", n).unwrap(), Some(d.to_vec()))]
+            }
+            MsgType::Notices => {
+                let ns: p::WireNotices = p::from_json("notices", &reader.payload).unwrap();
+                ns.notices.into_iter().map(|n| (n, None)).collect()
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        for (n, d) in notices {
+            let n = fieldstore::api::Notice::from(n);
+            let step: u64 = n.element.key.datum.get("step").unwrap().parse().unwrap();
+            assert!(seen.insert(step), "step {step} twice");
+            let got = match d {
+                Some(d) => d,
+                None => s.read(
+                    "remote.yaml",
+                    &format!("{ALL},param=t,levelist=1000,step={step}"),
+                    "withheld.bin",
+                ),
+            };
+            pattern(step << 32, &mut data);
+            assert!(got == data, "step {step}: other bytes");
+        }
+    }
+    drop(stalled);
 }
 
 #[test]

@@ -292,10 +292,33 @@ impl Feed {
 
 impl Subscription for Feed {
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
+        self.next(timeout, &mut |_| true)
+    }
+
+    /// Asked before the bytes are read, so a refused field costs no memory at all.
+    fn next_admitted(
+        &mut self,
+        timeout: Duration,
+        admit: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Notice>, ApiError> {
+        self.next(timeout, admit)
+    }
+
+    fn position(&self) -> Position {
+        self.position.clone()
+    }
+}
+
+impl Feed {
+    fn next(
+        &mut self,
+        timeout: Duration,
+        admit: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Notice>, ApiError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some((mut n, field)) = self.pending.pop_front() {
-                if self.with_data {
+                if self.with_data && admit(field.length) {
                     n.data = self.bytes_of(&n, &field)?;
                 }
                 self.position.advance(&n);
@@ -338,12 +361,6 @@ impl Subscription for Feed {
         }
     }
 
-    fn position(&self) -> Position {
-        self.position.clone()
-    }
-}
-
-impl Feed {
     /// A notice's field, read from where its commit put it (checked against its checksum);
     /// `None` when it went meanwhile (wiped, purged): the consumer's retrieve then says so.
     fn bytes_of(&self, n: &Notice, field: &FieldRef) -> Result<Option<Vec<u8>>, ApiError> {

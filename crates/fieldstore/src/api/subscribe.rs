@@ -113,6 +113,23 @@ pub trait Subscription: Send {
     /// The next field, waiting up to `timeout` for one; `None` when none came in time.
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError>;
 
+    /// As [`Subscription::next_within`], with the field's bytes only where `admit(length)`
+    /// allows them, so that a server reads a subscriber's field only once its memory budget
+    /// has room for it. The default reads as `next_within` does and drops what is refused.
+    fn next_admitted(
+        &mut self,
+        timeout: Duration,
+        admit: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Notice>, ApiError> {
+        let mut next = self.next_within(timeout)?;
+        if let Some(n) = next.as_mut() {
+            if n.data.as_ref().is_some_and(|d| !admit(d.len() as u64)) {
+                n.data = None;
+            }
+        }
+        Ok(next)
+    }
+
     /// Where to resume to see exactly what this subscription has not returned yet.
     fn position(&self) -> Position;
 }

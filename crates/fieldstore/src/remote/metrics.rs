@@ -46,6 +46,8 @@ pub struct Metrics {
     pub subscriptions_open: AtomicI64,
     /// Notices sent to subscribers.
     pub notices_sent: AtomicU64,
+    /// Notices of subscriptions with data sent without their field, for want of memory.
+    pub notices_without_data: AtomicU64,
     /// Requests refused by authorization, by identity and operation.
     refusals: Mutex<BTreeMap<(String, AuthOp), u64>>,
     /// The server-wide memory budget (`--memory-budget`), in bytes.
@@ -163,6 +165,11 @@ impl Metrics {
                 "fieldstore_notices_sent_total",
                 "Fields announced to subscribers.",
                 load(&self.notices_sent),
+            ),
+            (
+                "fieldstore_notices_without_data_total",
+                "Notices of subscriptions with data sent without their field for want of memory (the client retrieves it).",
+                load(&self.notices_without_data),
             ),
         ];
         for (name, help, v) in counters {
@@ -316,9 +323,11 @@ mod tests {
         assert!(!text.contains("op=\"reply\""));
         m.subscriptions_open.fetch_add(2, Ordering::Relaxed);
         m.notices_sent.fetch_add(7, Ordering::Relaxed);
+        m.notices_without_data.fetch_add(3, Ordering::Relaxed);
         let text = m.render();
         assert!(text.contains("fieldstore_subscriptions_open 2\n"));
         assert!(text.contains("fieldstore_notices_sent_total 7\n"));
+        assert!(text.contains("fieldstore_notices_without_data_total 3\n"));
         m.count_refusal("ingest", AuthOp::Wipe);
         m.count_refusal("ingest", AuthOp::Wipe);
         m.count_refusal("a\"b", AuthOp::Archive);

@@ -356,7 +356,30 @@ impl MirrorSubscription {
 
 impl Subscription for MirrorSubscription {
     fn next_within(&mut self, timeout: Duration) -> Result<Option<Notice>, ApiError> {
-        match self.sub.next_within(timeout) {
+        self.next_from_copy(timeout, &mut |_| true)
+    }
+
+    fn next_admitted(
+        &mut self,
+        timeout: Duration,
+        admit: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Notice>, ApiError> {
+        self.next_from_copy(timeout, admit)
+    }
+
+    fn position(&self) -> Position {
+        self.position.clone()
+    }
+}
+
+impl MirrorSubscription {
+    /// The followed copy's next notice (its bytes as `admit` allows), failing over on errors.
+    fn next_from_copy(
+        &mut self,
+        timeout: Duration,
+        admit: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<Notice>, ApiError> {
+        match self.sub.next_admitted(timeout, admit) {
             Ok(Some(mut n)) => {
                 n.stream = format!("{}{}", self.prefix(), n.stream);
                 self.position.advance(&n);
@@ -374,10 +397,6 @@ impl Subscription for MirrorSubscription {
                 Ok(None)
             }
         }
-    }
-
-    fn position(&self) -> Position {
-        self.position.clone()
     }
 }
 

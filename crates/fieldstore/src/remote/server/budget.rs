@@ -133,6 +133,30 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// Takes `bytes` now or not at all, for what the server may do without (a subscriber's
+    /// field can go as a plain notice, which the client retrieves in budgeted chunks). Unlike
+    /// [`Budget::take`], more than a connection's budget is never granted, the bytes being held
+    /// whole; and only while the server's budget stays half free, so that subscribers which
+    /// stop reading cannot leave writers without memory.
+    pub(super) fn try_take<'a>(&'a self, share: &'a Share, bytes: u64) -> Option<Lease<'a>> {
+        let mut used = self.lock();
+        if share.used.load(Ordering::Relaxed).saturating_add(bytes) > self.per_connection
+            || used.saturating_add(bytes) > self.total / 2
+        {
+            return None;
+        }
+        *used += bytes;
+        share.used.fetch_add(bytes, Ordering::Relaxed);
+        self.metrics.budget_in_use.store(*used, Ordering::Relaxed);
+        Some(Lease {
+            budget: self,
+            share,
+            bytes,
+        })
+    }
+}
+
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let mut used = self.budget.lock();
@@ -271,6 +295,37 @@ mod tests {
             Duration::from_millis(wait_ms),
             Arc::new(Metrics::default()),
         )
+    }
+
+    #[test]
+    fn try_take_grants_only_what_fits_now_and_never_beyond_a_share() {
+        let b = budget(200, 40, 10_000);
+        let (s1, s2, s3) = (Share::default(), Share::default(), Share::default());
+        assert!(b.try_take(&s1, 41).is_none(), "more than a share");
+        let a = b.try_take(&s1, 40).unwrap();
+        assert!(b.try_take(&s1, 1).is_none(), "its share is spent");
+        let c = b.try_take(&s2, 40).unwrap();
+        assert!(
+            b.try_take(&s3, 21).is_none(),
+            "half the server's budget is spent"
+        );
+        let d = b.try_take(&s3, 20).unwrap();
+        assert_eq!(b.metrics.budget_in_use.load(Ordering::Relaxed), 100);
+        let s4 = Share::default();
+        let archive = b.take(&s4, 40, &AtomicBool::new(false)).unwrap();
+        assert_eq!(
+            b.metrics.budget_in_use.load(Ordering::Relaxed),
+            140,
+            "the other half is there"
+        );
+        drop((a, c, d, archive));
+        assert_eq!(b.metrics.budget_in_use.load(Ordering::Relaxed), 0);
+        assert!(b.try_take(&s1, 40).is_some());
+        assert_eq!(
+            b.metrics.budget_waits.load(Ordering::Relaxed),
+            0,
+            "it never waits"
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl Connection<'_> {
         self.send(MsgType::Notices, request, &[&p::to_json(&first)])?;
         self.writer.flush()?;
         let chunk = shared.opts.chunk_size.clamp(1, NOTICE_BATCH_BYTES);
+        let share = Share::default();
         let mut last_sent = Instant::now();
         loop {
             if shared.stopping.load(Ordering::SeqCst) {
@@ -63,7 +64,18 @@ impl Connection<'_> {
             let mut count = 0u64;
             let mut wait = POLL;
             loop {
-                match sub.next_within(wait) {
+                // A field's bytes are read only with memory from the budget for them.
+                let (mut lease, mut refused) = (None, false);
+                let next = if q.data {
+                    sub.next_admitted(wait, &mut |size| {
+                        lease = shared.budget.try_take(&share, size);
+                        refused = lease.is_none();
+                        !refused
+                    })
+                } else {
+                    sub.next_within(wait)
+                };
+                match next {
                     // Outside the grants: passed over, as if it matched nothing.
                     Ok(Some(n))
                         if !everywhere && !self.sees(AuthOp::Retrieve, &n.element.key.db) =>
@@ -71,7 +83,7 @@ impl Connection<'_> {
                         wait = Duration::ZERO;
                     }
                     Ok(Some(n)) if q.data => {
-                        self.send_notice_data(request, n)?;
+                        self.send_notice_data(request, n, Admitted { lease, refused }, &share)?;
                         last_sent = Instant::now();
                         wait = Duration::ZERO;
                     }
@@ -117,11 +129,41 @@ impl Connection<'_> {
 
     /// One notice with its field's bytes: those the subscription read, else retrieved here (a
     /// composed store's subscription carries none). A field gone meanwhile goes as a plain
-    /// notice: the client's own retrieve then says what happened to it.
-    pub(super) fn send_notice_data(&mut self, request: u64, mut n: Notice) -> Result<(), Broken> {
-        let data = match n.data.take() {
-            Some(d) => Some(d),
-            None => self.retrieve_noticed(&n),
+    /// notice: the client's own retrieve then says what happened to it. So does a field the
+    /// memory budget has no room for now (`Budget::try_take`): a subscriber that stops reading
+    /// holds its field while the write blocks, so unbudgeted, 200 such subscribers of 1 GiB
+    /// fields would hold 200 GiB. The client's retrieve then fetches it in budgeted chunks.
+    pub(super) fn send_notice_data(
+        &mut self,
+        request: u64,
+        mut n: Notice,
+        admitted: Admitted<'_>,
+        share: &Share,
+    ) -> Result<(), Broken> {
+        let shared = self.shared;
+        let withheld = || {
+            shared
+                .metrics
+                .notices_without_data
+                .fetch_add(1, Ordering::Relaxed);
+        };
+        let (data, _lease) = match n.data.take() {
+            Some(d) => (Some(d), admitted.lease),
+            None if admitted.refused => {
+                withheld();
+                (None, None)
+            }
+            // Not carried: retrieved here, if where it is (so its size) is known.
+            None => match n.element.location.as_ref().map(|l| l.length) {
+                None => (None, None),
+                Some(size) => match shared.budget.try_take(share, size) {
+                    Some(lease) => (self.retrieve_noticed(&n), Some(lease)),
+                    None => {
+                        withheld();
+                        (None, None)
+                    }
+                },
+            },
         };
         let notice = p::to_json(&p::WireNotice::from(&n));
         match data {
@@ -129,10 +171,7 @@ impl Connection<'_> {
                 let len = (notice.len() as u32).to_be_bytes();
                 self.send(MsgType::NoticeData, request, &[&len, &notice, &d])?;
                 self.writer.flush()?;
-                self.shared
-                    .metrics
-                    .notices_sent
-                    .fetch_add(1, Ordering::Relaxed);
+                shared.metrics.notices_sent.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             None => {
@@ -357,6 +396,14 @@ impl Connection<'_> {
         self.writer.flush()?;
         Ok(true)
     }
+}
+
+/// What the budget said of a subscriber's field before its bytes were read.
+pub(super) struct Admitted<'a> {
+    /// Memory for the bytes read, held until they are sent.
+    lease: Option<Lease<'a>>,
+    /// The budget had no room: the bytes were not read.
+    refused: bool,
 }
 
 impl Connection<'_> {
