@@ -676,6 +676,69 @@ fn subscribers_that_stop_reading_hold_at_most_half_the_budget() {
     drop(stalled);
 }
 
+/// A stored 64 MiB field, and a raw client that asked for it and reads none of the reply.
+fn retrieve_left_unread(srv: &Served) -> (Vec<u8>, String, Raw) {
+    let mut data = vec![0u8; 64 << 20];
+    pattern(0, &mut data);
+    let k = key("t", "1000", "0");
+    let mut w = Raw::hello(srv.port, Role::Archive);
+    let prefix = encode_archive_prefix(Some(&k), true);
+    write_frame(
+        &mut w.stream,
+        p::VERSION_MAX,
+        MsgType::Archive,
+        2,
+        &[&prefix, &data],
+    )
+    .unwrap();
+    assert_eq!(w.flush(), Ok(1));
+    let request = format!("{ALL},param=t,levelist=1000,step=0");
+    let mut c = Raw::hello(srv.port, Role::Control);
+    let q = p::to_json(&p::Query::new(&parse_request(&request).unwrap()));
+    write_frame(&mut c.stream, p::VERSION_MAX, MsgType::Retrieve, 2, &[&q]).unwrap();
+    wait_for("the retrieve to hold memory", || {
+        metric(srv, "fieldstore_memory_budget_in_use_bytes") > 0
+    });
+    (data, request, c)
+}
+
+/// A client gone in the middle of a large retrieve frees its connection and its chunks of the
+/// budget (the connection thread used to wait forever for the store's reader thread, blocked
+/// handing over its next chunk: a thread and 3 chunks lost per such client).
+#[test]
+fn a_client_gone_mid_retrieve_frees_what_it_held() {
+    let s = Store::new();
+    let srv = s.serve(&[]);
+    let (_, _, c) = retrieve_left_unread(&srv);
+    let open = metric(&srv, "fieldstore_connections_open");
+    drop(c);
+    wait_for("the connection to close and free its memory", || {
+        metric(&srv, "fieldstore_connections_open") < open
+            && metric(&srv, "fieldstore_memory_budget_in_use_bytes") == 0
+    });
+}
+
+/// A client that stops reading its retrieve keeps the server's write blocked, holding the
+/// connection's chunks of the budget; after `--stall-timeout` it is dropped and they are freed.
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_stall_timeout() {
+    let s = Store::new();
+    let srv = s.serve(&["--stall-timeout", "2"]);
+    let (data, request, c) = retrieve_left_unread(&srv);
+    let in_use = || metric(&srv, "fieldstore_memory_budget_in_use_bytes");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(in_use() > 0, "dropped before the stall timeout");
+    wait_for("the stalled client to be dropped", || in_use() == 0);
+    let log = std::fs::read_to_string(s.path("server.log")).unwrap();
+    assert!(
+        log.contains("the client read nothing of what it was sent for 2 s (--stall-timeout)"),
+        "{log}"
+    );
+    // Others are served meanwhile and after.
+    assert!(s.read("remote.yaml", &request, "back.bin") == data);
+    drop(c);
+}
+
 #[test]
 fn a_client_over_the_memory_budget_waits_then_gets_busy() {
     let s = Store::new();

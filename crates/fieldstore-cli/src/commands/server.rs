@@ -13,7 +13,7 @@ use fieldstore::remote::metrics::serve_metrics;
 use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
 use fieldstore::remote::server::{
     default_connection_budget, default_memory_budget, parse_size, DEFAULT_BUDGET_WAIT,
-    DEFAULT_MAX_REQUESTS_PER_IDENTITY,
+    DEFAULT_MAX_REQUESTS_PER_IDENTITY, DEFAULT_STALL_TIMEOUT,
 };
 use fieldstore::remote::{ClientCertificates, Server, ServerOptions, TlsAcceptor};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -77,6 +77,10 @@ pub struct ServerArgs {
     /// its first field to its flush); more are refused as busy. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS_PER_IDENTITY)]
     max_requests_per_identity: usize,
+    /// Seconds a client may stop sending in the middle of a frame, or read nothing of what it
+    /// is sent, before it is dropped (freeing what it holds; subscribers resume).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_STALL_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    stall_timeout: u64,
 }
 
 pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
@@ -120,6 +124,7 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
             .unwrap_or_else(|| default_connection_budget(memory_budget)),
         budget_wait: Duration::from_secs(args.budget_wait),
         max_requests_per_identity: args.max_requests_per_identity,
+        stall_timeout: Duration::from_secs(args.stall_timeout),
     };
     let server = Server::bind_recording_creators(
         &args.listen,

@@ -39,6 +39,13 @@ impl Socket {
         }
     }
 
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_write_timeout(t),
+            Socket::Tls(s) => s.set_write_timeout(t),
+        }
+    }
+
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_nonblocking(on),

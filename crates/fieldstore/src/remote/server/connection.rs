@@ -7,7 +7,7 @@ use crate::model::Key;
 pub(super) struct Connection<'a> {
     pub(super) shared: &'a Shared,
     pub(super) reader: BufReader<ConnReader<'a>>,
-    pub(super) writer: BufWriter<Socket>,
+    pub(super) writer: BufWriter<ConnWriter>,
     pub(super) version: u16,
     pub(super) payload: Vec<u8>,
     /// Who the client proved to be at the handshake: the name authorization, limits and logs
@@ -26,7 +26,9 @@ impl<'a> Connection<'a> {
         shared: &'a Shared,
     ) -> io::Result<Connection<'a>> {
         stream.set_read_timeout(Some(POLL))?;
+        let stall = shared.opts.stall_timeout.max(Duration::from_secs(1));
         let write_side = stream.try_clone()?;
+        write_side.set_write_timeout(Some(stall))?;
         Ok(Connection {
             shared,
             reader: BufReader::with_capacity(
@@ -34,12 +36,19 @@ impl<'a> Connection<'a> {
                 ConnReader {
                     stream,
                     stopping: &shared.stopping,
+                    stall,
                     at_boundary: true,
                     deadline: None,
                     stopped: false,
                 },
             ),
-            writer: BufWriter::with_capacity(256 << 10, write_side),
+            writer: BufWriter::with_capacity(
+                256 << 10,
+                ConnWriter {
+                    stream: write_side,
+                    stall,
+                },
+            ),
             version: p::VERSION_MIN,
             payload: Vec::new(),
             identity: Arc::from("anonymous"),

@@ -44,8 +44,9 @@ const POLL: Duration = Duration::from_millis(200);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A subscription's batch of notices is sent once it reaches this many bytes.
 const NOTICE_BATCH_BYTES: usize = 1 << 20;
-/// A client that stops in the middle of a frame for this long is dropped.
-const STALL_LIMIT: Duration = Duration::from_secs(120);
+/// How long a client may stop in the middle of a frame, or stop reading what it is sent, before
+/// it is dropped.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
@@ -74,6 +75,10 @@ pub struct ServerOptions {
     /// Requests one identity may have in progress at once (an archive batch is one, from its
     /// first field to its flush); 0: no limit.
     pub max_requests_per_identity: usize,
+    /// A client that stops sending in the middle of a frame, or reads nothing of what it is
+    /// sent, for this long is dropped, freeing its thread and what it holds of the budget (a
+    /// subscriber's client resumes from its position).
+    pub stall_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -90,6 +95,7 @@ impl Default for ServerOptions {
             connection_budget: budget::default_connection_budget(budget::default_memory_budget()),
             budget_wait: DEFAULT_BUDGET_WAIT,
             max_requests_per_identity: DEFAULT_MAX_REQUESTS_PER_IDENTITY,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
         }
     }
 }
@@ -359,6 +365,8 @@ impl Drop for ActiveGuard {
 struct ConnReader<'a> {
     stream: Socket,
     stopping: &'a AtomicBool,
+    /// How long the client may stop in the middle of a frame.
+    stall: Duration,
     at_boundary: bool,
     deadline: Option<Instant>,
     stopped: bool,
@@ -394,7 +402,7 @@ impl Read for ConnReader<'_> {
                             "server shutting down",
                         ));
                     }
-                    if !self.at_boundary && waiting_since.elapsed() > STALL_LIMIT {
+                    if !self.at_boundary && waiting_since.elapsed() > self.stall {
                         return Err(io::Error::new(
                             io::ErrorKind::TimedOut,
                             "the client stopped sending in the middle of a frame",
@@ -405,6 +413,42 @@ impl Read for ConnReader<'_> {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// The socket's write side, whose timeout is the stall timeout: a write that makes no progress
+/// for that long is a client that reads nothing, and ends the connection.
+struct ConnWriter {
+    stream: Socket,
+    stall: Duration,
+}
+
+impl Write for ConnWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.stream.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the client read nothing of what it was sent for {} s (--stall-timeout)",
+                            self.stall.as_secs()
+                        ),
+                    ));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
     }
 }
 

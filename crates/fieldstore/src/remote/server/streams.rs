@@ -305,6 +305,9 @@ impl Connection<'_> {
         let (full_tx, full_rx) = sync_channel::<io::Result<Vec<u8>>>(1);
         let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(2);
         std::thread::scope(|s| {
+            // Owned here, so that leaving the scope early (a write failed) drops it before the
+            // scope joins the reader, whose blocked send then fails instead of waiting forever.
+            let full_rx = full_rx;
             s.spawn(move || produce(stream, chunk, full_tx, empty_rx));
             let (mut bytes, mut items) = (0u64, 0u64);
             for filled in full_rx.iter() {
