@@ -265,7 +265,9 @@ DAMAGED_FILES = {
     "grib2-unknown-packing.grib": "ecCodes does not know the packing",
     "grib1-predefined-grid-bitmap.grib": "values for 1369 points",
     "grib1-time-unit-31.grib": "indicatorOfUnitOfTimeRange=31 is no unit of time",
-    "grib1-binary-scale-missing.grib": "binaryScaleFactor coded as missing",
+    "grib1-binary-scale-missing.grib": "136 of pl",
+    "grib1-pl-rows-beyond-section-2.grib": "holds its lists from octet 33",
+    "grib1-pl-rows-of-0-at-open.grib": "pl[0]=0",
     "grib1-binary-scale-missing-2.grib": "binaryScaleFactor coded as missing",
 }
 

@@ -25,7 +25,7 @@ const MISSING_SENTINEL: f64 = -1.0e300;
 const MAX_POINTS: i64 = 1 << 28;
 
 /// Gaussian numbers beyond any real grid: ecCodes allocates 2N latitudes before checking.
-const MAX_GAUSSIAN_N: i64 = 16_000;
+pub(super) const MAX_GAUSSIAN_N: i64 = 16_000;
 
 /// A key's value in its native ecCodes type; arrays when ecCodes holds more than one element.
 #[derive(Debug, Clone, PartialEq)]
@@ -1639,16 +1639,29 @@ mod tests {
                 damaged!("grib1-predefined-grid-bitmap.grib"),
                 (false, "values for 1369 points"),
             ),
+            // A reduced Gaussian pl of Nj=32772 rows in a section 2 of 160 bytes: SIGSEGV in
+            // grib_handle_new_from_message, before any key (the archive path too).
+            (
+                damaged!("grib1-pl-rows-beyond-section-2.grib"),
+                (true, "section 2 of 160 bytes holds its lists from octet 33"),
+            ),
+            // A reduced Gaussian pl of 4 rows of 0 points: ecCodes counted the sub-area's
+            // points forever while opening the message (the mars keys too).
+            (
+                damaged!("grib1-pl-rows-of-0-at-open.grib"),
+                (true, "pl[0]=0"),
+            ),
             // A GRIB 1 unit of time of 31: SIGFPE converting its step (the mars keys too).
             (
                 damaged!("grib1-time-unit-31.grib"),
                 (true, "indicatorOfUnitOfTimeRange=31 is no unit of time"),
             ),
             // A GRIB 1 binary scale factor coded as missing: ecCodes' numberOfDataPoints
-            // recursed until the stack overflowed, twice found.
+            // recursed until the stack overflowed, twice found. The first also has a pl
+            // reaching 8 bytes past its section, now refused before ecCodes opens it.
             (
                 damaged!("grib1-binary-scale-missing.grib"),
-                (true, "binaryScaleFactor coded as missing"),
+                (true, "0 bytes of pv and 136 of pl (Ni=65535, Nj=68)"),
             ),
             (
                 damaged!("grib1-binary-scale-missing-2.grib"),

@@ -10,6 +10,11 @@ use crate::model::Key;
 /// The MARS keys of one framed message, in ecCodes' order, values as strings. Never copies the
 /// message; safe to call from many threads at once (ecCodes is thread-safe per handle).
 pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
+    // ecCodes reads some of a message's lists while opening it, trusting their lengths: its
+    // layout is checked from the bytes first, as for decoding.
+    if let Some((_, _, first)) = super::framing::split_slice(message, "data")?.first() {
+        super::sections::check_sections(first)?;
+    }
     mars_keys_of(&Handle::from_message(message)?)
 }
 

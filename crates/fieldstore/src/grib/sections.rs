@@ -62,6 +62,9 @@ pub(super) fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
                             "section {name} at offset {pos} of length {len}"
                         )));
                     }
+                    if name == 2 {
+                        grib1_gds_fault(&m[pos..pos + len])?;
+                    }
                     seen.push((name, pos));
                     pos += len;
                 }
@@ -75,6 +78,56 @@ pub(super) fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
         }
         _ => Err(bad("not GRIB edition 1 or 2".into())),
     }
+}
+
+/// A GRIB 1 grid description's lists (the vertical coordinates, then a reduced grid's points
+/// per row) must fit in it, and a reduced Gaussian grid must be one ecCodes can count. ecCodes
+/// reads `pl` and counts a Gaussian sub-area's points row by row while it opens the message,
+/// before any key can be checked: a `pl` of Nj=32772 rows in a section of 160 bytes was a
+/// SIGSEGV in `grib_handle_new_from_message`, and rows of 0 points made it loop forever (both
+/// found by fuzzing, on the archive path too).
+fn grib1_gds_fault(gds: &[u8]) -> Result<(), GribError> {
+    let at = |i: usize, n: usize| be(gds, i, n).unwrap_or(0);
+    let corrupt = |what: String| {
+        Err(GribError::Decode(format!(
+            "{what}: the grid description is corrupt"
+        )))
+    };
+    // Octet 6: the grid type; Gaussian (regular or reduced, rotated, stretched, both).
+    let gaussian = matches!(at(5, 1), 4 | 14 | 24 | 34);
+    let n = at(25, 2);
+    if gaussian && n > super::decode::MAX_GAUSSIAN_N as u64 {
+        return corrupt(format!("N={n}: more latitudes than any real Gaussian grid"));
+    }
+    // Octet 5: where the lists start (1-based), 255 (or 0) when there are none.
+    let start = at(4, 1) as usize;
+    if start == 0 || start == 255 {
+        return Ok(());
+    }
+    let pv = at(3, 1) * 4;
+    // A quasi-regular grid codes Ni (or Nj) as missing; pl then has an entry per row (column).
+    let (ni, nj) = (at(6, 2), at(8, 2));
+    let rows = match (ni, nj) {
+        (0xffff, rows) | (rows, 0xffff) => rows,
+        _ => 0,
+    };
+    let pl_at = (start as u64 - 1) + pv;
+    if pl_at + rows * 2 > gds.len() as u64 {
+        return corrupt(format!(
+            "section 2 of {} bytes holds its lists from octet {start}: {pv} bytes of pv and {} of pl (Ni={ni}, Nj={nj})",
+            gds.len(),
+            rows * 2
+        ));
+    }
+    if gaussian {
+        for i in 0..rows {
+            let points = at((pl_at + i * 2) as usize, 2);
+            if points < 2 {
+                return corrupt(format!("pl[{i}]={points}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why the data (values and bitmap) of a message that [`check_sections`] accepted cannot be
