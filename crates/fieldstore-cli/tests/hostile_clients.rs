@@ -245,6 +245,20 @@ impl Raw {
         length - prefix.len() as u64
     }
 
+    /// One whole archive frame of `data` under `key` (answered by the next flush).
+    fn archive(&mut self, key: &Key, data: &[u8]) {
+        let prefix = encode_archive_prefix(Some(key), true);
+        let parts: [&[u8]; 2] = [&prefix, data];
+        write_frame(
+            &mut self.stream,
+            p::VERSION_MAX,
+            MsgType::Archive,
+            3,
+            &parts,
+        )
+        .unwrap();
+    }
+
     fn flush(&mut self) -> Result<u64, ErrorReply> {
         write_frame(&mut self.stream, p::VERSION_MAX, MsgType::Flush, 9, &[]).unwrap();
         let h = self.recv().unwrap();
@@ -603,16 +617,7 @@ fn subscribers_that_stop_reading_hold_at_most_half_the_budget() {
     let mut data = vec![0u8; FIELD as usize];
     for step in 0..FIELDS {
         pattern(step << 32, &mut data);
-        let k = key("t", "1000", &step.to_string());
-        let prefix = encode_archive_prefix(Some(&k), true);
-        write_frame(
-            &mut w.stream,
-            p::VERSION_MAX,
-            MsgType::Archive,
-            3,
-            &[&prefix, &data],
-        )
-        .unwrap();
+        w.archive(&key("t", "1000", &step.to_string()), &data);
         assert_eq!(w.flush(), Ok(1), "step {step}");
     }
     // Until every stalled subscriber is blocked on a full socket or waits for its next field
@@ -680,17 +685,8 @@ fn subscribers_that_stop_reading_hold_at_most_half_the_budget() {
 fn retrieve_left_unread(srv: &Served) -> (Vec<u8>, String, Raw) {
     let mut data = vec![0u8; 64 << 20];
     pattern(0, &mut data);
-    let k = key("t", "1000", "0");
     let mut w = Raw::hello(srv.port, Role::Archive);
-    let prefix = encode_archive_prefix(Some(&k), true);
-    write_frame(
-        &mut w.stream,
-        p::VERSION_MAX,
-        MsgType::Archive,
-        2,
-        &[&prefix, &data],
-    )
-    .unwrap();
+    w.archive(&key("t", "1000", "0"), &data);
     assert_eq!(w.flush(), Ok(1));
     let request = format!("{ALL},param=t,levelist=1000,step=0");
     let mut c = Raw::hello(srv.port, Role::Control);

@@ -122,18 +122,21 @@ impl Budget {
                     .unwrap_or_else(|e| e.into_inner().0);
             }
         }
+        Ok(self.grant(&mut used, share, bytes))
+    }
+
+    /// Counts `bytes` as held by `share`, under the budget's lock.
+    fn grant<'a>(&'a self, used: &mut u64, share: &'a Share, bytes: u64) -> Lease<'a> {
         *used += bytes;
         share.used.fetch_add(bytes, Ordering::Relaxed);
         self.metrics.budget_in_use.store(*used, Ordering::Relaxed);
-        Ok(Lease {
+        Lease {
             budget: self,
             share,
             bytes,
-        })
+        }
     }
-}
 
-impl Budget {
     /// Takes `bytes` now or not at all, for what the server may do without (a subscriber's
     /// field can go as a plain notice, which the client retrieves in budgeted chunks). Unlike
     /// [`Budget::take`], more than a connection's budget is never granted, the bytes being held
@@ -146,14 +149,7 @@ impl Budget {
         {
             return None;
         }
-        *used += bytes;
-        share.used.fetch_add(bytes, Ordering::Relaxed);
-        self.metrics.budget_in_use.store(*used, Ordering::Relaxed);
-        Some(Lease {
-            budget: self,
-            share,
-            bytes,
-        })
+        Some(self.grant(&mut used, share, bytes))
     }
 }
 
