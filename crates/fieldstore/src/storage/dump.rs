@@ -65,6 +65,8 @@ pub enum DumpRecord {
         indexes: u64,
         timestamp: u64,
     },
+    /// An FDB5 toc continues in this sub-toc (its records follow).
+    SubToc { path: String },
     /// A compaction merged indexes (memory).
     Compact {
         merged_indexes: u64,
@@ -97,6 +99,7 @@ impl fmt::Display for DumpRecord {
                 "INDEX {index_key} {entries} entries in {file} at {timestamp}"
             ),
             DumpRecord::Clear { files } => write!(f, "CLEAR {}", files.join(" ")),
+            DumpRecord::SubToc { path } => write!(f, "SUBTOC {path}"),
             DumpRecord::Flush {
                 entries,
                 indexes,

@@ -16,6 +16,8 @@ use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
     PurgeReport,
 };
+use crate::storage::fdb5::dbnames::DbNames;
+use crate::storage::fdb5::{self as fdb5_format, Fdb5Reader};
 use crate::storage::fs::{self, FileSystem};
 use crate::storage::history::{ChangeWaiter, Commits, HistoryMark};
 use crate::storage::{CatalogueDump, DbRef, FieldRef, StorageError};
@@ -30,6 +32,10 @@ pub struct TocCatalogue {
     /// Open readers, reused while their journal is unchanged (same file, same length): a
     /// process retrieving field after field then opens each database and index once.
     readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
+    /// Open readers of FDB5-format databases, reused while none of their toc files changed.
+    fdb5_readers: Mutex<HashMap<PathBuf, (Vec<JournalId>, Arc<Fdb5Reader>)>>,
+    /// FDB5's `dbnames` (nested directory names for FDB5's databases), read once.
+    dbnames: Arc<DbNames>,
     /// Each directory's database key, as its journal's Init record says, by the journal's inode
     /// (the record never changes while the file is the same): `find` checks that a directory is
     /// the key's with one stat, not a read per retrieve.
@@ -144,6 +150,8 @@ impl TocCatalogue {
             source: None,
             placement: Placement::default(),
             readers: Mutex::new(HashMap::new()),
+            fdb5_readers: Mutex::new(HashMap::new()),
+            dbnames: Arc::new(DbNames::load(&crate::model::config::process_env)),
             keys: Mutex::new(HashMap::new()),
         })
     }
@@ -238,6 +246,10 @@ impl TocCatalogue {
         let name = Self::dir_name(db);
         let legacy = super::legacy_dir_name(db);
         let mut candidates = vec![root.join(&name)];
+        // FDB5's name for it, where a dbnames file nests FDB5's databases.
+        if let Some(nested) = self.dbnames.path_for(db) {
+            candidates.push(root.join(nested));
+        }
         // An old name that is not one plain component ("", ".", "..") could point outside.
         if legacy != name && !matches!(legacy.as_str(), "" | "." | "..") {
             candidates.push(root.join(legacy));
@@ -291,6 +303,69 @@ impl TocCatalogue {
             }
         }
         Ok(first)
+    }
+}
+
+impl TocCatalogue {
+    /// Whether the database is kept in FDB5's own format (by its toc's first bytes).
+    pub(crate) fn is_fdb5(&self, db: &DbRef) -> bool {
+        fdb5_format::toc::is_fdb5_toc(&*self.fs, &dir(db).join("toc"))
+    }
+
+    /// The state of every toc file of an FDB5 database a reader read: a writer appends to its
+    /// own sub-toc, not the main toc, so the main toc alone does not say a reader is stale.
+    fn fdb5_ids(&self, db_dir: &Path, r: &Fdb5Reader) -> Option<Vec<JournalId>> {
+        let mut ids = vec![journal_id(&*self.fs, db_dir)?];
+        for s in &r.view.sub_tocs {
+            let m = self.fs.metadata(s).ok()?;
+            ids.push((m.ino, m.len));
+        }
+        Some(ids)
+    }
+
+    fn fdb5_reader(&self, db: &DbRef) -> Result<Arc<Fdb5Reader>, StorageError> {
+        let path = dir(db);
+        let cached = self
+            .fdb5_readers
+            .lock()
+            .ok()
+            .and_then(|c| c.get(path).cloned());
+        if let Some((ids, r)) = cached {
+            if self.fdb5_ids(path, &r).as_ref() == Some(&ids) {
+                check_key(db, &r.db().key)?;
+                return Ok(r);
+            }
+        }
+        let r = Arc::new(Fdb5Reader::open(&self.fs, path)?);
+        check_key(db, &r.db().key)?;
+        if let (Some(ids), Ok(mut cache)) = (self.fdb5_ids(path, &r), self.fdb5_readers.lock()) {
+            if cache.len() >= OPEN_READERS {
+                cache.clear();
+            }
+            cache.insert(path.to_path_buf(), (ids, r.clone()));
+        }
+        Ok(r)
+    }
+}
+
+/// A cached FDB5 reader handed out as the trait object callers expect.
+struct SharedFdb5(Arc<Fdb5Reader>);
+
+impl CatalogueReader for SharedFdb5 {
+    fn db(&self) -> &DbRef {
+        self.0.db()
+    }
+
+    fn indexes(&self) -> &[IndexSummary] {
+        self.0.indexes()
+    }
+
+    fn lookup(&self, index: &Key, datum: &Key) -> Result<Option<FieldRef>, StorageError> {
+        self.0.lookup(index, datum)
+    }
+
+    fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError> {
+        self.0.entries(i, include_masked)
     }
 }
 
@@ -385,13 +460,18 @@ impl Catalogue for TocCatalogue {
             let Ok(rd) = self.fs.read_dir(&r.path) else {
                 continue;
             };
-            let mut dirs: Vec<PathBuf> = rd
+            let mut dirs: Vec<(PathBuf, usize)> = rd
                 .into_iter()
-                .map(|e| e.path)
-                .filter(|p| !being_wiped(p) && !being_moved_in(p))
+                .filter(|e| e.is_dir)
+                .map(|e| (e.path, 1))
+                .filter(|(p, _)| !being_wiped(p) && !being_moved_in(p))
                 .collect();
             dirs.sort();
-            for d in dirs {
+            dirs.reverse();
+            // FDB5's databases may lie deeper, as its dbnames file nests them (depth-first, in
+            // name order).
+            let depth = self.dbnames.depth();
+            while let Some((d, level)) = dirs.pop() {
                 let toc = d.join("toc");
                 if self.fs.is_file(&toc) {
                     match super::journal::read_db_key(&*self.fs, &toc) {
@@ -402,6 +482,17 @@ impl Catalogue for TocCatalogue {
                     // Reported in its place: the database must not vanish without a word, and
                     // the others stay listed.
                     failed.push(Err(e));
+                } else if level < depth {
+                    if let Ok(sub) = self.fs.read_dir(&d) {
+                        let mut sub: Vec<(PathBuf, usize)> = sub
+                            .into_iter()
+                            .filter(|e| e.is_dir && !e.file_name().starts_with('.'))
+                            .map(|e| (e.path, level + 1))
+                            .collect();
+                        sub.sort();
+                        sub.reverse();
+                        dirs.extend(sub);
+                    }
                 }
             }
         }
@@ -507,6 +598,12 @@ impl Catalogue for TocCatalogue {
     }
 
     fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError> {
+        if self.is_fdb5(db) {
+            return Err(StorageError::Unsupported {
+                catalogue: "toc",
+                what: "append to a database in FDB5's format yet",
+            });
+        }
         Ok(Box::new(DbWriter::open_existing(&self.fs, dir(db))?))
     }
 
@@ -514,6 +611,11 @@ impl Catalogue for TocCatalogue {
         // Identify the journal before reading it: what is read then holds at least that much,
         // and any later append changes the length, so a stale reader is never reused.
         let path = dir(db);
+        if self.is_fdb5(db) {
+            return self
+                .fdb5_reader(db)
+                .map(|r| Box::new(SharedFdb5(r)) as Box<dyn CatalogueReader>);
+        }
         let id = journal_id(&*self.fs, path);
         let mut grown = None;
         if let (Some(id), Ok(cache)) = (id, self.readers.lock()) {
@@ -544,6 +646,9 @@ impl Catalogue for TocCatalogue {
     }
 
     fn creator(&self, db: &DbRef) -> Result<Option<String>, StorageError> {
+        if self.is_fdb5(db) {
+            return Ok(None);
+        }
         let toc = dir(db).join("toc");
         let f = self
             .fs
@@ -585,6 +690,12 @@ impl Catalogue for TocCatalogue {
 
     /// Also clears what a killed move of the database left (not while a move of it runs).
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
+        if self.is_fdb5(db) {
+            if doit {
+                maintenance::require_owner(&self.fs, dir(db), "purge")?;
+            }
+            return fdb5_format::maintenance::purge(&self.fs, dir(db), doit);
+        }
         if doit {
             maintenance::require_owner(&self.fs, dir(db), "purge")?;
             if let Err(e) = self.recover_moves(&Self::dir_name(&db.key)) {
@@ -595,18 +706,31 @@ impl Catalogue for TocCatalogue {
     }
 
     fn objects(&self, db: &DbRef) -> Result<BTreeSet<String>, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::maintenance::objects(&self.fs, dir(db));
+        }
         maintenance::objects(&self.fs, dir(db))
     }
 
     fn stats(&self, db: &DbRef) -> Result<DbStats, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::maintenance::stats(&self.fs, dir(db));
+        }
         maintenance::stats(&self.fs, dir(db))
     }
 
     fn dump(&self, db: &DbRef) -> Result<CatalogueDump, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::maintenance::dump(&*self.fs, dir(db));
+        }
         maintenance::dump(&*self.fs, dir(db))
     }
 
+    /// FDB5's databases are left as FDB5 keeps them (its `fdb-reconsolidate-toc` merges them).
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
+        if self.is_fdb5(db) {
+            return Ok(CompactReport::default());
+        }
         maintenance::compact(&self.fs, dir(db))
     }
 

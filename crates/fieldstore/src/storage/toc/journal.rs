@@ -306,6 +306,13 @@ pub fn read_db_key(fs: &dyn FileSystem, path: &Path) -> Result<crate::model::Key
     let f = fs
         .open(path, OpenMode::Read)
         .map_err(StorageError::io("open", path))?;
+    // FDB5's own toc (a database FDB5 wrote, or one kept in its format) names its key too.
+    let mut head = [0u8; 8];
+    if matches!(read_full_at(&*f, &mut head, 0), Ok(8))
+        && crate::storage::fdb5::looks_like_fdb5(&head)
+    {
+        return crate::storage::fdb5::toc::read_init(&*f, path).map(|(k, _)| k);
+    }
     let Init { db_key, .. } = read_init(&*f, path)?;
     crate::model::Key::parse(&db_key).map_err(|e| StorageError::Corrupt {
         path: path.to_path_buf(),

@@ -35,15 +35,23 @@ pub fn require_owner(
     dir: &Path,
     action: &'static str,
 ) -> Result<(), StorageError> {
-    check_owner(&DbReader::open(fs, dir)?, action)
+    check_owner(dir, db_owner(fs, dir)?, action)
 }
 
-fn check_owner(reader: &DbReader, action: &'static str) -> Result<(), StorageError> {
+/// The uid owning a database, in either format.
+fn db_owner(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<u32, StorageError> {
+    if crate::storage::fdb5::toc::is_fdb5_toc(&**fs, &dir.join("toc")) {
+        return crate::storage::fdb5::maintenance::owner(&**fs, dir);
+    }
+    Ok(DbReader::open(fs, dir)?.owner())
+}
+
+fn check_owner(dir: &Path, owner: u32, action: &'static str) -> Result<(), StorageError> {
     let me = current_uid();
-    if reader.owner() != me && me != 0 {
+    if owner != me && me != 0 {
         return Err(StorageError::PermissionDenied {
-            db: reader.dir().to_path_buf(),
-            owner: reader.owner(),
+            db: dir.to_path_buf(),
+            owner,
             user: me,
             action,
         });
@@ -67,8 +75,8 @@ pub fn wipe(
     dir: &Path,
     doit: bool,
 ) -> Result<Vec<PathBuf>, StorageError> {
-    // The reader checks this is a database (and reads its owner) before anything goes.
-    let reader = DbReader::open(fs, dir)?;
+    // This checks it is a database (and reads its owner) before anything goes.
+    let owner = db_owner(fs, dir)?;
     let mut files: Vec<PathBuf> = fs
         .read_dir(dir)
         .map_err(StorageError::io("list", dir))?
@@ -85,7 +93,7 @@ pub fn wipe(
     if !doit {
         return Ok(files.into_iter().filter(ours).collect());
     }
-    check_owner(&reader, "wipe")?;
+    check_owner(dir, owner, "wipe")?;
     let toc = dir.join("toc");
     let doomed = dir.join(format!("{WIPING_PREFIX}{}", unique_name()));
     fs.rename(&toc, &doomed)
@@ -430,7 +438,7 @@ fn owned(v: Vec<&LiveIndex>) -> Vec<LiveIndex> {
 /// before may still open them; purge deletes them after `CLEARED_GRACE`.
 pub fn compact(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<CompactReport, StorageError> {
     let reader = DbReader::open(fs, dir)?;
-    check_owner(&reader, "compact")?;
+    check_owner(dir, reader.owner(), "compact")?;
     let _lock = compaction_lock(&**fs, dir, true)?;
     let mut state = reader.state().clone();
     state.refresh(&**fs, &dir.join("toc"))?;
