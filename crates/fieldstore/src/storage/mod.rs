@@ -8,7 +8,7 @@
 pub(crate) mod catalogue;
 pub(crate) mod dump;
 pub(crate) mod error;
-pub(crate) mod fdb5;
+pub mod fdb5;
 pub mod fs;
 pub mod history;
 pub mod memory;
