@@ -48,6 +48,35 @@ pub struct Root {
     pub max_fill: Option<u8>,
     /// Tier limits: ... or when the database's `date` is more than this many days before today.
     pub max_age_days: Option<u32>,
+    /// The on-disk format of databases created in this root (`format:` on the root, else at the
+    /// top of the config); `None`: fieldstore's own. Existing databases keep theirs.
+    pub format: Option<DbFormat>,
+}
+
+/// How a toc database is kept on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbFormat {
+    /// fieldstore's own journal and indexes (docs/toc-format.md).
+    Fieldstore,
+    /// FDB5's toc, sub-tocs and B-tree indexes, which FDB5's programs read (docs/fdb5-format.md).
+    Fdb5,
+}
+
+impl DbFormat {
+    pub fn parse(s: &str) -> Option<DbFormat> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fieldstore" => Some(DbFormat::Fieldstore),
+            "fdb5" => Some(DbFormat::Fdb5),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DbFormat::Fieldstore => "fieldstore",
+            DbFormat::Fdb5 => "fdb5",
+        }
+    }
 }
 
 impl Root {
@@ -65,6 +94,7 @@ impl Root {
             capacity: None,
             max_fill: None,
             max_age_days: None,
+            format: None,
         }
     }
 

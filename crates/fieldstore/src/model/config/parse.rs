@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::env::{process_env, Env};
 use super::{
-    Actions, ConfigError, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig, RemoteTls,
-    Root, S3Config, SelectLane, Space, SpacesSource, WhenFull, HANDLERS, TYPES,
+    Actions, ConfigError, DbFormat, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig,
+    RemoteTls, Root, S3Config, SelectLane, Space, SpacesSource, WhenFull, HANDLERS, TYPES,
     UNSUPPORTED_HANDLERS,
 };
 
@@ -591,6 +591,7 @@ impl Walk<'_> {
                         "engine",
                         "store",
                         "schema",
+                        "format",
                         "spaces",
                         "writable",
                         "visitable",
@@ -935,6 +936,19 @@ impl Walk<'_> {
                 .map(|(i, s)| self.space(s, &format!("{spaces_path}[{i}]"), fdb_home.as_deref()))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        let format = self.format(m, path)?;
+        if format.is_some() && engine != "toc" {
+            return Err(self.err(
+                &join(path, "format"),
+                format!("a database format is for engine toc, not {engine}"),
+            ));
+        }
+        let mut spaces = spaces;
+        for r in spaces.iter_mut().flat_map(|s| s.roots.iter_mut()) {
+            if r.format.is_none() {
+                r.format = format;
+            }
+        }
         Ok(LocalConfig {
             engine,
             store,
@@ -1187,7 +1201,7 @@ impl Walk<'_> {
             path,
             &[
                 "path", "name", "writable", "visit", "list", "retrieve", "archive", "wipe",
-                "capacity", "max_fill", "max_age",
+                "capacity", "max_fill", "max_age", "format",
             ],
         )?;
         let capacity = match self.string(m, "capacity", path)? {
@@ -1217,6 +1231,7 @@ impl Walk<'_> {
                 )
             })?),
         };
+        let format = self.format(m, path)?;
         let raw = self
             .string(m, "path", path)?
             .ok_or_else(|| self.err(path, "missing required key 'path'"))?;
@@ -1234,7 +1249,21 @@ impl Walk<'_> {
             capacity,
             max_fill,
             max_age_days,
+            format,
         })
+    }
+
+    /// `format: fdb5 | fieldstore`: the on-disk format of new databases.
+    fn format(&self, m: &Map<String, Value>, path: &str) -> Result<Option<DbFormat>, ConfigError> {
+        match self.string(m, "format", path)? {
+            None => Ok(None),
+            Some(f) => DbFormat::parse(&f).map(Some).ok_or_else(|| {
+                self.err(
+                    &join(path, "format"),
+                    format!("'{f}' is not a database format (fieldstore, fdb5)"),
+                )
+            }),
+        }
     }
 
     /// Local configs still without a schema get `$FDB_SCHEMA_FILE`, else `~fdb/etc/fdb/schema`

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::storage::fs::{FileSystem, Mapped};
+use crate::storage::fs::Mapped;
 use crate::storage::StorageError;
 
 const PAGE_HEADER: usize = 40;
@@ -103,25 +103,6 @@ struct Page<'a> {
 }
 
 impl Tree {
-    pub fn open(
-        fs: &dyn FileSystem,
-        path: &Path,
-        offset: i64,
-        index_type: &str,
-    ) -> Result<Tree, StorageError> {
-        let Some(geo) = Geometry::of(index_type) else {
-            return Err(StorageError::Corrupt {
-                path: path.to_path_buf(),
-                offset: 0,
-                detail: format!(
-                    "index type '{index_type}' is not one FDB5 writes (BTreeIndex, BTreeIndex64, PointDBIndex, BTreeIndex4MB)"
-                ),
-            });
-        };
-        let map = fs.map(path).map_err(StorageError::io("open", path))?;
-        Self::over(Arc::new(map), path, offset, geo)
-    }
-
     /// A tree of an index file already mapped (several trees share one file).
     pub fn over(
         map: Arc<Mapped>,

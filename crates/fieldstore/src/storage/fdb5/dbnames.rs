@@ -16,7 +16,6 @@ struct Line {
 #[derive(Debug, Clone, Default)]
 pub struct DbNames {
     lines: Vec<Line>,
-    pub(crate) origin: Option<PathBuf>,
 }
 
 /// eckit's regexes are POSIX basic ones (`\(a\|b\)`): the same in Rust's syntax.
@@ -44,7 +43,7 @@ fn from_basic(re: &str) -> String {
 }
 
 impl DbNames {
-    pub fn parse(text: &str, origin: Option<PathBuf>) -> Result<DbNames, String> {
+    pub fn parse(text: &str) -> Result<DbNames, String> {
         let mut lines = Vec::new();
         for (n, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
@@ -71,7 +70,7 @@ impl DbNames {
                 format: format.to_string(),
             });
         }
-        Ok(DbNames { lines, origin })
+        Ok(DbNames { lines })
     }
 
     /// The file FDB5 reads: `FDB_DBNAMES_FILE`, else `<FDB home>/etc/fdb/dbnames`, else Debian's
@@ -89,7 +88,7 @@ impl DbNames {
         let Ok(text) = std::fs::read_to_string(&path) else {
             return DbNames::default();
         };
-        match DbNames::parse(&text, Some(path.clone())) {
+        match DbNames::parse(&text) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(file = %path.display(), "dbnames file not used: {e}");
@@ -147,7 +146,7 @@ mod tests {
 
     #[test]
     fn debians_file_nests_databases() {
-        let d = DbNames::parse(DEBIAN, None).unwrap();
+        let d = DbNames::parse(DEBIAN).unwrap();
         let k = Key::parse("{class=od,expver=0001,stream=oper,date=20240101,time=1200,domain=g}")
             .unwrap();
         assert_eq!(
@@ -165,7 +164,6 @@ mod tests {
     fn regexes_select_lines() {
         let d = DbNames::parse(
             "class,stream=\\(enfo\\|efov\\)  {class}/{stream}\nclass,stream {class}-{stream}\n",
-            None,
         )
         .unwrap();
         let k = |s: &str| Key::parse(s).unwrap();

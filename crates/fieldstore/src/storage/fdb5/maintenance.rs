@@ -175,7 +175,10 @@ pub(crate) fn purge(
     let mut dead_data = BTreeSet::new();
     let mut live_index_files = HashSet::new();
     let mut dead_index_files = BTreeSet::new();
-    let mut clears = Vec::new();
+    // Each clear goes into the toc holding the record it masks: FDB5 5.10 applies a toc's
+    // masks to its own records only, so a clear in the main toc would not hide a sub-toc's
+    // index from it (and it would then fail on the index file purge deletes).
+    let mut clears: Vec<(PathBuf, Payload)> = Vec::new();
     let visible: Vec<_> = r.view.visible().cloned().collect();
     for (i, ix) in visible.iter().enumerate() {
         let mut any_live = false;
@@ -196,10 +199,13 @@ pub(crate) fn purge(
             live_data.extend(data);
             live_index_files.insert(ix.index_path());
         } else {
-            clears.push(Payload::Clear {
-                path: base_name(&ix.record.path).to_string(),
-                offset: ix.record.offset,
-            });
+            clears.push((
+                ix.toc.clone(),
+                Payload::Clear {
+                    path: base_name(&ix.record.path).to_string(),
+                    offset: ix.record.offset,
+                },
+            ));
             report.indexes.push(format!(
                 "{}@{}",
                 object_name(dir, &ix.index_path()),
@@ -215,7 +221,16 @@ pub(crate) fn purge(
         .map(|p| object_name(dir, p))
         .collect();
     if doit && !clears.is_empty() {
-        append(&**fs, &dir.join("toc"), &clears)?;
+        let mut tocs: Vec<&PathBuf> = clears.iter().map(|(t, _)| t).collect();
+        tocs.dedup();
+        for toc in tocs {
+            let these: Vec<Payload> = clears
+                .iter()
+                .filter(|(t, _)| t == toc)
+                .map(|(_, p)| p.clone())
+                .collect();
+            append(&**fs, toc, &these)?;
+        }
         for p in dead_index_files.difference(&live_index_files.iter().cloned().collect()) {
             if p.parent() == Some(dir) {
                 crate::storage::fs::remove_if_exists(&**fs, p)

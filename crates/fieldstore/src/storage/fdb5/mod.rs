@@ -49,3 +49,4 @@ pub mod decode {
         Ok(n)
     }
 }
+pub(crate) mod writer;

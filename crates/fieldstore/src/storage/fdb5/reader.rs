@@ -164,10 +164,6 @@ impl Fdb5Reader {
         Path::new(&self.db.id)
     }
 
-    pub fn owner(&self) -> u32 {
-        self.view.owner
-    }
-
     /// The tree of the `n`-th index record of the walk.
     pub(crate) fn tree(&self, n: usize) -> Result<Tree, StorageError> {
         if let Some(t) = self.trees.lock().ok().and_then(|c| c.get(&n).cloned()) {

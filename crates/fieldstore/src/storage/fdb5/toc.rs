@@ -181,7 +181,6 @@ impl SeenIndex {
 #[derive(Debug, Clone)]
 pub(crate) struct TocView {
     pub key: RecordKey,
-    pub owner: u32,
     /// Every index record met in walk order (masked ones flagged), oldest first.
     pub indexes: Vec<SeenIndex>,
     /// The sub-tocs read (visible ones).
@@ -189,8 +188,6 @@ pub(crate) struct TocView {
     /// Sub-tocs named by records but masked.
     pub masked_sub_tocs: Vec<PathBuf>,
     pub records: usize,
-    /// The main toc's length as read.
-    pub end: u64,
 }
 
 impl TocView {
@@ -201,15 +198,13 @@ impl TocView {
 
     pub fn read(fs: &dyn FileSystem, dir: &Path) -> Result<TocView, StorageError> {
         let main = TocFile::read(fs, &dir.join("toc"))?;
-        let (key, owner, _) = main.init()?;
+        let (key, _, _) = main.init()?;
         let mut view = TocView {
             key: key.clone(),
-            owner,
             indexes: Vec::new(),
             sub_tocs: Vec::new(),
             masked_sub_tocs: Vec::new(),
             records: 0,
-            end: main.end,
         };
         let mut open = vec![main.path.clone()];
         walk(fs, &main, &Mask::new(), &mut view, &mut open)?;

@@ -565,11 +565,13 @@ impl Catalogue for TocCatalogue {
                 break;
             }
         }
+        let mut fdb5_new = false;
         let path = match existing {
             Some(path) => path,
             None => {
                 let today = chrono::Utc::now().date_naive();
                 let r = self.placement.choose(&*self.fs, space, db, today)?;
+                fdb5_new = r.format == Some(crate::model::config::DbFormat::Fdb5);
                 if !self.fs.is_dir(&r.path) {
                     self.fs
                         .create_dir_all(&r.path)
@@ -580,10 +582,18 @@ impl Catalogue for TocCatalogue {
                             ),
                         })?;
                 }
-                r.path.join(&name)
+                match self.dbnames.path_for(db).filter(|_| fdb5_new) {
+                    // FDB5's programs look for it where FDB5 would have put it.
+                    Some(nested) => r.path.join(nested),
+                    None => r.path.join(&name),
+                }
             }
         };
-        ensure_database(&*self.fs, &path, db, schema_text, creator)?;
+        if fdb5_new {
+            fdb5_format::writer::create(&*self.fs, &path, db, schema_text)?;
+        } else {
+            ensure_database(&*self.fs, &path, db, schema_text, creator)?;
+        }
         // The directory may be another key's (an older store's `x/y` under the name `x_y` has
         // now; same values with other keywords; or created meanwhile): never mix their fields.
         let found = super::journal::read_db_key(&*self.fs, &path.join("toc"))?;
@@ -599,10 +609,10 @@ impl Catalogue for TocCatalogue {
 
     fn writer(&self, db: &DbRef) -> Result<Box<dyn CatalogueWriter>, StorageError> {
         if self.is_fdb5(db) {
-            return Err(StorageError::Unsupported {
-                catalogue: "toc",
-                what: "append to a database in FDB5's format yet",
-            });
+            return Ok(Box::new(fdb5_format::writer::Fdb5Writer::open(
+                &self.fs,
+                dir(db),
+            )?));
         }
         Ok(Box::new(DbWriter::open_existing(&self.fs, dir(db))?))
     }
