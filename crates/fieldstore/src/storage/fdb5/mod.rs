@@ -49,4 +49,5 @@ pub mod decode {
         Ok(n)
     }
 }
+pub(crate) mod history;
 pub(crate) mod writer;

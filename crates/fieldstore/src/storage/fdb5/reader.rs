@@ -160,6 +160,13 @@ impl Fdb5Reader {
         })
     }
 
+    /// When the `pos`-th visible index (newest first) became visible, in microseconds.
+    pub(crate) fn visible_at(&self, pos: usize) -> u64 {
+        self.visible
+            .get(pos)
+            .map_or(0, |&n| self.view.indexes[n].visible_at)
+    }
+
     pub fn dir(&self) -> &Path {
         Path::new(&self.db.id)
     }

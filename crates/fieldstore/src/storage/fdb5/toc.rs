@@ -162,6 +162,9 @@ pub(crate) struct SeenIndex {
     /// The toc file holding the record.
     pub toc: PathBuf,
     pub visible: bool,
+    /// When it became visible (microseconds since the epoch): its record's write time, or the
+    /// time of the record naming its sub-toc if that is later (the sub-toc was written first).
+    pub visible_at: u64,
 }
 
 impl SeenIndex {
@@ -207,9 +210,16 @@ impl TocView {
             records: 0,
         };
         let mut open = vec![main.path.clone()];
-        walk(fs, &main, &Mask::new(), &mut view, &mut open)?;
+        walk(fs, &main, &Mask::new(), 0, &mut view, &mut open)?;
         Ok(view)
     }
+}
+
+/// A record's write time in microseconds since the epoch.
+pub(crate) fn micros(h: &Header) -> u64 {
+    (h.sec.max(0) as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(h.usec.clamp(0, 999_999) as u64)
 }
 
 /// Nested sub-tocs deeper than this are refused (they would be a loop of overlays).
@@ -219,6 +229,7 @@ fn walk(
     fs: &dyn FileSystem,
     file: &TocFile,
     parent: &Mask,
+    named_at: u64,
     view: &mut TocView,
     open: &mut Vec<PathBuf>,
 ) -> Result<(), StorageError> {
@@ -234,6 +245,7 @@ fn walk(
                     dir: file.dir().to_path_buf(),
                     toc: file.path.clone(),
                     visible,
+                    visible_at: micros(&r.header).max(named_at),
                 });
             }
             Payload::SubToc { path } => {
@@ -257,7 +269,14 @@ fn walk(
                 child.init()?;
                 view.sub_tocs.push(sub.clone());
                 open.push(sub);
-                walk(fs, &child, &masks, view, open)?;
+                walk(
+                    fs,
+                    &child,
+                    &masks,
+                    micros(&r.header).max(named_at),
+                    view,
+                    open,
+                )?;
                 open.pop();
             }
             Payload::Init { .. } | Payload::Clear { .. } => {}

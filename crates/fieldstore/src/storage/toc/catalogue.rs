@@ -745,6 +745,9 @@ impl Catalogue for TocCatalogue {
     }
 
     fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::history::mark(&self.fs, dir(db));
+        }
         let mark = super::history::mark(&*self.fs, dir(db))?;
         if !mark.epoch.is_empty() {
             return Ok(mark);
@@ -762,6 +765,9 @@ impl Catalogue for TocCatalogue {
         from: u64,
         max: usize,
     ) -> Result<Commits, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::history::commits(&self.fs, dir(db), epoch, from, max);
+        }
         let answer = match super::history::commits(&*self.fs, dir(db), epoch, from, max) {
             // Followed from its beginning, but purge removed early flushes' index files: what
             // the database holds now, as one commit, is the history that is left.

@@ -35,6 +35,8 @@ enum Target {
     Dir,
     /// A database's journal.
     Toc(String),
+    /// An FDB5 database's directory: its writers append to sub-tocs (`toc.*`), not the `toc`.
+    SubTocs(String),
 }
 
 struct Watcher {
@@ -163,6 +165,13 @@ impl TocWaiter {
         match toc {
             Ok(wd) => {
                 w.targets.insert(wd, Target::Toc(id.to_string()));
+                if crate::storage::fdb5::toc::is_fdb5_toc(
+                    &crate::storage::fs::OsFs,
+                    &dir.join("toc"),
+                ) {
+                    let wd = w.inotify.watches().add(dir, WatchMask::MODIFY)?;
+                    w.targets.insert(wd, Target::SubTocs(id.to_string()));
+                }
                 return Ok(());
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -222,6 +231,14 @@ impl TocWaiter {
                     Some(Target::Dir) => {}
                     Some(Target::Toc(id)) => {
                         changed.insert(id);
+                    }
+                    Some(Target::SubTocs(id)) => {
+                        if ev
+                            .name
+                            .is_some_and(|n| n.to_string_lossy().starts_with("toc."))
+                        {
+                            changed.insert(id);
+                        }
                     }
                     None => {}
                 }
