@@ -34,6 +34,9 @@ pub struct WhereElement {
     /// made locally.
     #[pyo3(get)]
     creator: Option<String>,
+    /// How the database is kept on disk (`fieldstore` or `fdb5`; None where there is no choice).
+    #[pyo3(get)]
+    format: Option<String>,
     text: String,
 }
 
@@ -101,6 +104,9 @@ pub struct StatsElement {
     /// made locally.
     #[pyo3(get)]
     creator: Option<String>,
+    /// How the database is kept on disk (`fieldstore` or `fdb5`; None where there is no choice).
+    #[pyo3(get)]
+    format: Option<String>,
     text: String,
 }
 
@@ -182,6 +188,7 @@ pub fn where_(py: Python<'_>, e: &api::WhereElement) -> PyResult<WhereElement> {
         db: key_dict(py, &e.db)?.unbind(),
         location: e.location.clone(),
         creator: e.creator.clone(),
+        format: e.format.clone(),
         text: format!(
             "WhereElement({{{}}}, location={:?})",
             key_text(&e.db),
@@ -238,6 +245,7 @@ pub fn stats(py: Python<'_>, e: &api::StatsElement) -> PyResult<StatsElement> {
         data_bytes: e.data_bytes,
         journal_records: e.journal_records,
         creator: e.creator.clone(),
+        format: e.format.clone(),
         text: format!(
             "StatsElement({{{}}}, location={:?}, fields={}, masked={}, field_bytes={})",
             key_text(&e.db),

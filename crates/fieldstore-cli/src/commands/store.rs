@@ -550,6 +550,9 @@ pub struct VisitArgs {
     /// Every database.
     #[arg(long)]
     all: bool,
+    /// Also say how each database is kept on disk (`fieldstore` or `fdb5`), after a tab.
+    #[arg(long = "show-format")]
+    show_format: bool,
 }
 
 pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
@@ -563,6 +566,8 @@ pub fn where_(a: VisitArgs, session: &Session) -> Result<()> {
     for d in dbs {
         if session.fdb5_output {
             outln!("{}", fdb5::path_of(&d.location))?;
+        } else if a.show_format {
+            outln!("{}\t{}", d.location, d.format.as_deref().unwrap_or("-"))?;
         } else {
             outln!("{}", d.location)?;
         }
@@ -876,11 +881,15 @@ fn stats_lines(all: &[StatsElement]) -> Vec<String> {
             .unwrap_or_default();
         let (mut fields, mut bytes, mut masked) = (0u64, 0u64, 0u64);
         for s in group {
-            let creator = s
+            let mut creator = s
                 .creator
                 .as_ref()
                 .map(|c| format!(", created by '{c}'"))
                 .unwrap_or_default();
+            // Only FDB5's format is named: fieldstore's own is what stats always described.
+            if s.format.as_deref() == Some("fdb5") {
+                creator.push_str(", FDB5 format");
+            }
             out.push(format!(
                 "{prefix}{}: fields {}, masked {}, field bytes {}, masked bytes {}, index files {}, data files {} ({} bytes), journal records {}{creator}",
                 s.location, s.fields, s.masked, s.field_bytes, s.masked_bytes, s.index_files, s.data_files, s.data_bytes, s.journal_records
@@ -1019,6 +1028,7 @@ mod tests {
             data_bytes: 99,
             journal_records: 3,
             creator: None,
+            format: None,
         }
     }
 

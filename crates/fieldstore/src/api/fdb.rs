@@ -208,6 +208,7 @@ mod tests {
                 db: Key::new(),
                 location: "here".into(),
                 creator: None,
+                format: None,
             }])
         }
     }

@@ -1493,6 +1493,7 @@ impl Fdb for LocalFdb {
                 out.push(WhereElement {
                     location: self.catalogue.location(&db),
                     creator: self.catalogue.creator(&db)?,
+                    format: self.catalogue.db_format(&db).map(str::to_string),
                     db: db.key,
                 });
             }
@@ -1588,6 +1589,7 @@ impl Fdb for LocalFdb {
                 .filter_map(|o| self.store.object_size(&db, o))
                 .sum();
             let creator = self.catalogue.creator(&db)?;
+            let format = self.catalogue.db_format(&db).map(str::to_string);
             out.push(StatsElement {
                 location: self.catalogue.location(&db),
                 db: db.key,
@@ -1601,6 +1603,7 @@ impl Fdb for LocalFdb {
                 data_bytes,
                 journal_records: s.journal_records,
                 creator,
+                format,
             });
         }
         Ok(out)

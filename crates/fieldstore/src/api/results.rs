@@ -38,6 +38,9 @@ pub struct WhereElement {
     /// made locally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creator: Option<String>,
+    /// How it is kept on disk, where the catalogue has a choice (`fieldstore`, `fdb5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 /// A database wiped, or that would be (`doit == false`).
@@ -88,6 +91,9 @@ pub struct StatsElement {
     /// made locally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creator: Option<String>,
+    /// How it is kept on disk, where the catalogue has a choice (`fieldstore`, `fdb5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 /// The history of one database. Its `Display` is what `fieldstore dump` prints: a line about the

@@ -98,6 +98,12 @@ pub trait Catalogue: Send + Sync {
         creator: Option<&str>,
     ) -> Result<DbRef, StorageError>;
 
+    /// How the database is kept on disk, for catalogues that keep more than one format (toc:
+    /// `fieldstore` or `fdb5`).
+    fn db_format(&self, _db: &DbRef) -> Option<&'static str> {
+        None
+    }
+
     /// The server identity that created the database; `None` for one made locally (outside a
     /// server with identities) or by a version from before creators were recorded.
     fn creator(&self, _db: &DbRef) -> Result<Option<String>, StorageError> {

@@ -212,6 +212,9 @@ pub fn limits(r: &Root) -> String {
     if let Some(d) = r.max_age_days {
         parts.push(format!("max_age {d}d"));
     }
+    if r.format == Some(super::DbFormat::Fdb5) {
+        parts.push("new databases in FDB5's format".into());
+    }
     if parts.is_empty() {
         String::new()
     } else {

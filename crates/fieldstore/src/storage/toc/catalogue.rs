@@ -655,6 +655,14 @@ impl Catalogue for TocCatalogue {
         Ok(Box::new(SharedReader(reader)))
     }
 
+    fn db_format(&self, db: &DbRef) -> Option<&'static str> {
+        Some(if self.is_fdb5(db) {
+            "fdb5"
+        } else {
+            "fieldstore"
+        })
+    }
+
     fn creator(&self, db: &DbRef) -> Result<Option<String>, StorageError> {
         if self.is_fdb5(db) {
             return Ok(None);
