@@ -66,6 +66,9 @@ enum Command {
     Purge(DoitArgs),
     /// Move whole databases to another configured root (tier), atomically for readers.
     Move(commands::relocate::MoveArgs),
+    /// Convert whole databases between fieldstore's format and FDB5's, in place, atomically for
+    /// readers (--to fdb5 | fieldstore).
+    Convert(commands::convert::ConvertArgs),
     /// Statistics of databases.
     Stats(StatsArgs),
     /// The journal of databases, record by record.
@@ -165,6 +168,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Purge(a) => commands::store::purge(a, &session),
         Command::Stats(a) => commands::store::stats(a, &session),
         Command::Move(a) => commands::relocate::run(a, &session),
+        Command::Convert(a) => commands::convert::run(a, &session),
         Command::Dump(a) => commands::store::dump(a, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),

@@ -65,6 +65,9 @@ pub enum ApiError {
     /// Moving databases between roots is a local toc store's (docs/tiers.md).
     #[error("{frontend} cannot move databases between roots: {why}")]
     MoveUnsupported { frontend: String, why: String },
+    /// Converting databases between formats is a local toc store's (docs/fdb5-format.md).
+    #[error("{frontend} cannot convert databases between formats: {why}")]
+    ConvertUnsupported { frontend: String, why: String },
 }
 
 impl ApiError {
@@ -80,9 +83,9 @@ impl ApiError {
             ApiError::FlushFailed { .. } => ErrorKind::Io,
             ApiError::Wiped { .. } => ErrorKind::NotFound,
             ApiError::Remote(r) => r.kind,
-            ApiError::Unsupported { .. } | ApiError::MoveUnsupported { .. } => {
-                ErrorKind::Unsupported
-            }
+            ApiError::Unsupported { .. }
+            | ApiError::MoveUnsupported { .. }
+            | ApiError::ConvertUnsupported { .. } => ErrorKind::Unsupported,
             ApiError::Children { kind, .. } => *kind,
             ApiError::WaitTimedOut { .. } => ErrorKind::Timeout,
         }

@@ -5,8 +5,8 @@ use super::error::ApiError;
 use super::operation::Operation;
 use super::reader::DataReader;
 use super::results::{
-    CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
-    WhereElement, WipeElement,
+    CompactElement, ControlElement, ConvertElement, DumpElement, MoveElement, PurgeElement,
+    StatsElement, WhereElement, WipeElement,
 };
 use super::subscribe::{Start, SubscriptionBox};
 use crate::model::request::Request;
@@ -148,6 +148,23 @@ pub trait Fdb: Send + Sync {
 
     /// Why a request matched nothing, in words a user can act on (which keyword or value
     /// matched nothing, and what exists instead). Frontends that cannot tell say so.
+    /// Converts whole databases matching `request` between fieldstore's on-disk format and
+    /// FDB5's, in place (docs/fdb5-format.md).
+    fn convert_databases(
+        &self,
+        request: &Request,
+        to: crate::model::config::DbFormat,
+        options: &crate::storage::toc::convert::ConvertOptions,
+    ) -> Result<Vec<ConvertElement>, ApiError> {
+        match self.forward_to() {
+            Some(child) => child.convert_databases(request, to, options),
+            None => Err(ApiError::ConvertUnsupported {
+                frontend: self.name(),
+                why: "convert runs on a config whose databases are local toc directories (point --config at one)".into(),
+            }),
+        }
+    }
+
     /// Moves whole databases matching `request` to the configured root `dest` (docs/tiers.md).
     fn move_databases(
         &self,

@@ -1768,6 +1768,47 @@ impl Fdb for LocalFdb {
         }
         Ok(out)
     }
+
+    fn convert_databases(
+        &self,
+        request: &Request,
+        to: crate::model::config::DbFormat,
+        options: &crate::storage::toc::convert::ConvertOptions,
+    ) -> Result<Vec<super::results::ConvertElement>, ApiError> {
+        let Some(toc) = &self.toc else {
+            return Err(ApiError::ConvertUnsupported {
+                frontend: self.name(),
+                why: format!("its catalogue is {}, not toc", self.catalogue.kind()),
+            });
+        };
+        let dbs = self.matching_dbs(request)?;
+        if dbs.is_empty() {
+            return Err(ApiError::NothingMatched(format!(
+                "no database matches {request}"
+            )));
+        }
+        if !options.dry_run {
+            self.may_change(&dbs, "convert")?;
+        }
+        let mut out = Vec::new();
+        for db in dbs {
+            let r = toc.convert_database(&db, to, options)?;
+            // This handle's writers for it go: the next archive opens the new catalogue.
+            if r.done {
+                self.detach(&db)?;
+            }
+            out.push(super::results::ConvertElement {
+                location: self.catalogue.location(&db),
+                db: db.key,
+                from: r.from.name().into(),
+                to: r.to.name().into(),
+                entries: r.entries,
+                indexes: r.indexes,
+                done: r.done,
+            });
+        }
+        Ok(out)
+    }
 }
 
 impl LocalFdb {

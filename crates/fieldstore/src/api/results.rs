@@ -28,6 +28,20 @@ pub struct MoveElement {
     pub done: bool,
 }
 
+/// A database converted between fieldstore's format and FDB5's, or that would be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConvertElement {
+    #[serde(with = "key_pairs")]
+    pub db: Key,
+    pub location: String,
+    pub from: String,
+    pub to: String,
+    /// Index entries carried over, masked ones included.
+    pub entries: u64,
+    pub indexes: u64,
+    pub done: bool,
+}
+
 /// A database a request matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WhereElement {

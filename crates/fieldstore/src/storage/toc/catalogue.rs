@@ -307,6 +307,23 @@ impl TocCatalogue {
 }
 
 impl TocCatalogue {
+    pub(crate) fn file_system(&self) -> Arc<dyn FileSystem> {
+        self.fs.clone()
+    }
+
+    /// Drops cached readers of a database whose catalogue was replaced (converted).
+    pub(crate) fn forget_readers(&self, db_dir: &Path) {
+        if let Ok(mut c) = self.readers.lock() {
+            c.remove(db_dir);
+        }
+        if let Ok(mut c) = self.fdb5_readers.lock() {
+            c.remove(db_dir);
+        }
+        if let Ok(mut c) = self.keys.lock() {
+            c.remove(db_dir);
+        }
+    }
+
     /// Whether the database is kept in FDB5's own format (by its toc's first bytes).
     pub(crate) fn is_fdb5(&self, db: &DbRef) -> bool {
         fdb5_format::toc::is_fdb5_toc(&*self.fs, &dir(db).join("toc"))
@@ -408,11 +425,13 @@ fn being_wiped(dir: &Path) -> bool {
         .is_some_and(|n| n.starts_with('.') && n.contains(".wiping."))
 }
 
-/// Whether a root's entry is a database's copy being made by a move (`.NAME.moving.*`).
+/// Whether a root's entry is a database's copy being made by a move (`.NAME.moving.*`), or a
+/// conversion's work directory (`.NAME.converting.*`).
 fn being_moved_in(dir: &Path) -> bool {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.') && n.contains(relocate::MOVING))
+    dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        n.starts_with('.')
+            && (n.contains(relocate::MOVING) || n.contains(super::convert::CONVERTING))
+    })
 }
 
 /// A directory without a journal that holds index or data files: a database whose `toc` was

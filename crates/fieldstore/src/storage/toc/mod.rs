@@ -2,6 +2,7 @@
 //! commit point), per-writer data files and immutable per-flush index files.
 
 mod catalogue;
+pub mod convert;
 mod history;
 mod index;
 mod journal;
