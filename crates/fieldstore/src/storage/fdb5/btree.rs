@@ -493,8 +493,12 @@ mod tests {
         b[0] = 1;
         b[8] = 0xff;
         b[9] = 0xff;
-        let t = tree_of(b.clone(), geo);
-        assert!(t.entries().any(|r| r.is_err()));
+        let map = Arc::new(Mapped::Bytes(b.clone().into()));
+        let e = Tree::over(map, Path::new("x"), 0, geo)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("claims 65535 entries"), "{e}");
         let map = Arc::new(Mapped::Bytes(b[..100].to_vec().into()));
         assert!(Tree::over(map, Path::new("x"), 0, geo).is_err());
     }

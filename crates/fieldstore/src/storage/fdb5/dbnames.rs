@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(d.depth(), 3);
         let other = Key::parse("{class=od,expver=0001}").unwrap();
         assert_eq!(d.path_for(&other), None);
-        let up = Key::parse("{class=..,expver=0001,stream=oper,date=x,time=y,domain=}").unwrap();
+        let up = Key::parse("{class=od,expver=0001,stream=..,date=x,time=y,domain=}").unwrap();
         assert_eq!(d.path_for(&up), None);
     }
 
