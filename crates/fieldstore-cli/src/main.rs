@@ -69,6 +69,9 @@ enum Command {
     /// Convert whole databases between fieldstore's format and FDB5's, in place, atomically for
     /// readers (--to fdb5 | fieldstore).
     Convert(commands::convert::ConvertArgs),
+    /// Index GRIB files where they lie, under their MARS keys, copying no bytes; a later read
+    /// of a file changed or gone fails naming it.
+    Adopt(commands::adopt::AdoptArgs),
     /// Statistics of databases.
     Stats(StatsArgs),
     /// The journal of databases, record by record.
@@ -169,6 +172,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(a) => commands::store::stats(a, &session),
         Command::Move(a) => commands::relocate::run(a, &session),
         Command::Convert(a) => commands::convert::run(a, &session),
+        Command::Adopt(a) => commands::adopt::run(a, &session),
         Command::Dump(a) => commands::store::dump(a, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),

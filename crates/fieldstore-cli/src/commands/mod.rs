@@ -1,3 +1,4 @@
+pub mod adopt;
 pub mod convert;
 pub mod fdb5_form;
 pub mod hammer;

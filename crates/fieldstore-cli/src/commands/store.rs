@@ -70,7 +70,7 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
 }
 
 /// One line per message with `--verbose`; the bar otherwise.
-fn report(m: &MessageProgress<'_>, verbose: bool, bar: Option<&ProgressBar>) {
+pub(crate) fn report(m: &MessageProgress<'_>, verbose: bool, bar: Option<&ProgressBar>) {
     if verbose {
         eprintln!(
             "{}: message {} at offset {} ({} bytes): {}",
@@ -82,7 +82,7 @@ fn report(m: &MessageProgress<'_>, verbose: bool, bar: Option<&ProgressBar>) {
     }
 }
 
-fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
+pub(crate) fn progress_bar(name: &str, size: u64, verbose: bool) -> ProgressBar {
     if size <= 64 << 20 || verbose {
         return ProgressBar::hidden();
     }

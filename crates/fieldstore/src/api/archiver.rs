@@ -115,6 +115,8 @@ pub struct Archiver<'a> {
     on_message: Option<Callback<'a>>,
     validate_first: bool,
     check: Option<KeyCheck<'a>>,
+    /// Set while a file is adopted: the store's object naming it.
+    adopting: Option<String>,
 }
 
 /// A batch of framed messages and, unless a key was given, their decoded keys.
@@ -130,6 +132,7 @@ impl<'a> Archiver<'a> {
             on_message: None,
             validate_first: false,
             check: None,
+            adopting: None,
         }
     }
 
@@ -275,6 +278,37 @@ impl<'a> Archiver<'a> {
         self.archive_slice(&map, &name)
     }
 
+    /// Indexes every message of a regular file where it lies (`fieldstore adopt`): the catalogue
+    /// points into the file, which must stay as it is (its size and modification time are
+    /// recorded; a read after it changed fails naming it). No byte is copied.
+    pub fn adopt_path(&mut self, path: &Path) -> Result<ArchiveSummary, ArchiveError> {
+        let name = path.display().to_string();
+        let failed = |action, cause| ArchiveError::Input {
+            action,
+            path: name.clone(),
+            cause,
+        };
+        let full = std::fs::canonicalize(path).map_err(|e| failed("open", e))?;
+        let file = File::open(&full).map_err(|e| failed("open", e))?;
+        let meta = file.metadata().map_err(|e| failed("stat", e))?;
+        if !meta.is_file() {
+            return Err(failed(
+                "adopt",
+                std::io::Error::other(
+                    "only regular files can be adopted (copy a stream with `fieldstore write`)",
+                ),
+            ));
+        }
+        let modified = meta.modified().map_err(|e| failed("stat", e))?;
+        // SAFETY: read-only and only for this call; a file truncated meanwhile is the user's
+        // to keep as adopted, and its size is checked again on every read.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| failed("map", e))?;
+        self.adopting = Some(crate::storage::adopted_object(&full, meta.len(), modified));
+        let result = self.archive_slice(&map, &name);
+        self.adopting = None;
+        result
+    }
+
     /// Standard input, pipes, sockets: a thread reads the next batch while this one is
     /// archived, into the buffers of messages already archived. Memory: at most three batches.
     pub fn archive_reader<R: Read + Send>(
@@ -350,9 +384,10 @@ impl<'a> Archiver<'a> {
                     key,
                 });
             }
-            match &self.key {
-                Some(k) => self.fdb.archive(Some(k), bytes),
-                None => self.fdb.archive_grib(key, bytes),
+            match (&self.adopting, &self.key) {
+                (Some(object), _) => self.fdb.adopt_grib(key, object, offset, bytes),
+                (None, Some(k)) => self.fdb.archive(Some(k), bytes),
+                (None, None) => self.fdb.archive_grib(key, bytes),
             }
             .map_err(failed)?;
             summary.messages += 1;

@@ -44,6 +44,19 @@ pub trait Fdb: Send + Sync {
         forward(self, Operation::Archive)?.archive_grib(mars_key, data)
     }
 
+    /// Indexes one GRIB field of a file adopted where it lies (`fieldstore adopt`): the catalogue
+    /// points at `offset` of the store's `object` (see [`crate::storage::adopted_object`]) and no
+    /// byte is copied; `data` is the field's bytes there, for its checksum. Local POSIX stores.
+    fn adopt_grib(
+        &self,
+        mars_key: &Key,
+        object: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ApiError> {
+        forward(self, Operation::Archive)?.adopt_grib(mars_key, object, offset, data)
+    }
+
     /// As [`Fdb::archive_grib`], for a field whose `length` bytes come from `src`: a server
     /// receiving a large field stores it as it arrives instead of holding it whole. Stores that
     /// can write in pieces (local POSIX) do; the default reads the field, then archives it

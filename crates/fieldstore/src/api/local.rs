@@ -272,6 +272,16 @@ impl LocalFdb {
             }
             let appended = match &mut data {
                 FieldBytes::Slice(d) => open.batch.store.append(d),
+                FieldBytes::Adopted {
+                    object,
+                    offset,
+                    data,
+                } => Ok(crate::storage::FieldRef {
+                    object: object.to_string(),
+                    offset: *offset,
+                    length: data.len() as u64,
+                    checksum: Some(crate::checksum::crc32c(data)),
+                }),
                 FieldBytes::Stream(length, src) => {
                     let r = open.batch.store.append_from(*length, &mut **src);
                     // Its bytes are gone from the source: a retry has nothing to store.
@@ -1253,6 +1263,12 @@ impl Iterator for Listing {
 /// large field), which can be written only once.
 enum FieldBytes<'a> {
     Slice(&'a [u8]),
+    /// A field of an adopted file: indexed where it lies, not stored.
+    Adopted {
+        object: &'a str,
+        offset: u64,
+        data: &'a [u8],
+    },
     Stream(u64, &'a mut dyn Read),
     Consumed,
 }
@@ -1314,6 +1330,30 @@ impl Fdb for LocalFdb {
         src: &mut dyn Read,
     ) -> Result<(), ApiError> {
         self.store_bytes(mars_key, false, FieldBytes::Stream(length, src))
+    }
+
+    fn adopt_grib(
+        &self,
+        mars_key: &Key,
+        object: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ApiError> {
+        if self.store.kind() != "file" {
+            return Err(ApiError::Invalid(format!(
+                "adopting files needs a store of files (store: file), not {}",
+                self.store.kind()
+            )));
+        }
+        self.store_bytes(
+            mars_key,
+            false,
+            FieldBytes::Adopted {
+                object,
+                offset,
+                data,
+            },
+        )
     }
 
     /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,

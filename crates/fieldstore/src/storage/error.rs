@@ -39,6 +39,9 @@ pub enum StorageError {
     },
     /// A directory under a root holds a database's files but no journal, so nothing in it can be
     /// read: reported so that data does not vanish from listings without a word.
+    /// A file adopted where it lay changed or went since (`fieldstore adopt`).
+    #[error("{path} was adopted and has changed since: {detail} (adopt it again, or restore it)")]
+    AdoptedChanged { path: PathBuf, detail: String },
     #[error("{dir} holds {files} fieldstore index/data files but no journal (toc): this database cannot be read (was its toc deleted?); restore the toc or remove the directory")]
     MissingJournal { dir: PathBuf, files: usize },
     /// Two keys whose names on disk agree (same values, other keywords): the second is neither
@@ -124,7 +127,8 @@ impl StorageError {
             },
             StorageError::Corrupt { .. }
             | StorageError::FieldChecksum { .. }
-            | StorageError::MissingJournal { .. } => ErrorKind::Corrupt,
+            | StorageError::MissingJournal { .. }
+            | StorageError::AdoptedChanged { .. } => ErrorKind::Corrupt,
             StorageError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             StorageError::NameTaken { .. } => ErrorKind::Config,
             StorageError::Config { .. } | StorageError::NoWritableRoot { .. } => ErrorKind::Config,

@@ -25,7 +25,7 @@ pub use catalogue::{
 pub use dump::{CatalogueDump, DumpRecord};
 pub use error::StorageError;
 pub use memory::{Limits as MemoryLimits, MemoryBackend, MemoryCatalogue, MemoryStore};
-pub use posix::PosixStore;
+pub use posix::{adopted_object, PosixStore};
 pub(crate) use store::read_exactly;
 pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
 pub use toc::TocCatalogue;

@@ -46,6 +46,76 @@ fn dir(db: &DbRef) -> &Path {
     Path::new(&db.id)
 }
 
+/// In an object's name, what follows the path of an adopted file (`fieldstore adopt`): its
+/// size and modification time (nanoseconds) when it was adopted.
+const ADOPTED: &str = "#adopted:";
+
+/// The object naming a file adopted where it lies, with what it was when adopted, so a read of
+/// a file changed since fails instead of returning other bytes.
+pub fn adopted_object(path: &Path, size: u64, modified: std::time::SystemTime) -> String {
+    let ns = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}{ADOPTED}{size}:{ns}", path.display())
+}
+
+/// An object's path part, and the size and modification time recorded for an adopted file.
+pub(crate) fn split_adopted(object: &str) -> (&str, Option<(u64, u128)>) {
+    let Some(at) = object.rfind(ADOPTED) else {
+        return (object, None);
+    };
+    let recorded = object[at + ADOPTED.len()..]
+        .split_once(':')
+        .and_then(|(s, m)| Some((s.parse().ok()?, m.parse().ok()?)));
+    match recorded {
+        Some(r) => (&object[..at], Some(r)),
+        None => (object, None),
+    }
+}
+
+/// The file holding an object.
+fn object_path(db: &DbRef, object: &str) -> PathBuf {
+    dir(db).join(split_adopted(object).0)
+}
+
+/// Refuses to read an adopted file that is not what it was when adopted.
+fn check_adopted(fs: &dyn FileSystem, object: &str) -> Result<(), StorageError> {
+    let (path, Some((size, ns))) = split_adopted(object) else {
+        return Ok(());
+    };
+    let changed = |now: String| StorageError::AdoptedChanged {
+        path: PathBuf::from(path),
+        detail: format!(
+            "adopted at {size} bytes, modified {}; now {now}",
+            show_time(ns)
+        ),
+    };
+    let m = match fs.metadata(Path::new(path)) {
+        Ok(m) => m,
+        Err(e) => return Err(changed(format!("it cannot be read ({e})"))),
+    };
+    let now_ns = m
+        .modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    if m.len != size || now_ns != ns {
+        return Err(changed(format!(
+            "{} bytes, modified {}",
+            m.len,
+            show_time(now_ns)
+        )));
+    }
+    Ok(())
+}
+
+fn show_time(ns: u128) -> String {
+    let secs = (ns / 1_000_000_000) as i64;
+    chrono::DateTime::from_timestamp(secs, (ns % 1_000_000_000) as u32).map_or_else(
+        || format!("{secs} s"),
+        |t| t.format("%Y-%m-%d %H:%M:%S%.9f UTC").to_string(),
+    )
+}
+
 impl Store for PosixStore {
     fn kind(&self) -> &'static str {
         "file"
@@ -67,7 +137,8 @@ impl Store for PosixStore {
     }
 
     fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
-        let path = dir(db).join(&field.object);
+        check_adopted(&*self.fs, &field.object)?;
+        let path = object_path(db, &field.object);
         let f = self
             .fs
             .open(&path, OpenMode::Read)
@@ -94,7 +165,8 @@ impl Store for PosixStore {
     }
 
     fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError> {
-        let path = dir(db).join(object);
+        check_adopted(&*self.fs, object)?;
+        let path = object_path(db, object);
         let file = self
             .fs
             .open(&path, OpenMode::Read)
@@ -103,13 +175,17 @@ impl Store for PosixStore {
     }
 
     fn uri(&self, db: &DbRef, object: &str) -> String {
-        format!("file://{}", dir(db).join(object).display())
+        format!("file://{}", object_path(db, object).display())
     }
 
     /// Skips a file a writer still holds (see `PosixWriter::append`): its fields may all be
     /// masked, yet the writer appends the next batch to it.
     fn remove(&self, db: &DbRef, objects: &[String]) -> Result<(), StorageError> {
         for o in objects {
+            // The user's own files, adopted where they lie, are never deleted.
+            if split_adopted(o).1.is_some() {
+                continue;
+            }
             let p = dir(db).join(o);
             let f = match self.fs.open(&p, OpenMode::Read) {
                 Ok(f) => f,
@@ -151,7 +227,10 @@ impl Store for PosixStore {
     }
 
     fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
-        self.fs.metadata(&dir(db).join(object)).ok().map(|m| m.len)
+        self.fs
+            .metadata(&object_path(db, object))
+            .ok()
+            .map(|m| m.len)
     }
 }
 

@@ -132,11 +132,13 @@ impl Fdb5Writer {
             axes.entry(kw.as_str()).or_default();
         }
         for (fp, (datum, field)) in &p.fields {
-            let uri = match uris.iter().find(|(_, o)| *o == field.object) {
+            // An adopted file is named by its path alone: FDB5 reads it there.
+            let object = crate::storage::posix::split_adopted(&field.object).0;
+            let uri = match uris.iter().find(|(_, o)| o == object) {
                 Some((id, _)) => *id,
                 None => {
                     let id = uris.len() as u64;
-                    uris.push((id, field.object.clone()));
+                    uris.push((id, object.to_string()));
                     id
                 }
             };

@@ -114,7 +114,10 @@ struct Bytes<'a> {
 impl Bytes<'_> {
     fn crc(&mut self, f: &FieldRef) -> Result<u32, StorageError> {
         if !self.maps.contains_key(&f.object) {
-            let p = self.dir.join(&f.object);
+            // Adopted files and overlays lie elsewhere: their path, without what adoption noted.
+            let p = self
+                .dir
+                .join(crate::storage::posix::split_adopted(&f.object).0);
             let m = self.fs.map(&p).map_err(io("open", &p))?;
             self.maps.insert(f.object.clone(), m);
         }
@@ -265,13 +268,6 @@ impl TocCatalogue {
         };
         for ix in old {
             for (datum, field) in &ix.entries {
-                if Path::new(&field.object).components().count() != 1 {
-                    return Err(config(format!(
-                        "{}: a field's bytes are in {}, outside the database's directory (an overlay or adopted file): not converted",
-                        dir.display(),
-                        field.object
-                    )));
-                }
                 let mut f = field.clone();
                 let crc = bytes.crc(field)?;
                 if to == DbFormat::Fieldstore {
