@@ -28,8 +28,26 @@ pub type DbView = BTreeMap<(String, String), Vec<u8>>;
 /// What a reader sees: date → database view (absent databases are empty views).
 pub type View = BTreeMap<String, DbView>;
 
+thread_local! {
+    /// Whether `open` makes new databases in FDB5's format (per test thread).
+    static FDB5_FORMAT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the stores `open` makes writing FDB5's format.
+pub fn in_fdb5_format<T>(f: impl FnOnce() -> T) -> T {
+    FDB5_FORMAT.with(|c| c.set(true));
+    let r = f();
+    FDB5_FORMAT.with(|c| c.set(false));
+    r
+}
+
+pub fn fdb5_format() -> bool {
+    FDB5_FORMAT.with(|c| c.get())
+}
+
 pub fn open(fs: &SimFs) -> Result<LocalFdb, String> {
-    let yaml = format!("spaces: [{{roots: [{{path: {ROOT}}}]}}]");
+    let format = if fdb5_format() { "format: fdb5, " } else { "" };
+    let yaml = format!("{{{format}spaces: [{{roots: [{{path: {ROOT}}}]}}]}}");
     match from_yaml_str(&yaml, "test").map_err(|e| e.to_string())? {
         FdbConfig::Local(l) => {
             LocalFdb::with_fs(l, Arc::new(fs.clone())).map_err(|e| e.to_string())

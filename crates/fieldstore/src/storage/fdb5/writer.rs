@@ -35,9 +35,21 @@ pub(crate) fn create(
     if fs.exists(&toc) {
         return Ok(());
     }
+    // dbnames may nest a database several directories deep: every directory made here must be
+    // durable in its parent, or a crash loses the database with its first flush.
+    let made: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !fs.is_dir(a))
+        .map(Path::to_path_buf)
+        .collect();
     fs.create_dir_all(dir)
         .map_err(StorageError::io("create directory", dir))?;
-    if let Some(parent) = dir.parent() {
+    let mut synced: Vec<&Path> = made.iter().filter_map(|d| d.parent()).collect();
+    // Even when the directory was there already: an earlier attempt may have made it and failed
+    // before its entry was durable.
+    synced.extend(dir.parent());
+    synced.dedup();
+    for parent in synced {
         fs.sync_dir(parent)
             .map_err(StorageError::io("sync directory", parent))?;
     }
