@@ -252,7 +252,7 @@ impl Tree {
             tree: self.clone(),
             leaf: None,
             pos: 0,
-            visited: 0,
+            visited: std::collections::HashSet::new(),
             done: false,
         }
     }
@@ -274,7 +274,8 @@ pub(crate) struct TreeEntries {
     tree: Tree,
     leaf: Option<u64>,
     pos: usize,
-    visited: u64,
+    /// Leaves read so far: a link back to one is a loop, reported before any entry repeats.
+    visited: std::collections::HashSet<u64>,
     done: bool,
 }
 
@@ -295,6 +296,12 @@ impl TreeEntries {
                     .tree
                     .corrupt(self.tree.base, format!("leaf link leads to node page {id}")));
             }
+            if self.pos == 0 && !self.visited.insert(id) {
+                return Err(self.tree.corrupt(
+                    self.tree.base,
+                    format!("the tree's leaf links loop back to page {id}"),
+                ));
+            }
             if self.pos < page.count {
                 let s = self.tree.slot(&page, self.pos);
                 self.pos += 1;
@@ -305,12 +312,6 @@ impl TreeEntries {
             }
             if page.right == 0 {
                 return Ok(None);
-            }
-            self.visited += 1;
-            if self.visited > self.tree.page_limit() {
-                return Err(self
-                    .tree
-                    .corrupt(self.tree.base, "the tree's leaf links loop".into()));
             }
             self.leaf = Some(page.right);
             self.pos = 0;

@@ -13,6 +13,9 @@ use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, Listed
 use crate::storage::fs::{FileSystem, Mapped};
 use crate::storage::{DbRef, FieldRef, StorageError};
 
+/// A datum rule's keywords, in order.
+type Keywords = Arc<Vec<String>>;
+
 pub(crate) struct Fdb5Reader {
     fs: Arc<dyn FileSystem>,
     db: DbRef,
@@ -24,7 +27,7 @@ pub(crate) struct Fdb5Reader {
     trees: Arc<Mutex<HashMap<usize, Tree>>>,
     maps: Arc<Mutex<HashMap<PathBuf, Arc<Mapped>>>>,
     /// Datum keywords per index key, from the schema.
-    rules: Arc<Mutex<HashMap<Key, Option<Arc<Vec<String>>>>>>,
+    rules: Arc<Mutex<HashMap<Key, Option<Keywords>>>>,
 }
 
 /// Whether a stored value fits a predicate of a rule (values compared as FDB5 stores them).
@@ -353,6 +356,7 @@ impl CatalogueReader for Fdb5Reader {
             keywords,
             iter: tree.entries(),
             include_masked,
+            failed: false,
         };
         Ok(Box::new(reader))
     }
@@ -382,6 +386,8 @@ struct Fdb5Entries {
     keywords: Arc<Vec<String>>,
     iter: super::btree::TreeEntries,
     include_masked: bool,
+    /// After an error the rest of the index is not read: the error would repeat per entry.
+    failed: bool,
 }
 
 impl Fdb5Entries {
@@ -404,15 +410,21 @@ impl Iterator for Fdb5Entries {
     type Item = Result<ListedEntry, StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
         loop {
-            let (fp, loc) = match self.iter.next()? {
-                Ok(e) => e,
-                Err(e) => return Some(Err(e)),
+            let r = match self.iter.next()? {
+                Ok((fp, loc)) => self.step(fp, loc),
+                Err(e) => Err(e),
             };
-            match self.step(fp, loc) {
+            match r {
                 Ok(Some(e)) => return Some(Ok(e)),
                 Ok(None) => continue,
-                Err(e) => return Some(Err(e)),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
             }
         }
     }

@@ -77,6 +77,12 @@ impl TocFile {
                     format!("record size {size} is not a valid one"),
                 ));
             }
+            if !matches!(header.tag, b't' | b'i' | b'c' | b's') {
+                return Err(corrupt(
+                    pos,
+                    format!("unknown record tag {:#04x}", header.tag),
+                ));
+            }
             let size = size as usize;
             let Some(body) = bytes.get(pos + HEADER..pos + size) else {
                 break;
@@ -188,8 +194,6 @@ pub(crate) struct TocView {
     pub indexes: Vec<SeenIndex>,
     /// The sub-tocs read (visible ones).
     pub sub_tocs: Vec<PathBuf>,
-    /// Sub-tocs named by records but masked.
-    pub masked_sub_tocs: Vec<PathBuf>,
     pub records: usize,
 }
 
@@ -206,13 +210,26 @@ impl TocView {
             key: key.clone(),
             indexes: Vec::new(),
             sub_tocs: Vec::new(),
-            masked_sub_tocs: Vec::new(),
             records: 0,
         };
         let mut open = vec![main.path.clone()];
         walk(fs, &main, &Mask::new(), 0, &mut view, &mut open)?;
         Ok(view)
     }
+}
+
+/// Where an absolute sub-toc path that no longer exists went when the store was moved or
+/// copied (5.10 wrote absolute paths): beside this toc (a writer's sub-toc), or in the sibling
+/// database of the same name (an overlay of another database of the root).
+fn moved_sub_toc(fs: &dyn FileSystem, file: &TocFile, path: &str) -> Option<PathBuf> {
+    let base = base_name(path);
+    let beside = file.dir().join(base);
+    if beside != file.path && fs.exists(&beside) {
+        return Some(beside);
+    }
+    let db_name = Path::new(path).parent()?.file_name()?;
+    let sibling = file.dir().parent()?.join(db_name).join(base);
+    (sibling != file.path && fs.exists(&sibling)).then_some(sibling)
 }
 
 /// A record's write time in microseconds since the epoch.
@@ -249,14 +266,18 @@ fn walk(
                 });
             }
             Payload::SubToc { path } => {
-                let mut sub = file.dir().join(path);
-                // A database moved or copied elsewhere: its sub-toc is beside it.
-                if Path::new(path).is_absolute() && !fs.exists(&sub) {
-                    sub = file.dir().join(base_name(path));
-                }
                 if masks.contains(&(base_name(path).to_string(), 0)) {
-                    view.masked_sub_tocs.push(sub);
                     continue;
+                }
+                let mut sub = file.dir().join(path);
+                if Path::new(path).is_absolute() && !fs.exists(&sub) {
+                    sub = moved_sub_toc(fs, file, path).ok_or_else(|| StorageError::Corrupt {
+                        path: file.path.clone(),
+                        offset: r.offset,
+                        detail: format!(
+                            "the sub-toc this record names, {path}, is missing (neither there nor beside the database)"
+                        ),
+                    })?;
                 }
                 if open.len() >= MAX_DEPTH || open.contains(&sub) {
                     return Err(StorageError::Corrupt {
@@ -310,7 +331,7 @@ pub(crate) fn read_init(
     let header = Header::decode(&head[..n])
         .ok_or_else(|| corrupt("the toc ends inside its first record's header".into()))?;
     let size = header.size as usize;
-    if size < HEADER || size > MAX_PAYLOAD + HEADER + ROUND {
+    if !(HEADER..=MAX_PAYLOAD + HEADER + ROUND).contains(&size) {
         return Err(corrupt(format!("record size {size} is not a valid one")));
     }
     let mut body = vec![0u8; size - HEADER];

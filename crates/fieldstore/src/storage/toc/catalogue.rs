@@ -33,7 +33,7 @@ pub struct TocCatalogue {
     /// process retrieving field after field then opens each database and index once.
     readers: Mutex<HashMap<PathBuf, (JournalId, Arc<DbReader>)>>,
     /// Open readers of FDB5-format databases, reused while none of their toc files changed.
-    fdb5_readers: Mutex<HashMap<PathBuf, (Vec<JournalId>, Arc<Fdb5Reader>)>>,
+    fdb5_readers: Mutex<HashMap<PathBuf, Fdb5Cached>>,
     /// FDB5's `dbnames` (nested directory names for FDB5's databases), read once.
     dbnames: Arc<DbNames>,
     /// Each directory's database key, as its journal's Init record says, by the journal's inode
@@ -92,6 +92,9 @@ const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 /// What identifies a journal's state: the file (a wiped and recreated database has a new one)
 /// and its length (every change is an append).
 type JournalId = (u64, u64);
+
+/// An FDB5 database's reader and the state of the toc files it read.
+type Fdb5Cached = (Vec<JournalId>, Arc<Fdb5Reader>);
 
 /// Databases whose readers stay open; past this the cache starts over.
 const OPEN_READERS: usize = 256;

@@ -276,7 +276,7 @@ impl TocCatalogue {
                 writer.add(&ix.key, datum, f)?;
                 done += 1;
                 if let Some(p) = &opts.progress {
-                    if done % 4096 == 0 || done == total {
+                    if done.is_multiple_of(4096) || done == total {
                         p(done, total);
                     }
                 }

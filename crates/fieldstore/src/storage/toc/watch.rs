@@ -232,14 +232,14 @@ impl TocWaiter {
                     Some(Target::Toc(id)) => {
                         changed.insert(id);
                     }
-                    Some(Target::SubTocs(id)) => {
+                    Some(Target::SubTocs(id))
                         if ev
                             .name
-                            .is_some_and(|n| n.to_string_lossy().starts_with("toc."))
-                        {
-                            changed.insert(id);
-                        }
+                            .is_some_and(|n| n.to_string_lossy().starts_with("toc.")) =>
+                    {
+                        changed.insert(id);
                     }
+                    Some(Target::SubTocs(_)) => {}
                     None => {}
                 }
             }
