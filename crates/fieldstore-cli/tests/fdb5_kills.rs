@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 #[path = "common/fdb5.rs"]
+#[allow(dead_code)]
 mod fdb5;
 #[path = "common/skip.rs"]
 mod skip;
