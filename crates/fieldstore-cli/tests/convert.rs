@@ -1,0 +1,219 @@
+//! `fieldstore convert`: a database FDB5 wrote, converted to fieldstore's format and back, in
+//! place. Listings (masked copies included) and bytes read stay the same, readers listing
+//! throughout see every field every time, FDB5 reads the database again once it is back in its
+//! format, a killed conversion's leftovers are cleared, and a dry run changes nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[path = "common/fdb5.rs"]
+#[allow(dead_code)]
+mod fdb5;
+#[path = "common/skip.rs"]
+mod skip;
+
+const FS: &str = env!("CARGO_BIN_EXE_fieldstore");
+const DB: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g";
+const ALL: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,domain=g,type=fc,levtype=pl,step=0/6/12,levelist=1000/850/500,param=t/u/v";
+
+fn schema() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fieldstore/tests/fixtures/ecmwf-fdb5-schema")
+}
+
+fn with_config<'c>(c: &'c mut Command, config: &Path) -> &'c mut Command {
+    c.env("FDB5_CONFIG_FILE", config)
+        .env("FDB_DBNAMES_FILE", "/nonexistent")
+        .env_remove("FDB_CONFIG_FILE")
+        .env_remove("FDB_HOME")
+}
+
+fn ok(what: &str, o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fs(config: &Path, args: &[&str]) -> String {
+    ok(
+        &format!("fieldstore {args:?}"),
+        with_config(Command::new(FS).args(args), config)
+            .output()
+            .unwrap(),
+    )
+}
+
+fn sorted(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn an_fdb5_database_converts_both_ways_in_place() {
+    if !fdb5::have_fdb5() {
+        skip::skip("convert", "FDB5's fdb-write", true);
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config.yaml");
+    let root = d.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
+            schema().display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    // Two FDB5 runs, the second re-archiving a third of the first: masked copies.
+    let a = d.path().join("a.grib");
+    let b = d.path().join("b.grib");
+    fs(
+        &config,
+        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
+    );
+    fs(
+        &config,
+        &[
+            "sample",
+            "--out",
+            b.to_str().unwrap(),
+            "--points",
+            "300",
+            "--steps",
+            "6",
+        ],
+    );
+    for f in [&a, &b] {
+        ok(
+            "fdb-write",
+            with_config(Command::new("fdb-write").arg(f), &config)
+                .output()
+                .unwrap(),
+        );
+    }
+    let full = || sorted(&fs(&config, &["list", "class=od", "--full", "--porcelain"]));
+    let read = |out: &Path| {
+        fs(&config, &["read", ALL, out.to_str().unwrap()]);
+        std::fs::read(out).unwrap()
+    };
+    let before = full();
+    assert_eq!(before.len(), 27 + 9, "{before:?}");
+    let bytes = read(&d.path().join("before.grib"));
+    let format = || fs(&config, &["where", DB, "--show-format"]);
+    assert!(format().trim_end().ends_with("\tfdb5"));
+
+    // A dry run says what it would do and changes nothing.
+    let dry = fs(&config, &["convert", DB, "--to", "fieldstore", "--dry-run"]);
+    assert!(
+        dry.contains("would convert to fieldstore format (36 entries in 2 indexes"),
+        "{dry}"
+    );
+    assert!(format().trim_end().ends_with("\tfdb5"));
+
+    // What a killed conversion leaves is cleared, and never listed.
+    let dir = PathBuf::from(fs(&config, &["where", DB]).trim());
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let leftover = root.join(format!(".{name}.converting.killed"));
+    std::fs::create_dir_all(&leftover).unwrap();
+    std::fs::copy(dir.join("toc"), leftover.join("toc")).unwrap();
+    assert_eq!(full(), before);
+
+    // Readers listing all along see every field each time.
+    let stop = AtomicBool::new(false);
+    let converted = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut looks = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let now = sorted(&fs(&config, &["list", "class=od", "--porcelain"]));
+                assert_eq!(
+                    now.len(),
+                    27,
+                    "a reader saw {} fields mid-conversion",
+                    now.len()
+                );
+                looks += 1;
+            }
+            looks
+        });
+        let out = fs(
+            &config,
+            &["convert", DB, "--to", "fieldstore", "--grace", "0.5"],
+        );
+        stop.store(true, Ordering::Relaxed);
+        let looks = reader.join().unwrap();
+        assert!(looks > 0);
+        out
+    });
+    assert!(
+        converted.contains("converted to fieldstore format"),
+        "{converted}"
+    );
+    assert!(!leftover.exists());
+    assert!(format().trim_end().ends_with("\tfieldstore"));
+    assert_eq!(full(), before);
+    assert_eq!(read(&d.path().join("mid.grib")), bytes);
+    // fieldstore's format checks every field now: a damaged byte is caught on read.
+    let stats = fs(&config, &["stats", DB]);
+    assert!(!stats.contains("FDB5 format"), "{stats}");
+
+    // And back: FDB5 reads it as before.
+    fs(&config, &["convert", DB, "--to", "fdb5", "--grace", "0"]);
+    assert!(format().trim_end().ends_with("\tfdb5"));
+    assert_eq!(read(&d.path().join("after.grib")), bytes);
+    let req = d.path().join("req");
+    std::fs::write(&req, format!("retrieve,{ALL}\n")).unwrap();
+    let theirs = d.path().join("theirs.grib");
+    ok(
+        "fdb-read",
+        with_config(Command::new("fdb-read").arg(&req).arg(&theirs), &config)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(std::fs::read(&theirs).unwrap(), bytes);
+    let fdb_list = ok(
+        "fdb-list",
+        with_config(
+            Command::new("fdb-list").args(["class=od,expver=0001", "--porcelain"]),
+            &config,
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(
+        sorted(&fdb_list),
+        sorted(&fs(&config, &["list", "class=od", "--porcelain"]))
+    );
+    // Already in the format asked: said, nothing done.
+    let again = fs(&config, &["convert", DB, "--to", "fdb5"]);
+    assert!(again.contains("already in fdb5 format"), "{again}");
+}
+
+#[test]
+fn a_bad_target_format_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "spaces:\n- roots:\n  - path: {}\n",
+            d.path().join("r").display()
+        ),
+    )
+    .unwrap();
+    let o = with_config(
+        Command::new(FS).args(["convert", DB, "--to", "grib"]),
+        &config,
+    )
+    .output()
+    .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected fieldstore or fdb5"));
+}
