@@ -53,31 +53,35 @@ impl fdb_split_key_t {
 fn start(
     fdb: *mut fdb_handle_t,
     req: *const fdb_request_t,
-    duplicates: bool,
-    depth: c_int,
+    include_masked: bool,
+    depth: u8,
 ) -> Result<ListIter, CError> {
     let h = shared(fdb, "fdb")?;
-    let depth = match depth {
-        1..=3 => depth as u8,
-        _ => {
-            return Err(CError::Invalid(format!(
-                "depth must be 1 (databases), 2 (indexes) or 3 (fields), not {depth}"
-            )))
-        }
-    };
     let empty = fdb_request_t::default();
     // SAFETY: NULL or made by fdb_new_request.
     let req = unsafe { req.as_ref() }.unwrap_or(&empty);
     let opts = ListOptions {
-        include_masked: duplicates,
+        include_masked,
         depth,
     };
     Ok(h.fdb.list(&req.request, opts)?)
 }
 
-/// Upstream's `fdb_list`: `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it
-/// inverted, a defect not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL
-/// request lists all.
+/// The listing upstream's `fdb_list` asks for, as FDB5 (5.11 and later) reads its arguments:
+/// `duplicates` goes on as `FDB::list`'s `deduplicate`, so true lists each key once (the newest
+/// copy) and false lists every copy, masked ones included (as `fdb-list --full`); legacy
+/// pyfdb's `list(request)` passes false, earthkit-data's `list(request, True, True)` true. A
+/// depth outside 1-3 is taken as 3, as FDB5 does (which also logs a warning).
+pub fn upstream_options(duplicates: bool, depth: c_int) -> (bool, u8) {
+    let depth = match depth {
+        1..=3 => depth as u8,
+        _ => 3,
+    };
+    (!duplicates, depth)
+}
+
+/// Upstream's `fdb_list`: see [`upstream_options`] for what `duplicates` and `depth` mean (as
+/// FDB5's library reads them, whatever their names say). A NULL request lists all.
 pub fn list(
     fdb: *mut fdb_handle_t,
     req: *const fdb_request_t,
@@ -89,7 +93,8 @@ pub fn list(
         if it.is_null() {
             return Err(CError::Null("it"));
         }
-        let iter = start(fdb, req, duplicates, depth)?;
+        let (include_masked, depth) = upstream_options(duplicates, depth);
+        let iter = start(fdb, req, include_masked, depth)?;
         give(
             it,
             "it",

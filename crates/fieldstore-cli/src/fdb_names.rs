@@ -77,8 +77,9 @@ pub fn tool_name(argv0: &OsStr) -> Option<String> {
 
 /// The tools whose output takes FDB5's form (`--fdb5-output`; `fdb-axes` upstream's, 5.10 has
 /// none); the others print as fieldstore's subcommands do, FDB5 having no fixed form for them.
-const FDB5_FORMS: [&str; 8] = [
+const FDB5_FORMS: [&str; 9] = [
     "fdb-write",
+    "fdb-read",
     "fdb-axes",
     "fdb-list",
     "fdb-where",
@@ -507,7 +508,10 @@ fn translate(tool: &str, argv: &[String]) -> Result<Vec<Vec<String>>, FdbNameErr
                     "fdb-read [--raw] request.mars target.grib",
                 ));
             }
-            Ok(vec![line(p.args.clone())])
+            // --raw changes only how the request is shown: fieldstore reads the same fields.
+            let mut rest = switches(&[("raw", "--raw")]);
+            rest.extend(p.args.iter().cloned());
+            Ok(vec![line(rest)])
         }
         "fdb-list" => {
             for f in ["timestamp", "length", "only-duplicates", "compact"] {
@@ -769,7 +773,11 @@ mod tests {
     fn read_write_wipe_shapes() {
         assert_eq!(
             one("fdb-read", &["req", "out.grib"]),
-            "fieldstore read req out.grib"
+            "fieldstore --fdb5-output read req out.grib"
+        );
+        assert_eq!(
+            one("fdb-read", &["--raw", "req", "out.grib"]),
+            "fieldstore --fdb5-output read --raw req out.grib"
         );
         assert!(matches!(
             t("fdb-read", &["req"]),

@@ -137,13 +137,17 @@ impl Fdb {
     /// `key` (dict or "k=v,..."), the bytes as one object under that key. All or nothing: every
     /// message is framed, decoded and checked against the schema before the first is stored;
     /// on error nothing is archived and the exception names the message and its offset.
-    /// Visible after `flush()`.
-    #[pyo3(signature = (data, key = None))]
+    /// Under a key, a GRIB message must agree with it (its values in canonical form), unless
+    /// `check_grib=False`: then the bytes are stored under the key as given, values
+    /// canonicalised, as FDB5's `archive(key, ...)` does (pyfdb's `identifier`, the C API's
+    /// `fdb_archive`). Visible after `flush()`.
+    #[pyo3(signature = (data, key = None, *, check_grib = true))]
     fn archive(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         key: Option<&Bound<'_, PyAny>>,
+        check_grib: bool,
     ) -> PyResult<ArchiveSummary> {
         // bytes are immutable, so they are read in place with the GIL released; a bytearray
         // or memoryview could change meanwhile, so it is copied first.
@@ -169,7 +173,15 @@ impl Fdb {
         let fdb = &*self.inner;
         if let Some(k) = key.filter(|k| !k.is_none()) {
             let k = convert::key(k)?;
-            py.detach(|| fdb.archive(Some(&k), slice)).map_err(to_py)?;
+            py.detach(|| {
+                if check_grib {
+                    fdb.archive(Some(&k), slice)
+                } else {
+                    // As FDB5: the bytes go under the key given, whatever keys they carry.
+                    fdb.archive_grib(&k, slice)
+                }
+            })
+            .map_err(to_py)?;
             return Ok(ArchiveSummary {
                 messages: 1,
                 bytes: slice.len() as u64,

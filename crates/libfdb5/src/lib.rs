@@ -13,8 +13,9 @@ pub extern "C" fn fdb_version(version: *mut *const c_char) -> c_int {
     fieldstore_c::version::version(version, fieldstore_c::version::CURRENT_API_LEVEL)
 }
 
-/// `duplicates` lists masked (replaced) fields too (FDB5 5.11+ passes it inverted, a defect
-/// not reproduced); `depth` 1 lists databases, 2 indexes, 3 fields. A NULL request lists all.
+/// As FDB5 5.11 and later read them: `duplicates` is passed on as `deduplicate`, so true lists
+/// each key once and false every copy, masked (replaced) ones included; `depth` 1 lists
+/// databases, 2 indexes, 3 fields (anything else: 3). A NULL request lists all.
 #[no_mangle]
 pub extern "C" fn fdb_list(
     fdb: *mut fdb_handle_t,

@@ -1,6 +1,7 @@
 //! Builds the C programs in tests/c with the system compiler against the built libfdb5.so and
 //! runs them on a temporary store.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -62,6 +63,94 @@ fn c_program_archives_lists_and_retrieves_through_the_upstream_api() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "test_api failed:\n{stderr}");
     assert!(out.stdout.is_empty(), "the library printed on stdout");
+}
+
+/// Regression: fdb_list took `duplicates` at its word ("list masked copies too"), but FDB5's
+/// library (5.11 and later) passes it on as `deduplicate`: true lists each key once, false every
+/// copy. So legacy pyfdb's `list(request, True, True)` (earthkit-data's call) showed a replaced
+/// field twice on fieldstore and once on FDB5. The same program, built against each library,
+/// prints the same counts.
+#[test]
+fn fdb_list_duplicates_is_fdb5s_deduplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let grib = dir.path().join("t850.grib");
+    std::fs::write(&grib, support::field("0", "130", 50, 7)).unwrap();
+    let exe = dir.path().join("list_duplicates");
+    compile("list_duplicates.c", &exe, &[]);
+    let run = |exe: &Path, root: &str, env: &[(&str, &std::ffi::OsStr)]| -> String {
+        let root = dir.path().join(root);
+        std::fs::create_dir(&root).unwrap();
+        let out = Command::new(exe)
+            .arg(&root)
+            .arg(&grib)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "list_duplicates failed:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let len = std::fs::metadata(&grib).unwrap().len();
+    let ours = run(&exe, "ours", &[("LD_LIBRARY_PATH", lib_dir().as_os_str())]);
+    assert_eq!(
+        ours,
+        format!(
+            "depth=3 duplicates=true: 1 listed, {len} bytes\n\
+             depth=3 duplicates=false: 2 listed, {} bytes\n\
+             depth=2 duplicates=true: 1 listed\n\
+             depth=1 duplicates=true: 1 listed\n\
+             OK\n",
+            2 * len
+        )
+    );
+    // The same source against upstream FDB5 5.25 (PyPI fdb5lib, made by scripts/python-test).
+    let Some(upstream) = support::upstream_fdb5() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP fdb_list_duplicates_is_fdb5s_deduplicate against FDB5: upstream FDB5 (PyPI \
+             fdb5lib in target/py-venv-ref, made by scripts/python-test) not found"
+        );
+        return;
+    };
+    if !Path::new(support::FDB5_SCHEMA).exists() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP fdb_list_duplicates_is_fdb5s_deduplicate against FDB5: no {}",
+            support::FDB5_SCHEMA
+        );
+        return;
+    }
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join("etc/fdb")).unwrap();
+    std::fs::copy(support::FDB5_SCHEMA, home.join("etc/fdb/schema")).unwrap();
+    let theirs_exe = dir.path().join("list_duplicates_fdb5");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&theirs_exe)
+        .arg(crate_dir.join("tests/c/list_duplicates.c"))
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg("-L")
+        .arg(&upstream[0])
+        .args(["-lfdb5", "-Wl,--allow-shlib-undefined"])
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "compiling against upstream FDB5 failed");
+    let path = std::env::join_paths(&upstream).unwrap();
+    let theirs = run(
+        &theirs_exe,
+        "fdb5",
+        &[
+            ("LD_LIBRARY_PATH", path.as_os_str()),
+            ("FDB_HOME", home.as_os_str()),
+        ],
+    );
+    assert_eq!(ours, theirs);
 }
 
 #[test]

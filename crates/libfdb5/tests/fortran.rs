@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod support;
+use support::{upstream_fdb5, FDB5_SCHEMA};
 
 const STEPS: [&str; 3] = ["0", "6", "12"];
 
@@ -171,31 +172,6 @@ fn fortran_example_archives_lists_and_retrieves() {
         );
     }
 }
-
-/// Upstream FDB5's libraries from PyPI (`fdb5lib` and what it needs) in the reference
-/// virtualenv scripts/python-test makes: the library directories, fdb5lib's first.
-fn upstream_fdb5() -> Option<Vec<PathBuf>> {
-    let venv_lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/py-venv-ref/lib");
-    let site = std::fs::read_dir(&venv_lib)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("site-packages"))
-        .find(|p| p.join("fdb5lib/lib64/libfdb5.so").exists())?;
-    let mut dirs = vec![site.join("fdb5lib/lib64")];
-    for e in std::fs::read_dir(&site).ok()?.filter_map(|e| e.ok()) {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".libs") {
-            dirs.push(p);
-        } else if name.ends_with("lib") && name != "fdb5lib" && p.join("lib64").is_dir() {
-            dirs.push(p.join("lib64"));
-        }
-    }
-    Some(dirs)
-}
-
-/// FDB5's schema as Debian's fdb5 package installs it (upstream's pip build ships none).
-const FDB5_SCHEMA: &str = "/etc/fdb/schema";
 
 #[test]
 fn fortran_example_built_against_upstream_fdb5_runs_unchanged_on_fieldstore() {

@@ -50,6 +50,21 @@ def test_a_key_disagreeing_with_the_message_is_refused(fdb, sample_fields):
         fdb.archive(data, key=dict(key, step="999"))
 
 
+def test_check_grib_false_stores_under_the_key_given_as_fdb5_does(fdb, sample_fields):
+    """What FDB5's archive(key, ...) does (pyfdb's identifier, the C API's fdb_archive): the
+    bytes go under the key given, whatever keys the GRIB message carries."""
+    key, data = sample_fields[0]
+    given = dict(key, step="999")
+    assert fdb.archive(data, key=given, check_grib=False).messages == 1
+    fdb.flush()
+    assert fdb.retrieve(given).read() == data
+    assert count(fdb) == 1
+    assert fdb.retrieve(key).read() == b""
+    # The key is still checked against the schema.
+    with pytest.raises(fieldstore.Error):
+        fdb.archive(data, key={"class": "od"}, check_grib=False)
+
+
 def test_a_key_missing_schema_keywords_is_refused(fdb):
     with pytest.raises(fieldstore.Error) as e:
         fdb.archive(b"x", key={"class": "od"})

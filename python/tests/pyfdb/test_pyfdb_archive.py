@@ -42,6 +42,30 @@ def test_archive_identifier_as_pairs(empty_fdb_setup):
     assert fdb.retrieve(FIELD_KEY).readall() == b"pairs"
 
 
+def test_archive_under_an_identifier_the_message_disagrees_with(empty_fdb_setup, grib_messages):
+    """Regression: pyfdb stores the bytes under the identifier given, with no consistency check
+    against the message's own keys; this module refused ("the key given for message 1
+    disagrees with the GRIB")."""
+    fdb = FDB(empty_fdb_setup)
+    message = grib_messages[(20200101, 0, 167)]  # its own keys: 20200101, 0000, 2t
+    given = dict(FIELD_KEY, date="20200105", time="0600", param="166")
+    fdb.archive(message, identifier=given)
+    fdb.flush()
+    with fdb.retrieve(given) as dh:
+        assert dh.read() == message
+    listed = [e.combined_key() for e in fdb.list({"class": "ea"})]
+    assert len(listed) == 1
+    assert {k: listed[0][k] for k in ("date", "time", "param")} == {
+        "date": "20200105",
+        "time": "0600",
+        "param": "166",
+    }
+    # Nothing under the keys the message itself carries.
+    own = dict(FIELD_KEY, date="20200101", time="0000", param="167")
+    with fdb.retrieve(own) as dh:
+        assert dh.read() == b""
+
+
 def test_identifier_rules(empty_fdb_setup):
     fdb = FDB(empty_fdb_setup)
     with pytest.raises(KeyError):

@@ -58,6 +58,21 @@ missing = fdb.retrieve({"class": "ea", "expver": "0001", "stream": "oper", "date
 missing.open()
 out["missing"] = [bool(missing), missing.size(), len(missing.read(10)), len(missing.read())]
 
+# A message archived under an identifier other than its own keys: stored under the identifier.
+grib = open(grib_path, "rb").read()
+first = grib[:int.from_bytes(grib[8:16], "big")]
+given = {"class": "ea", "expver": "0001", "stream": "oper", "date": "20200106", "time": "0600",
+         "domain": "g", "type": "an", "levtype": "sfc", "step": "0", "param": "166"}
+fdb.archive(first, identifier=given)
+fdb.flush()
+with fdb.retrieve(given) as dh:
+    under_given = dh.read()
+out["identifier"] = [
+    [e.combined_key() for e in fdb.list({"class": "ea", "date": "20200106"})],
+    hashlib.sha256(under_given).hexdigest() == hashlib.sha256(first).hexdigest(),
+    len(list(fdb.list({"class": "ea"}))),
+]
+
 errors = {}
 for name, sel in [("keyword", {"class": "ea", "foo": "1"}), ("value", {"class": "ea", "step": "abc"})]:
     try:
@@ -125,5 +140,6 @@ def test_same_answers_as_real_pyfdb(tmp_path, grib_file, make_config):
         and real["list_range"] == 6
         and real["errors"]["keyword"] == "RuntimeError"
     )
+    assert real["identifier"][1] is True and len(real["identifier"][0]) == 1
     for key in real:
         assert compat[key] == real[key], key

@@ -71,49 +71,189 @@ pub fn big_num(n: u64) -> String {
     out
 }
 
-/// A size as eckit's `Bytes` prints it: six significant digits of the largest unit not above it.
+/// A size as eckit's `Bytes` prints it: six significant digits of the largest unit not above it,
+/// singular when that is exactly 1 (`1 Kbyte`).
 pub fn human_bytes(n: u64) -> String {
-    human_bytes_f(n as f64)
+    eckit_bytes(n as f64, false)
 }
 
-fn human_bytes_f(mut x: f64) -> String {
-    const UNITS: [&str; 7] = [
-        "bytes", "Kbytes", "Mbytes", "Gbytes", "Tbytes", "Pbytes", "Ebytes",
-    ];
+/// eckit's `Bytes`, as a size or (`rate`) as `... per second`.
+fn eckit_bytes(x: f64, rate: bool) -> String {
+    const UNITS: [&str; 9] = ["", "K", "M", "G", "T", "P", "E", "Z", "Y"];
+    let sign = if x < 0.0 { "-" } else { "" };
+    let mut x = x.abs();
     let mut unit = 0;
     while x >= 1024.0 && unit + 1 < UNITS.len() {
         x /= 1024.0;
         unit += 1;
     }
-    format!("{} {}", six_digits(x), UNITS[unit])
+    format!(
+        "{sign}{} {}byte{}{}",
+        cpp_double(x),
+        UNITS[unit],
+        if x == 1.0 { "" } else { "s" },
+        if rate { " per second" } else { "" }
+    )
 }
 
-/// C++'s default stream precision: six significant digits, trailing zeros dropped.
-fn six_digits(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    let decimals = (5 - magnitude).max(0) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+/// eckit's rate, `Bytes(bytes, seconds)`: 0 for no bytes, whatever the time.
+fn eckit_rate(bytes: u64, secs: f64) -> String {
+    let rate = if bytes == 0 {
+        0.0
     } else {
-        s
+        bytes as f64 / secs.max(1e-6)
+    };
+    eckit_bytes(rate, true)
+}
+
+/// A double as a C++ stream prints it by default (`%g`, six significant digits): trailing
+/// zeros dropped, exponent form below 1e-4 and from 1e6 on (`6.4e-05`).
+pub fn cpp_double(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x.is_nan() {
+            "nan".into()
+        } else if x.is_infinite() {
+            if x > 0.0 { "inf" } else { "-inf" }.into()
+        } else {
+            "0".into()
+        };
     }
+    // The exponent after rounding to six significant digits, as %g decides on it.
+    let sci = format!("{x:.5e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim(mantissa), exp.abs());
+    }
+    let decimals = (5 - exp).max(0) as usize;
+    trim(&format!("{x:.decimals$}"))
+}
+
+/// A duration as eckit's `Seconds` prints it: under a second `0.082738 second`, else whole
+/// units (`1 second`, `2 minutes 5 seconds`), the fraction dropped.
+pub fn eckit_seconds(t: f64) -> String {
+    const PERIODS: [(i64, &str); 5] = [
+        (7 * 24 * 3600, "week"),
+        (24 * 3600, "day"),
+        (3600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ];
+    let mut n = t as i64;
+    let mut parts = Vec::new();
+    for (length, name) in PERIODS {
+        let m = n / length;
+        if m != 0 {
+            parts.push(format!("{m} {name}{}", if m > 1 { "s" } else { "" }));
+            n %= length;
+        }
+    }
+    if parts.is_empty() {
+        format!("{} second", cpp_double(t))
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// A time as eckit's timers take it: to the microsecond (`gettimeofday`, `clock`).
+pub fn micros(d: std::time::Duration) -> f64 {
+    d.as_micros() as f64 / 1e6
+}
+
+/// The CPU time this process has used so far, as eckit's timers take it (`clock()`).
+pub fn cpu_time() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
+/// A path as eckit's `PathName` prints it: `//` and `.` components dropped, `dir/..` folded
+/// (a leading `./` and leading `..` kept), a trailing `/` kept.
+pub fn eckit_path(path: &str) -> String {
+    if path.is_empty() {
+        return String::new();
+    }
+    let tokens: Vec<&str> = path.split('/').collect();
+    let absolute = tokens[0].is_empty();
+    let mut kept: Vec<&str> = vec![tokens[0]];
+    for &t in &tokens[1..] {
+        match t {
+            "" | "." => {}
+            ".." => match kept.last() {
+                Some(&"..") => kept.push(t),
+                // `/..` is `/`.
+                Some(&"") => {}
+                Some(&".") => {
+                    kept.pop();
+                    kept.push(t);
+                }
+                Some(_) => {
+                    kept.pop();
+                }
+                None if !absolute => kept.push(t),
+                None => {}
+            },
+            _ => kept.push(t),
+        }
+    }
+    let mut out = if kept.len() == 1 && kept[0].is_empty() {
+        "/".to_string()
+    } else {
+        kept.join("/")
+    };
+    if path.ends_with('/') && !out.ends_with('/') {
+        out.push('/');
+    }
+    out
 }
 
 /// `fdb-write`'s line after each file: `FDB archive 8 messages, size 3.09375 Kbytes, in 0.12
 /// second (25.17 Kbytes per second)`.
 pub fn archived(messages: u64, bytes: u64, secs: f64) -> String {
-    let secs = secs.max(1e-6);
     format!(
-        "FDB archive {messages} message{}, size {}, in {} second ({} per second)",
-        if messages == 1 { "" } else { "s" },
+        "FDB archive {} message{}, size {}, in {} ({})",
+        big_num(messages),
+        if messages > 1 { "s" } else { "" },
         human_bytes(bytes),
-        six_digits(secs),
-        human_bytes_f(bytes as f64 / secs)
+        eckit_seconds(secs),
+        eckit_rate(bytes, secs)
     )
+}
+
+/// What an eckit `Timer` prints when it ends: `fdb::service::archive: 0.0827 second elapsed,
+/// 0.0602 second cpu`.
+pub fn timer(name: &str, elapsed: f64, cpu: f64) -> String {
+    format!(
+        "{name}: {} elapsed, {} cpu",
+        eckit_seconds(elapsed),
+        eckit_seconds(cpu)
+    )
+}
+
+/// eckit's `DataHandle::saveInto` report, as `fdb-read` prints it after the fields are written:
+/// the bytes over the time spent reading them, and over the time spent writing them.
+pub fn transfer_rates(bytes: u64, read_secs: f64, write_secs: f64) -> [String; 2] {
+    [
+        format!("Read  rate: {}", eckit_rate(bytes, read_secs)),
+        format!("Write rate: {}", eckit_rate(bytes, write_secs)),
+    ]
 }
 
 /// `label<padding>: value` as eckit's statistics reports align them.
@@ -544,6 +684,74 @@ mod tests {
             "FDB archive 8 messages, size 3.09375 Kbytes, in 0.122909 second (25.1711 Kbytes per second)"
         );
         assert!(archived(1, 308, 0.5).starts_with("FDB archive 1 message, size 308 bytes"));
+        // The forms FDB5 5.10.8 prints (eckit's Plural, Bytes and Seconds); its rate comes from
+        // a second look at the timer, a few microseconds later than the time shown.
+        assert_eq!(
+            archived(2, 392, 0.082696),
+            "FDB archive 2 messages, size 392 bytes, in 0.082696 second (4.62915 Kbytes per second)"
+        );
+        assert_eq!(
+            archived(1, 196, 0.001094),
+            "FDB archive 1 message, size 196 bytes, in 0.001094 second (174.96 Kbytes per second)"
+        );
+        assert_eq!(
+            archived(0, 0, 0.00002),
+            "FDB archive 0 message, size 0 bytes, in 2e-05 second (0 bytes per second)"
+        );
+        assert_eq!(
+            archived(1234, 1 << 20, 65.5),
+            "FDB archive 1,234 messages, size 1 Mbyte, in 1 minute 5 seconds (15.6336 Kbytes per second)"
+        );
+        assert_eq!(human_bytes(1024), "1 Kbyte");
+        assert_eq!(human_bytes(1), "1 byte");
+        assert_eq!(
+            timer("Save into", 0.000064, 0.000063),
+            "Save into: 6.4e-05 second elapsed, 6.3e-05 second cpu"
+        );
+        assert_eq!(
+            timer("fdb::service::archive", 0.082738, 0.060265),
+            "fdb::service::archive: 0.082738 second elapsed, 0.060265 second cpu"
+        );
+        assert_eq!(
+            transfer_rates(392, 0.000011, 0.000015),
+            [
+                "Read  rate: 33.9855 Mbytes per second".to_string(),
+                "Write rate: 24.9227 Mbytes per second".to_string()
+            ]
+        );
+        assert_eq!(
+            transfer_rates(0, 0.0, 0.0),
+            [
+                "Read  rate: 0 bytes per second".to_string(),
+                "Write rate: 0 bytes per second".to_string()
+            ]
+        );
+        for (x, s) in [
+            (0.0001, "0.0001"),
+            (0.00001234567, "1.23457e-05"),
+            (123456.4, "123456"),
+            (1234567.0, "1.23457e+06"),
+            (999999.6, "1e+06"),
+            (4.0, "4"),
+            (2.5, "2.5"),
+        ] {
+            assert_eq!(cpp_double(x), s, "{x}");
+        }
+        assert_eq!(eckit_seconds(1.5), "1 second");
+        for (given, shown) in [
+            ("in.grib", "in.grib"),
+            ("./x.grib", "./x.grib"),
+            ("../f5//x.grib", "../f5/x.grib"),
+            ("/tmp/f5/../f5/x.grib", "/tmp/f5/x.grib"),
+            ("a/./b/", "a/b/"),
+            ("/..", "/"),
+            ("../../a", "../../a"),
+            ("a/../../b", "../b"),
+        ] {
+            assert_eq!(eckit_path(given), shown, "{given}");
+        }
+        assert_eq!(eckit_seconds(7200.0), "2 hours");
+        assert_eq!(eckit_seconds(3661.0), "1 hour 1 minute 1 second");
     }
 
     #[test]

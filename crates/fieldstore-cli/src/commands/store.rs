@@ -29,6 +29,9 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
     if inputs.is_empty() {
         inputs.push(PathBuf::from("-"));
     }
+    if session.fdb5_output {
+        return write_fdb5(fdb, &inputs, args.verbose);
+    }
     let verbose = args.verbose;
     let mut totals = ArchiveSummary::default();
     let started = std::time::Instant::now();
@@ -45,17 +48,9 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
             .filter(|m| m.is_file())
             .map_or(0, |m| m.len());
         let bar = progress_bar(&path.display().to_string(), size, verbose);
-        if session.fdb5_output {
-            outln!("Processing {}", path.display())?;
-        }
-        let file_started = std::time::Instant::now();
         let mut archiver = Archiver::new(fdb).on_message(|m| report(m, verbose, Some(&bar)));
         let summary = archiver.archive_path(path)?;
         bar.finish_and_clear();
-        if session.fdb5_output {
-            let secs = file_started.elapsed().as_secs_f64();
-            outln!("{}", fdb5::archived(summary.messages, summary.bytes, secs))?;
-        }
         totals += summary;
     }
     fdb.flush()?;
@@ -66,6 +61,46 @@ pub fn write(args: WriteArgs, session: &Session) -> Result<()> {
         totals.bytes as f64 / 1048576.0,
         totals.messages as f64 / secs.max(1e-9)
     );
+    Ok(())
+}
+
+/// `fdb-write`: what FDB5 5.10.8's prints, all on standard output and nothing else: per file
+/// `Processing PATH` (the path as eckit tidies it), with `--verbose` `Archiving {key}` per
+/// message, then `FDB archive ...` and the timer line `fdb::service::archive: ...`, as its
+/// `MessageArchiver` does. The flush at the end prints nothing, as FDB5's.
+fn write_fdb5(fdb: &dyn fieldstore::api::Fdb, inputs: &[PathBuf], verbose: bool) -> Result<()> {
+    for path in inputs {
+        outln!("Processing {}", fdb5::eckit_path(&path.to_string_lossy()))?;
+        let started = std::time::Instant::now();
+        let cpu = fdb5::cpu_time();
+        // The first failure to print (a closed pipe) ends the command once the file is in.
+        let mut print_failed: Option<io::Error> = None;
+        let on_message = |m: &MessageProgress<'_>| {
+            if verbose && print_failed.is_none() {
+                if let Err(e) = outln!("Archiving {}", m.key) {
+                    print_failed = Some(e);
+                }
+            }
+        };
+        let mut archiver = Archiver::new(fdb).on_message(on_message);
+        let summary = if path.as_os_str() == "-" {
+            archiver.archive_reader(io::stdin(), "<stdin>")?
+        } else {
+            archiver.archive_path(path)?
+        };
+        drop(archiver);
+        if let Some(e) = print_failed {
+            return Err(e.into());
+        }
+        let elapsed = fdb5::micros(started.elapsed());
+        let cpu = fdb5::micros(fdb5::cpu_time().saturating_sub(cpu));
+        outln!(
+            "{}",
+            fdb5::archived(summary.messages, summary.bytes, elapsed)
+        )?;
+        outln!("{}", fdb5::timer("fdb::service::archive", elapsed, cpu))?;
+    }
+    fdb.flush()?;
     Ok(())
 }
 
@@ -366,6 +401,9 @@ pub struct ReadArgs {
     /// failed read leaves no file behind).
     #[arg(long, requires = "wait")]
     keep_partial: bool,
+    /// With FDB5's output (`fdb-read --raw`): show each request as given, not expanded.
+    #[arg(long, hide = true)]
+    raw: bool,
 }
 
 pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
@@ -386,6 +424,7 @@ pub fn read(args: ReadArgs, session: &Session) -> Result<()> {
             let wait = super::watch::parse_duration(w).context("--wait")?;
             read_waiting(fdb, &reqs, wait, file.as_mut())
         }
+        None if session.fdb5_output => read_fdb5(fdb, &reqs, args.raw, session, file.as_mut()),
         None => read_into(fdb, &reqs, file.as_mut()),
     };
     let timed_out = result
@@ -434,6 +473,93 @@ fn read_into(
         out.flush()?;
     }
     eprintln!("read {total} bytes");
+    Ok(())
+}
+
+/// `fdb-read`: what FDB5 5.10.8's prints on standard output, and nothing else: each request as
+/// it retrieves it (expanded and canonical; as given with `--raw`), then, once the fields are
+/// written, eckit's transfer report: the read and write rates and the `Save into` timer. Into
+/// standard output (`-`, which FDB5 takes for a file name) the report goes to standard error,
+/// to keep the GRIB stream clean.
+fn read_fdb5(
+    fdb: &dyn fieldstore::api::Fdb,
+    reqs: &[Request],
+    raw: bool,
+    session: &Session,
+    file: Option<&mut File>,
+) -> Result<()> {
+    let to_stdout = file.is_none();
+    let say = |line: &str| -> io::Result<()> {
+        if to_stdout {
+            writeln!(io::stderr().lock(), "{line}")
+        } else {
+            outln!("{line}")
+        }
+    };
+    for req in reqs {
+        let mut shown = if raw {
+            req.clone()
+        } else {
+            fdb5_request(req, session)?
+        };
+        if shown.verb().is_none() {
+            let mut with_verb = Request::new(Some("retrieve"));
+            for (k, v) in shown.iter() {
+                with_verb.set(k, v.to_vec());
+            }
+            shown = with_verb;
+        }
+        say(&shown.to_string())?;
+    }
+    let started = std::time::Instant::now();
+    let cpu = fdb5::cpu_time();
+    let mut out: Box<dyn Write + '_> = match file {
+        Some(f) => Box::new(f),
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    };
+    let (mut total, mut reading, mut writing) =
+        (0u64, std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let mut chunk = Vec::new();
+    for req in reqs {
+        let mut stream = fdb.retrieve(req)?;
+        // Timed apart, as eckit's transfer reports them: reading the fields, writing them out.
+        let want = usize::try_from(stream.size())
+            .unwrap_or(COPY_CHUNK)
+            .clamp(1, COPY_CHUNK);
+        if chunk.len() < want {
+            chunk.resize(want, 0);
+        }
+        let mut n = 0u64;
+        loop {
+            let t = std::time::Instant::now();
+            let got = match stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(anyhow::Error::from(e).context(format!("reading {req}"))),
+            };
+            reading += t.elapsed();
+            let t = std::time::Instant::now();
+            out.write_all(&chunk[..got])?;
+            writing += t.elapsed();
+            n += got as u64;
+        }
+        if n == 0 {
+            let why = fdb.explain_nothing(req);
+            bail!("nothing matches {req}\n{why}");
+        }
+        total += n;
+    }
+    let t = std::time::Instant::now();
+    out.flush()?;
+    writing += t.elapsed();
+    drop(out);
+    for line in fdb5::transfer_rates(total, fdb5::micros(reading), fdb5::micros(writing)) {
+        say(&line)?;
+    }
+    let elapsed = fdb5::micros(started.elapsed());
+    let cpu = fdb5::micros(fdb5::cpu_time().saturating_sub(cpu));
+    say(&fdb5::timer("Save into", elapsed, cpu))?;
     Ok(())
 }
 

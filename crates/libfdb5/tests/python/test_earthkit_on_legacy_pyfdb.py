@@ -71,3 +71,15 @@ def test_config_from_the_environment(store, fields, monkeypatch):
 def test_nothing_matches(store):
     fl = ekd.from_source("fdb", dict(REQUEST, date=20230101), config=store).to_fieldlist(read_all=True)
     assert len(fl) == 0
+
+
+def test_a_replaced_field_comes_once(store, fields):
+    """Regression: fieldstore's fdb_list took ``duplicates=True`` as "list masked copies too",
+    so earthkit-data's ``list(request, True, True)`` gave a re-archived field twice; FDB5 passes
+    it on as ``deduplicate`` and gives each key once."""
+    fdb = pyfdb.FDB(store)
+    fdb.archive(fields[(20240101, 167, 0)])
+    fdb.flush()
+    fl = ekd.from_source("fdb", REQUEST, config=store, lazy=True).to_fieldlist()
+    assert len(fl) == len(fields)
+    check(fl, fields, grib_keys=False)

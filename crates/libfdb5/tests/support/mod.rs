@@ -49,3 +49,29 @@ pub fn three_fields() -> Vec<Vec<u8>> {
         .map(|(i, (step, param))| field(step, param, 50, i as u64))
         .collect()
 }
+
+/// Upstream FDB5's libraries from PyPI (`fdb5lib` and what it needs) in the reference
+/// virtualenv scripts/python-test makes: the library directories, fdb5lib's first.
+pub fn upstream_fdb5() -> Option<Vec<PathBuf>> {
+    let venv_lib =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/py-venv-ref/lib");
+    let site = std::fs::read_dir(&venv_lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.join("fdb5lib/lib64/libfdb5.so").exists())?;
+    let mut dirs = vec![site.join("fdb5lib/lib64")];
+    for e in std::fs::read_dir(&site).ok()?.filter_map(|e| e.ok()) {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".libs") {
+            dirs.push(p);
+        } else if name.ends_with("lib") && name != "fdb5lib" && p.join("lib64").is_dir() {
+            dirs.push(p.join("lib64"));
+        }
+    }
+    Some(dirs)
+}
+
+/// FDB5's schema as Debian's fdb5 package installs it (upstream's pip build ships none).
+pub const FDB5_SCHEMA: &str = "/etc/fdb/schema";

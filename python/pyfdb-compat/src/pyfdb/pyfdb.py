@@ -94,13 +94,16 @@ class FDB:
         self.flush()
 
     def archive(self, data, identifier=None):
-        """Archive GRIB bytes (one or many messages), or any bytes under ``identifier``."""
+        """Archive GRIB bytes (one or many messages), or any bytes under ``identifier``.
+
+        As pyfdb does, the bytes are stored under the identifier given, without checking it
+        against the keys a GRIB message carries (``check_grib=False``)."""
         with translated():
             if identifier is None:
                 self.FDB.archive(data)
             else:
                 key = dict(UserInputMapper.map_identifier_to_internal(identifier))
-                self.FDB.archive(data, key=key)
+                self.FDB.archive(data, key=key, check_grib=False)
         self._dirty = True
 
     def flush(self):

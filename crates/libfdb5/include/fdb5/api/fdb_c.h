@@ -131,8 +131,9 @@ int fdb_archive(fdb_handle_t* fdb, fdb_key_t* key, const char* data, size_t leng
 /* Stores every GRIB message in `data` under its own keys; all or nothing. `req` may be NULL;
  * when given, the messages must be exactly the fields it names, each once. */
 int fdb_archive_multiple(fdb_handle_t* fdb, fdb_request_t* req, const char* data, size_t length);
-/* Fields matching `req` (NULL: all). duplicates: also list masked (replaced) fields; depth: 1
- * databases, 2 indexes, 3 fields. */
+/* Fields matching `req` (NULL: all). As FDB5's library reads it, duplicates is "deduplicate":
+ * true lists each key once (its newest copy), false every copy, masked (replaced) ones
+ * included. depth: 1 databases, 2 indexes, 3 fields (anything else is taken as 3). */
 int fdb_list(fdb_handle_t* fdb, const fdb_request_t* req, fdb_listiterator_t** it, bool duplicates, int depth);
 /* Positions `dr` on the bytes of the fields `req` names, newest copy of each. */
 int fdb_retrieve(fdb_handle_t* fdb, fdb_request_t* req, fdb_datareader_t* dr);
