@@ -550,6 +550,20 @@ fn side_by_side(
                 "{stage}: FDB5 read other bytes than the listing locates"
             );
         }
+        // A request matching nothing among them: FDB5's fdb-read reads the rest (exit 0), and
+        // so does ours under that name.
+        let none = work.join(format!("{slug}-{kind}-none.req"));
+        std::fs::write(
+            &none,
+            format!("{text}retrieve,class=od,expver=0001,stream=oper,date=20300101,time=1200,domain=g,type=fc,levtype=sfc,step=0,param=167\n"),
+        )
+        .unwrap();
+        run(env.fdb5("fdb-read").arg(&none).arg(out("none-fdb5")));
+        run(env.ours("fdb-read").arg(&none).arg(out("none-ours")));
+        assert!(
+            std::fs::read(out("none-ours")).unwrap() == std::fs::read(out("none-fdb5")).unwrap(),
+            "{stage}: with a request matching nothing, our fdb-read read other bytes than FDB5's"
+        );
     }
     let axes_work = work.join(&slug);
     std::fs::create_dir_all(&axes_work).unwrap();
@@ -836,8 +850,8 @@ fn flat_layout_with_sub_tocs_purge_hide_lock_wipe_side_by_side() {
     let (unlocked, _) = side_by_side(&env, "list-unlocked", d.path(), &[]);
     assert_eq!(unlocked, hidden);
 
-    // A retrieve lock: FDB5's fdb-read skips the database and reads the rest; ours refuses the
-    // whole read, naming the lock (a difference, kept visible here).
+    // A retrieve lock: FDB5's fdb-read skips the database and reads the rest, and so does ours
+    // under that name; `fieldstore read` refuses the whole read, naming the lock.
     run(env.fdb5("fdb-lock").args(["--retrieve", D22]));
     run(env.fdb5("fdb-read").arg(&req).arg(p("rlocked-fdb5.grib")));
     let d24: Vec<String> = hidden
@@ -855,6 +869,19 @@ fn flat_layout_with_sub_tocs_purge_hide_lock_wipe_side_by_side() {
         .unwrap();
     let err = common::failed("read from a retrieve-locked database", &o);
     assert!(err.contains("locked") && !err.contains("panicked"), "{err}");
+    let o = env
+        .ours("fdb-read")
+        .arg(&req)
+        .arg(p("rlocked-fdb-read.grib"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(") is LOCKED for retrieval"),
+        "our fdb-read says: {err}"
+    );
+    assert!(std::fs::read(p("rlocked-fdb-read.grib")).unwrap() == located_bytes(&d24));
     run(env.fdb5("fdb-unlock").args(["--retrieve", D22]));
 
     // FDB5 wipes a database whose writers all closed; ours sees it gone.

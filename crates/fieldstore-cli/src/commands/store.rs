@@ -521,34 +521,33 @@ fn read_fdb5(
         (0u64, std::time::Duration::ZERO, std::time::Duration::ZERO);
     let mut chunk = Vec::new();
     for req in reqs {
-        let mut stream = fdb.retrieve(req)?;
-        // Timed apart, as eckit's transfer reports them: reading the fields, writing them out.
-        let want = usize::try_from(stream.size())
-            .unwrap_or(COPY_CHUNK)
-            .clamp(1, COPY_CHUNK);
-        if chunk.len() < want {
-            chunk.resize(want, 0);
+        for (req, mut stream) in fdb5_streams(fdb, req)? {
+            let req = &req;
+            // Timed apart, as eckit's transfer reports them: reading the fields, writing them out.
+            let want = usize::try_from(stream.size())
+                .unwrap_or(COPY_CHUNK)
+                .clamp(1, COPY_CHUNK);
+            if chunk.len() < want {
+                chunk.resize(want, 0);
+            }
+            let mut n = 0u64;
+            loop {
+                let t = std::time::Instant::now();
+                let got = match stream.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(got) => got,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(anyhow::Error::from(e).context(format!("reading {req}"))),
+                };
+                reading += t.elapsed();
+                let t = std::time::Instant::now();
+                out.write_all(&chunk[..got])?;
+                writing += t.elapsed();
+                n += got as u64;
+            }
+            // FDB5 reads what there is: a request matching nothing adds nothing, and is no error.
+            total += n;
         }
-        let mut n = 0u64;
-        loop {
-            let t = std::time::Instant::now();
-            let got = match stream.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(got) => got,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(anyhow::Error::from(e).context(format!("reading {req}"))),
-            };
-            reading += t.elapsed();
-            let t = std::time::Instant::now();
-            out.write_all(&chunk[..got])?;
-            writing += t.elapsed();
-            n += got as u64;
-        }
-        if n == 0 {
-            let why = fdb.explain_nothing(req);
-            bail!("nothing matches {req}\n{why}");
-        }
-        total += n;
     }
     let t = std::time::Instant::now();
     out.flush()?;
@@ -561,6 +560,41 @@ fn read_fdb5(
     let cpu = fdb5::micros(fdb5::cpu_time().saturating_sub(cpu));
     say(&fdb5::timer("Save into", elapsed, cpu))?;
     Ok(())
+}
+
+/// The streams FDB5's `fdb-read` reads for one request: all of it, or, when a database it
+/// names is locked for retrieval, each other database's part, after FDB5's words for the
+/// locked one on stderr. A request matching nothing gives none.
+fn fdb5_streams(
+    fdb: &dyn fieldstore::api::Fdb,
+    req: &Request,
+) -> Result<Vec<(Request, Box<dyn fieldstore::api::DataReader>)>> {
+    match fdb.retrieve(req) {
+        Ok(s) => Ok(vec![(req.clone(), s)]),
+        Err(e) if e.kind() == fieldstore::ErrorKind::Locked => {
+            let mut out = Vec::new();
+            for db in fdb.where_(req)? {
+                let mut part = req.clone();
+                for (k, v) in db.db.iter() {
+                    part.set(k, vec![v.to_string()]);
+                }
+                match fdb.retrieve(&part) {
+                    Ok(s) => out.push((part, s)),
+                    Err(e) if e.kind() == fieldstore::ErrorKind::Locked => {
+                        eprintln!(
+                            "Database TocCatalogueReader({}) is LOCKED for retrieval",
+                            fdb5::path_of(&db.location)
+                        );
+                    }
+                    Err(e) if e.kind() == fieldstore::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(out)
+        }
+        Err(e) if e.kind() == fieldstore::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `read --wait`: each request's fields as flushes make them visible, all within one deadline.

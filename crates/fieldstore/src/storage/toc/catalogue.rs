@@ -36,6 +36,8 @@ pub struct TocCatalogue {
     fdb5_readers: Mutex<HashMap<PathBuf, Fdb5Cached>>,
     /// FDB5's `dbnames` (nested directory names for FDB5's databases), read once.
     dbnames: Arc<DbNames>,
+    /// Roots known to hold FDB5-format databases: new ones there take that format.
+    fdb5_roots: Mutex<HashMap<PathBuf, bool>>,
     /// Each directory's database key, as its journal's Init record says, by the journal's inode
     /// (the record never changes while the file is the same): `find` checks that a directory is
     /// the key's with one stat, not a read per retrieve.
@@ -154,6 +156,7 @@ impl TocCatalogue {
             placement: Placement::default(),
             readers: Mutex::new(HashMap::new()),
             fdb5_readers: Mutex::new(HashMap::new()),
+            fdb5_roots: Mutex::new(HashMap::new()),
             dbnames: Arc::new(DbNames::load(&crate::model::config::process_env)),
             keys: Mutex::new(HashMap::new()),
         })
@@ -325,6 +328,42 @@ impl TocCatalogue {
         if let Ok(mut c) = self.keys.lock() {
             c.remove(db_dir);
         }
+    }
+
+    /// Whether a root holds a database in FDB5's format (once seen, remembered: a database is
+    /// made rarely, so a root without one is looked at again each time).
+    fn holds_fdb5(&self, root: &Path) -> bool {
+        if let Some(&known) = self
+            .fdb5_roots
+            .lock()
+            .ok()
+            .and_then(|m| m.get(root).copied())
+            .as_ref()
+        {
+            return known;
+        }
+        let depth = self.dbnames.depth();
+        let mut dirs = vec![(root.to_path_buf(), 0)];
+        let mut found = false;
+        while let Some((d, level)) = dirs.pop() {
+            if fdb5_format::toc::is_fdb5_toc(&*self.fs, &d.join("toc")) {
+                found = true;
+                break;
+            }
+            if level < depth {
+                if let Ok(rd) = self.fs.read_dir(&d) {
+                    dirs.extend(
+                        rd.into_iter()
+                            .filter(|e| e.is_dir && !e.file_name().starts_with('.'))
+                            .map(|e| (e.path, level + 1)),
+                    );
+                }
+            }
+        }
+        if let (true, Ok(mut m)) = (found, self.fdb5_roots.lock()) {
+            m.insert(root.to_path_buf(), true);
+        }
+        found
     }
 
     /// Whether the database is kept in FDB5's own format (by its toc's first bytes).
@@ -593,7 +632,12 @@ impl Catalogue for TocCatalogue {
             None => {
                 let today = chrono::Utc::now().date_naive();
                 let r = self.placement.choose(&*self.fs, space, db, today)?;
-                fdb5_new = r.format == Some(crate::model::config::DbFormat::Fdb5);
+                fdb5_new = match r.format {
+                    Some(f) => f == crate::model::config::DbFormat::Fdb5,
+                    // A root FDB5 already writes to gets FDB5's format, so that FDB5's readers
+                    // of it (which stop on a database in another format) go on working.
+                    None => self.holds_fdb5(&r.path),
+                };
                 if !self.fs.is_dir(&r.path) {
                     self.fs
                         .create_dir_all(&r.path)
