@@ -673,14 +673,6 @@ def test_525_level2_masked_listing(tmp_path, ref_python):
     compare(store, ops, "exactly as 5.25", exact=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "fieldstore's pyfdb: axes() values sorted by magnitude (step 0, 6, 12); 5.25 sorts them "
-        "as strings (0, 12, 6)"
-    ),
-)
 def test_525_axes_value_order(tmp_path, ref_python):
     store = Shared(tmp_path, ref_python)
     store.write(ref_python, [[field(D1, s, 130, 500) for s in (0, 6, 12)]])

@@ -181,11 +181,12 @@ class FDB:
         return iter([ControlElement(e, _internal=True) for e in elements])
 
     def axes(self, mars_selection=None, level=3):
-        """Keyword -> sorted values present, for the keywords of schema levels up to ``level``."""
+        """Keyword -> values present, for the keywords of schema levels up to ``level``, sorted
+        as strings as pyfdb sorts them (step 0, 12, 6)."""
         request = selection_to_request(mars_selection)
         with translated():
             axes = self.FDB.axes(request, level=level)
-        return IndexAxis({k: list(v) for k, v in axes.items()})
+        return IndexAxis({k: sorted(v) for k, v in axes.items()})
 
     def enabled(self, control_identifier):
         """Whether the config allows a function (``writable``/``visitable``, as FDB5 reads them)."""
