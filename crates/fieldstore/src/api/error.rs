@@ -65,6 +65,9 @@ pub enum ApiError {
     /// Moving databases between roots is a local toc store's (docs/tiers.md).
     #[error("{frontend} cannot move databases between roots: {why}")]
     MoveUnsupported { frontend: String, why: String },
+    /// `check` reads database directories: a local toc store's.
+    #[error("{frontend} cannot check databases for files their journal does not name: run `fieldstore check` with a config whose databases are local toc directories (on the server's machine for a remote store)")]
+    CheckUnsupported { frontend: String },
 }
 
 impl ApiError {
@@ -80,9 +83,9 @@ impl ApiError {
             ApiError::FlushFailed { .. } => ErrorKind::Io,
             ApiError::Wiped { .. } => ErrorKind::NotFound,
             ApiError::Remote(r) => r.kind,
-            ApiError::Unsupported { .. } | ApiError::MoveUnsupported { .. } => {
-                ErrorKind::Unsupported
-            }
+            ApiError::Unsupported { .. }
+            | ApiError::MoveUnsupported { .. }
+            | ApiError::CheckUnsupported { .. } => ErrorKind::Unsupported,
             ApiError::Children { kind, .. } => *kind,
             ApiError::WaitTimedOut { .. } => ErrorKind::Timeout,
         }

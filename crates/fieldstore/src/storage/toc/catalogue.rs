@@ -13,8 +13,8 @@ use super::writer::{ensure_database, DbWriter};
 use crate::model::config::{Root, Space, SpacesSource};
 use crate::model::Key;
 use crate::storage::catalogue::{
-    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
-    PurgeReport,
+    Catalogue, CatalogueReader, CatalogueWriter, CheckFinding, CompactReport, DbStats, EntryIter,
+    IndexSummary, PurgeReport,
 };
 use crate::storage::fs::{self, FileSystem};
 use crate::storage::history::{ChangeWaiter, Commits, HistoryMark};
@@ -534,6 +534,8 @@ impl Catalogue for TocCatalogue {
             None => DbReader::open(&self.fs, path)?,
         });
         check_key(db, reader.db_key())?;
+        // A journal that lost flushes would show an older state as current: refused.
+        super::unpublished::refuse_lost(&*self.fs, path, reader.state())?;
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();
@@ -608,6 +610,11 @@ impl Catalogue for TocCatalogue {
 
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError> {
         maintenance::compact(&self.fs, dir(db))
+    }
+
+    fn check(&self, db: &DbRef) -> Result<Vec<CheckFinding>, StorageError> {
+        let reader = DbReader::open(&self.fs, dir(db))?;
+        super::unpublished::survey(&*self.fs, dir(db), reader.state())
     }
 
     fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {
