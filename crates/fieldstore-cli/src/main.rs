@@ -18,7 +18,8 @@ use clap::{Parser, Subcommand};
 use commands::request::RequestCmd;
 use commands::schema::SchemaCmd;
 use commands::store::{
-    AxesArgs, ControlArgs, DoitArgs, DumpArgs, ListArgs, ReadArgs, StatsArgs, VisitArgs, WriteArgs,
+    AxesArgs, CheckArgs, ControlArgs, DoitArgs, DumpArgs, ListArgs, ReadArgs, StatsArgs, VisitArgs,
+    WriteArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -81,6 +82,10 @@ enum Command {
     Compact { request: String },
     /// Lock, unlock or show the status of actions on databases.
     Control(ControlArgs),
+    /// Files of databases that no journal record names: index files showing that a journal
+    /// lost flushes it once held (a toc cut short or replaced), and what flushes in progress or
+    /// cut short leave. Fails if a journal lost flushes or a database cannot be read.
+    Check(CheckArgs),
     /// Make realistic sample GRIB fields with ecCodes.
     Sample(commands::sample::SampleArgs),
     /// Load-test a store: a forecast's output written, read or listed by many processes, or the
@@ -176,6 +181,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(a) => commands::store::dump(a, &session),
         Command::Compact { request } => commands::store::compact(request, &session),
         Command::Control(a) => commands::store::control(a, &session),
+        Command::Check(a) => commands::store::check(a, &session),
         Command::Server(a) => commands::server::run(a, &session),
         Command::Hammer(a) => commands::hammer::run(a, &session),
     }

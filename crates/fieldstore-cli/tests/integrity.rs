@@ -368,6 +368,103 @@ fn a_database_without_its_journal_is_reported() {
     assert_eq!(listed.iter().filter(|r| r.is_ok()).count(), 4);
 }
 
+/// Regression: a journal cut short by more than one append (a partial restore of `toc` from a
+/// backup) showed the older state as current: a field archived again read back with its old
+/// bytes, exit status 0. The index files of the lost flushes say how far their writers had read
+/// the journal, more than it holds now: `read`, `list` and `write` refuse the database naming
+/// it, `check` lists the files; once they are moved out (accepting what the journal shows), the
+/// database reads and writes again. A journal short of only its last flush is what a flush cut
+/// short leaves, and is not refused.
+#[test]
+fn a_journal_cut_short_by_more_than_one_flush_is_reported() {
+    let s = Store::new();
+    let first = s.sample("first.grib", "0", "20261122");
+    let again = s.path("again.grib");
+    s.ok(&[
+        "sample",
+        "--out",
+        again.to_str().unwrap(),
+        "--steps",
+        "0",
+        "--params",
+        "t/u",
+        "--levels",
+        "1000/500",
+        "--date",
+        "20261122",
+        "--points",
+        "200",
+    ]);
+    let later = s.sample("later.grib", "6", "20261122");
+    s.ok(&["write", first.to_str().unwrap()]);
+    let db = s.db_dirs().remove(0);
+    let after_first = std::fs::read(db.join("toc")).unwrap();
+    s.ok(&["write", again.to_str().unwrap()]);
+    let after_again = std::fs::read(db.join("toc")).unwrap();
+    s.ok(&["write", later.to_str().unwrap()]);
+    let out = s.path("out.grib");
+    let step0 = fields("20261122", "0");
+    s.ok(&["read", &step0, out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+    assert!(s.ok(&["check"]).trim_end().ends_with(": ok"));
+
+    // Short of its last flush only: what a writer killed before its journal append leaves.
+    std::fs::write(db.join("toc"), &after_again).unwrap();
+    s.ok(&["read", &step0, out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+    let checked = s.ok(&["check", DB]);
+    assert!(checked.contains("none from lost flushes"), "{checked}");
+    assert_eq!(checked.matches("\n  unpublished ").count(), 1, "{checked}");
+
+    // Short of the last two: the re-archived fields would read back with their old bytes.
+    std::fs::write(db.join("toc"), &after_first).unwrap();
+    let name = db.display().to_string();
+    let _ = std::fs::remove_file(&out);
+    let err = s.fails("config.yaml", &["read", &step0, out.to_str().unwrap()]);
+    assert!(err.contains(&name) && err.contains("lost flushes"), "{err}");
+    assert!(!out.exists(), "a refused read left a file");
+    let o = s.run(&["list", DB, "--porcelain"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains(&name) && err.contains("lost flushes"), "{err}");
+    let err = s.fails("config.yaml", &["write", later.to_str().unwrap()]);
+    assert!(err.contains(&name) && err.contains("lost flushes"), "{err}");
+    let o = s.run(&["check"]);
+    assert!(!o.status.success());
+    let checked = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        checked.contains(&format!("{name}: LOST FLUSHES")),
+        "{checked}"
+    );
+    let lost: Vec<&str> = checked
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix("lost-flush")
+                .or_else(|| l.strip_prefix("lost-data"))?;
+            rest.trim_start().split(": ").next()
+        })
+        .collect();
+    // The last flush's index file and data file (the one before it looks cut short).
+    assert_eq!(lost.len(), 2, "{checked}");
+    assert!(lost.iter().any(|f| f.ends_with(".idx")) && lost.iter().any(|f| f.ends_with(".data")));
+
+    // Accepting the journal's state: the files check names moved out, the database is usable
+    // again and shows what the journal holds.
+    let aside = s.path("aside");
+    std::fs::create_dir(&aside).unwrap();
+    for f in &lost {
+        std::fs::rename(db.join(f), aside.join(f)).unwrap();
+    }
+    s.ok(&["read", &step0, out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&first).unwrap());
+    assert_eq!(s.list(DB).len(), 4);
+    s.ok(&["write", later.to_str().unwrap()]);
+    assert_eq!(s.list(DB).len(), 8);
+    s.ok(&["check"]);
+}
+
 /// `class=x/y` and `class=x_y` were one directory (`/` became `_`): now each key has its own,
 /// both are listed and read back, and a store made by the old naming is still found.
 #[test]

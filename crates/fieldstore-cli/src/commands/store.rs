@@ -1081,6 +1081,69 @@ pub fn compact(request: String, session: &Session) -> Result<()> {
 }
 
 #[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Which databases, e.g. class=od,expver=0001 (or a request file); none: every database.
+    request: Option<String>,
+    /// Only the databases with something to say, and nothing for the others.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `fieldstore check`: per database, the files no journal record names and what each is; fails
+/// when a journal lost flushes it once held, or a database cannot be read.
+pub fn check(a: CheckArgs, session: &Session) -> Result<()> {
+    let fdb = session.fdb()?;
+    let req = one_request(a.request.as_deref(), true)?;
+    let checked = fdb.check(&req)?;
+    if checked.is_empty() {
+        bail!("no database matches {req}");
+    }
+    let failed = checked.iter().filter(|c| c.failed()).count();
+    for c in &checked {
+        let name = match (&c.db, c.location.is_empty()) {
+            (Some(db), true) => db.to_string(),
+            (_, false) => c.location.clone(),
+            (None, true) => String::new(),
+        };
+        if let Some(problem) = &c.problem {
+            if name.is_empty() {
+                outln!("cannot be checked: {problem}")?;
+            } else {
+                outln!("{name}: cannot be checked: {problem}")?;
+            }
+            continue;
+        }
+        let lost = c.findings.iter().filter(|f| f.kind.is_lost()).count();
+        match (c.findings.len(), lost) {
+            (0, _) if a.quiet => continue,
+            (0, _) => outln!("{name}: ok")?,
+            (n, 0) => outln!(
+                "{name}: ok; {n} file{} no journal record names, none from lost flushes",
+                if n == 1 { "" } else { "s" }
+            )?,
+            (_, n) => outln!(
+                "{name}: LOST FLUSHES: the journal (toc) lacks flushes it once held ({n} file{} \
+                 show{} it); restore the whole toc, or move the lost-flush and lost-data files \
+                 out of the directory to accept what the journal shows",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            )?,
+        }
+        for f in &c.findings {
+            outln!("  {:<19} {}: {}", f.kind.name(), f.file, f.detail)?;
+        }
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} database{} failed the check (above)",
+            checked.len(),
+            if checked.len() == 1 { "" } else { "s" }
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
 pub struct DumpArgs {
     /// Which databases, e.g. class=od,expver=0001 (or a request file).
     request: Option<String>,

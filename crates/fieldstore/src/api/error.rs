@@ -68,6 +68,9 @@ pub enum ApiError {
     /// Converting databases between formats is a local toc store's (docs/fdb5-format.md).
     #[error("{frontend} cannot convert databases between formats: {why}")]
     ConvertUnsupported { frontend: String, why: String },
+    /// `check` reads database directories: a local toc store's.
+    #[error("{frontend} cannot check databases for files their journal does not name: run `fieldstore check` with a config whose databases are local toc directories (on the server's machine for a remote store)")]
+    CheckUnsupported { frontend: String },
 }
 
 impl ApiError {
@@ -86,6 +89,7 @@ impl ApiError {
             ApiError::Unsupported { .. }
             | ApiError::MoveUnsupported { .. }
             | ApiError::ConvertUnsupported { .. } => ErrorKind::Unsupported,
+            ApiError::CheckUnsupported { .. } => ErrorKind::Unsupported,
             ApiError::Children { kind, .. } => *kind,
             ApiError::WaitTimedOut { .. } => ErrorKind::Timeout,
         }

@@ -5,8 +5,8 @@ use super::error::ApiError;
 use super::operation::Operation;
 use super::reader::DataReader;
 use super::results::{
-    CompactElement, ControlElement, ConvertElement, DumpElement, MoveElement, PurgeElement,
-    StatsElement, WhereElement, WipeElement,
+    CheckElement, CompactElement, ControlElement, ConvertElement, DumpElement, MoveElement,
+    PurgeElement, StatsElement, WhereElement, WipeElement,
 };
 use super::subscribe::{Start, SubscriptionBox};
 use crate::model::request::Request;
@@ -190,6 +190,18 @@ pub trait Fdb: Send + Sync {
             None => Err(ApiError::MoveUnsupported {
                 frontend: self.name(),
                 why: "move runs on a config whose databases are local toc directories (point --config at one)".into(),
+            }),
+        }
+    }
+
+    /// The files of matching databases (all, for an empty request) that no journal record
+    /// names, and what each is: index files showing that a journal lost flushes it once held,
+    /// and what flushes in progress or cut short leave (`fieldstore check`, docs/toc-format.md).
+    fn check(&self, request: &Request) -> Result<Vec<CheckElement>, ApiError> {
+        match self.forward_to() {
+            Some(child) => child.check(request),
+            None => Err(ApiError::CheckUnsupported {
+                frontend: self.name(),
             }),
         }
     }

@@ -12,8 +12,8 @@ use super::fdb::{Fdb, ListIter};
 use super::operation::Operation;
 use super::reader::{copy_with, field_at, DataReader, FieldSpan, COPY_CHUNK};
 use super::results::{
-    CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement, StatsElement,
-    WhereElement, WipeElement,
+    CheckElement, CompactElement, ControlElement, DumpElement, MoveElement, PurgeElement,
+    StatsElement, WhereElement, WipeElement,
 };
 use crate::grib;
 use crate::model::config::{LocalConfig, Space};
@@ -1720,6 +1720,50 @@ impl Fdb for LocalFdb {
                 merged_indexes: r.merged_indexes as u64,
                 new_indexes: r.new_indexes as u64,
                 entries: r.entries as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every database for an empty request. A directory that is no readable database (its
+    /// journal lost or damaged) is reported whatever the request: it cannot be matched.
+    fn check(&self, request: &Request) -> Result<Vec<CheckElement>, ApiError> {
+        let expansions = if request.is_empty() {
+            None
+        } else {
+            Some(self.expand(request, ExpandMode::List)?)
+        };
+        let mut out = Vec::new();
+        for db in self.catalogue.databases() {
+            let db = match db {
+                Ok(db) => db,
+                Err(e) => {
+                    out.push(CheckElement {
+                        db: None,
+                        location: String::new(),
+                        findings: Vec::new(),
+                        problem: Some(e.to_string()),
+                    });
+                    continue;
+                }
+            };
+            if expansions
+                .as_ref()
+                .is_some_and(|ex| !ex.iter().any(|e| e.levels[0].matches_exactly(&db.key)))
+            {
+                continue;
+            }
+            let location = self.catalogue.location(&db);
+            let (findings, problem) = match self.catalogue.check(&db) {
+                Ok(f) => (f, None),
+                Err(e @ StorageError::Unsupported { .. }) => return Err(e.into()),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
+            out.push(CheckElement {
+                db: Some(db.key),
+                location,
+                findings,
+                problem,
             });
         }
         Ok(out)

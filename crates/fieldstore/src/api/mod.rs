@@ -26,8 +26,8 @@ pub use local::{Clock, LocalFdb};
 pub use operation::{Operation, UnknownOperation};
 pub use reader::{DataReader, FieldSpan};
 pub use results::{
-    CompactElement, ControlElement, ConvertElement, DumpElement, DumpRecord, MoveElement,
-    PurgeElement, StatsElement, WhereElement, WipeElement,
+    CheckElement, CompactElement, ControlElement, ConvertElement, DumpElement, DumpRecord,
+    MoveElement, PurgeElement, StatsElement, WhereElement, WipeElement,
 };
 pub use subscribe::{Cursor, Notice, Position, Start, Subscription, SubscriptionBox};
 pub use wait::RetrieveWait;

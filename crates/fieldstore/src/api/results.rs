@@ -179,6 +179,26 @@ impl ControlElement {
     }
 }
 
+/// What `check` found in one database's directory: the files no journal record names, each
+/// with what it is. Local only (it reads the directory), so not carried by the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckElement {
+    /// `None` for a directory that cannot be read as a database (see `problem`).
+    pub db: Option<Key>,
+    pub location: String,
+    pub findings: Vec<crate::storage::CheckFinding>,
+    /// Why the database could not be checked: its journal lost or damaged (the message names
+    /// the directory).
+    pub problem: Option<String>,
+}
+
+impl CheckElement {
+    /// Whether it shows lost history, or could not be checked.
+    pub fn failed(&self) -> bool {
+        self.problem.is_some() || self.findings.iter().any(|f| f.kind.is_lost())
+    }
+}
+
 /// What compacting one database did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompactElement {

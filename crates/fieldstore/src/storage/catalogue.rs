@@ -65,6 +65,57 @@ pub struct CompactReport {
     pub entries: usize,
 }
 
+/// A file in a database's directory that no journal record names, and what it is
+/// (`fieldstore check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckFinding {
+    /// Its name in the database's directory.
+    pub file: String,
+    pub kind: FindingKind,
+    /// What it is, in words.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FindingKind {
+    /// An index file written after the journal held more than it does now: the journal lost
+    /// flushes it once held (cut short by more than an interrupted append, or replaced).
+    LostFlush,
+    /// A data file only such index files name: bytes of the lost flushes.
+    LostData,
+    /// An index file of a flush not published yet or cut short (a crash, a failed flush): the
+    /// journal still holds what its writer had read. Harmless.
+    Unpublished,
+    /// An index file written into an earlier incarnation of the database (wiped and made again
+    /// while it was being flushed). Harmless.
+    EarlierIncarnation,
+    /// An index file that cannot be judged: unreadable (being written, or damaged), or from a
+    /// version that did not record how far its writer had read the journal.
+    Unknown,
+    /// A data file no index file names: a writer that has not flushed yet, or one stopped before
+    /// its first flush. Harmless (purge leaves it).
+    UnreferencedData,
+}
+
+impl FindingKind {
+    /// Whether it shows that the journal lost history (what makes `check` fail).
+    pub fn is_lost(self) -> bool {
+        matches!(self, FindingKind::LostFlush | FindingKind::LostData)
+    }
+
+    /// A short name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::LostFlush => "lost-flush",
+            FindingKind::LostData => "lost-data",
+            FindingKind::Unpublished => "unpublished",
+            FindingKind::EarlierIncarnation => "earlier-incarnation",
+            FindingKind::Unknown => "unknown",
+            FindingKind::UnreferencedData => "unreferenced-data",
+        }
+    }
+}
+
 pub trait Catalogue: Send + Sync {
     /// `toc`, ...: what `fieldstore info` prints.
     fn kind(&self) -> &'static str;
@@ -153,6 +204,14 @@ pub trait Catalogue: Send + Sync {
 
     /// Merges indexes so lookups stay fast however many flushes accumulated.
     fn compact(&self, db: &DbRef) -> Result<CompactReport, StorageError>;
+
+    /// The files of the database that no journal record names, and what each is.
+    fn check(&self, _db: &DbRef) -> Result<Vec<CheckFinding>, StorageError> {
+        Err(StorageError::Unsupported {
+            catalogue: self.kind(),
+            what: "be checked for files its journal does not name",
+        })
+    }
 
     /// Where the database's history of commits stands now (docs/subscribe.md).
     fn history_mark(&self, _db: &DbRef) -> Result<HistoryMark, StorageError> {

@@ -44,6 +44,17 @@ pub enum StorageError {
     AdoptedChanged { path: PathBuf, detail: String },
     #[error("{dir} holds {files} fieldstore index/data files but no journal (toc): this database cannot be read (was its toc deleted?); restore the toc or remove the directory")]
     MissingJournal { dir: PathBuf, files: usize },
+    /// Index files in a database's directory were written after its journal held more than it
+    /// does now: the journal lost flushes it once held (cut short by more than an interrupted
+    /// append, or replaced by an older copy), so it would show an older state as if current.
+    #[error("{dir}: its journal (toc) has lost flushes it once held, so it would show an older state of the database: {} index file{} no journal record names {} written when the journal held more than it does now ({detail}); the toc was cut short or replaced (a partial restore?). `fieldstore check` lists the files; restore the whole toc, or move the files it lists out of the directory to accept what the journal shows", files.len(), if files.len() == 1 { "" } else { "s" }, if files.len() == 1 { "was" } else { "were" })]
+    LostFlushes {
+        dir: PathBuf,
+        files: Vec<String>,
+        /// About the first of them: how far its writer had read the journal, and how far the
+        /// journal goes now.
+        detail: String,
+    },
     /// Two keys whose names on disk agree (same values, other keywords): the second is neither
     /// stored nor read there, so their fields never mix.
     #[error("{dir} holds database {found}, not {wanted} (their names on disk agree: same values, other keywords)")]
@@ -128,7 +139,8 @@ impl StorageError {
             StorageError::Corrupt { .. }
             | StorageError::FieldChecksum { .. }
             | StorageError::MissingJournal { .. }
-            | StorageError::AdoptedChanged { .. } => ErrorKind::Corrupt,
+            | StorageError::AdoptedChanged { .. }
+            | StorageError::LostFlushes { .. } => ErrorKind::Corrupt,
             StorageError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             StorageError::NameTaken { .. } => ErrorKind::Config,
             StorageError::Config { .. } | StorageError::NoWritableRoot { .. } => ErrorKind::Config,

@@ -19,8 +19,8 @@ pub(crate) mod store;
 pub mod toc;
 
 pub use catalogue::{
-    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
-    ListedEntry, PurgeReport,
+    Catalogue, CatalogueReader, CatalogueWriter, CheckFinding, CompactReport, DbStats, EntryIter,
+    FindingKind, IndexSummary, ListedEntry, PurgeReport,
 };
 pub use dump::{CatalogueDump, DumpRecord};
 pub use error::StorageError;

@@ -14,8 +14,8 @@ use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
-    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
-    WipeElement,
+    CheckElement, CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement,
+    WhereElement, WipeElement,
 };
 use crate::api::subscribe::{Start, SubscriptionBox};
 use crate::api::ApiError;
@@ -430,6 +430,10 @@ impl Fdb for DistFdb {
 
     fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         self.concat(|f| f.compact(request))
+    }
+
+    fn check(&self, request: &Request) -> Result<Vec<CheckElement>, ApiError> {
+        self.concat(|f| f.check(request))
     }
 
     fn explain_nothing(&self, request: &Request) -> String {

@@ -8,8 +8,8 @@ use super::{combine_errors, field_key};
 use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::results::{
-    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
-    WipeElement,
+    CheckElement, CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement,
+    WhereElement, WipeElement,
 };
 use crate::api::subscribe::{Notice, Position, Start, Subscription, SubscriptionBox};
 use crate::api::ApiError;
@@ -257,6 +257,15 @@ impl Fdb for MirrorFdb {
         let mut out = Vec::new();
         for c in &self.children {
             out.extend(c.compact(request)?);
+        }
+        Ok(out)
+    }
+
+    /// Every copy: each is its own directory.
+    fn check(&self, request: &Request) -> Result<Vec<CheckElement>, ApiError> {
+        let mut out = Vec::new();
+        for c in &self.children {
+            out.extend(c.check(request)?);
         }
         Ok(out)
     }

@@ -9,8 +9,8 @@ use crate::api::element::{AxesMap, ControlAction, ControlIdentifier, ListOptions
 use crate::api::fdb::{Fdb, ListIter};
 use crate::api::reader::{ChainReader, DataReader};
 use crate::api::results::{
-    CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement, WhereElement,
-    WipeElement,
+    CheckElement, CompactElement, ControlElement, DumpElement, PurgeElement, StatsElement,
+    WhereElement, WipeElement,
 };
 use crate::api::subscribe::{Start, SubscriptionBox};
 use crate::api::ApiError;
@@ -237,6 +237,10 @@ impl Fdb for SelectFdb {
 
     fn compact(&self, request: &Request) -> Result<Vec<CompactElement>, ApiError> {
         self.each(request, |f| f.compact(request))
+    }
+
+    fn check(&self, request: &Request) -> Result<Vec<CheckElement>, ApiError> {
+        self.each(request, |f| f.check(request))
     }
 
     fn explain_nothing(&self, request: &Request) -> String {

@@ -240,3 +240,57 @@ pub(crate) fn purge(
     }
     Ok(report)
 }
+
+/// Files of an FDB5 database that no toc record names: index files and sub-tocs no record
+/// refers to (a writer killed before its flush was published, or FDB5's "full" index of a writer
+/// killed before closing), data files no index names (a writer that has not flushed). FDB5's
+/// records carry no writer position, so lost flushes cannot be told from these: each is
+/// reported as what it most likely is, none as a loss.
+pub(crate) fn check(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+) -> Result<Vec<crate::storage::catalogue::CheckFinding>, StorageError> {
+    use crate::storage::catalogue::{CheckFinding, FindingKind};
+    let r = Fdb5Reader::open(fs, dir)?;
+    let mut named: HashSet<PathBuf> = HashSet::new();
+    for ix in &r.view.indexes {
+        named.insert(ix.index_path());
+        for (_, loc) in &ix.record.uris {
+            named.insert(ix.data_path(loc));
+        }
+    }
+    named.extend(r.view.sub_tocs.iter().cloned());
+    let mut out = Vec::new();
+    let mut entries = fs.read_dir(dir).map_err(StorageError::io("list", dir))?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    for e in entries {
+        let name = e.file_name();
+        if e.is_dir || named.contains(&e.path) {
+            continue;
+        }
+        let (kind, detail) = if name.ends_with(".index") {
+            (
+                FindingKind::Unpublished,
+                "an index file no toc record names: a flush never published (its writer died), or a full index of a writer killed before closing".to_string(),
+            )
+        } else if name.ends_with(".data") {
+            (
+                FindingKind::UnreferencedData,
+                "a data file no index names: a writer that has not flushed yet, or one killed before its first flush".to_string(),
+            )
+        } else if name.starts_with("toc.") {
+            (
+                FindingKind::Unpublished,
+                "a sub-toc no toc record names".to_string(),
+            )
+        } else {
+            continue;
+        };
+        out.push(CheckFinding {
+            file: name,
+            kind,
+            detail,
+        });
+    }
+    Ok(out)
+}

@@ -13,8 +13,8 @@ use super::writer::{ensure_database, DbWriter};
 use crate::model::config::{Root, Space, SpacesSource};
 use crate::model::Key;
 use crate::storage::catalogue::{
-    Catalogue, CatalogueReader, CatalogueWriter, CompactReport, DbStats, EntryIter, IndexSummary,
-    PurgeReport,
+    Catalogue, CatalogueReader, CatalogueWriter, CheckFinding, CompactReport, DbStats, EntryIter,
+    IndexSummary, PurgeReport,
 };
 use crate::storage::fdb5::dbnames::DbNames;
 use crate::storage::fdb5::{self as fdb5_format, Fdb5Reader};
@@ -712,6 +712,8 @@ impl Catalogue for TocCatalogue {
             None => DbReader::open(&self.fs, path)?,
         });
         check_key(db, reader.db_key())?;
+        // A journal that lost flushes would show an older state as current: refused.
+        super::unpublished::refuse_lost(&*self.fs, path, reader.state())?;
         if let (Some(id), Ok(mut cache)) = (id, self.readers.lock()) {
             if cache.len() >= OPEN_READERS {
                 cache.clear();
@@ -816,6 +818,14 @@ impl Catalogue for TocCatalogue {
             return Ok(CompactReport::default());
         }
         maintenance::compact(&self.fs, dir(db))
+    }
+
+    fn check(&self, db: &DbRef) -> Result<Vec<CheckFinding>, StorageError> {
+        if self.is_fdb5(db) {
+            return fdb5_format::maintenance::check(&self.fs, dir(db));
+        }
+        let reader = DbReader::open(&self.fs, dir(db))?;
+        super::unpublished::survey(&*self.fs, dir(db), reader.state())
     }
 
     fn history_mark(&self, db: &DbRef) -> Result<HistoryMark, StorageError> {

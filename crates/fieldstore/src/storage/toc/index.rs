@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use super::journal::JournalMark;
 use crate::storage::fs::{FileSystem, Mapped, OpenMode};
 use crate::storage::StorageError;
 
@@ -49,6 +50,10 @@ struct Header {
     datum_keywords: Vec<String>,
     data_files: Vec<String>,
     count: u64,
+    /// How far its writer had read the journal (absent in files from before it; older builds
+    /// ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seen: Option<JournalMark>,
 }
 
 /// Where a block's entries are, and how to check them.
@@ -68,6 +73,8 @@ pub struct IndexFile {
     pub index_key: String,
     pub datum_keywords: Vec<String>,
     pub data_files: Vec<String>,
+    /// How far its writer had read the journal when it wrote it (`None` in older files).
+    pub seen: Option<JournalMark>,
     path: PathBuf,
     map: Mapped,
     count: usize,
@@ -180,6 +187,7 @@ fn scan(
 
 impl IndexFile {
     /// Writes and syncs the file. Later entries with the same values replace earlier ones.
+    /// `seen`: how far the writer had read the journal (see [`JournalMark`]).
     pub fn write(
         fs: &dyn FileSystem,
         path: &Path,
@@ -187,8 +195,16 @@ impl IndexFile {
         datum_keywords: &[String],
         data_files: &[String],
         entries: Vec<IndexEntry>,
+        seen: Option<&JournalMark>,
     ) -> Result<(), StorageError> {
-        let buf = Self::encode(index_key, datum_keywords, data_files, entries, VERSION);
+        let buf = Self::encode(
+            index_key,
+            datum_keywords,
+            data_files,
+            entries,
+            VERSION,
+            seen,
+        );
         let f = fs
             .open(path, OpenMode::CreateNew)
             .map_err(StorageError::io("create", path))?;
@@ -205,6 +221,7 @@ impl IndexFile {
         data_files: &[String],
         mut entries: Vec<IndexEntry>,
         version: u32,
+        seen: Option<&JournalMark>,
     ) -> Vec<u8> {
         // Stable sort keeps archive order among equal keys; of live copies keep the last,
         // then masked copies (from compaction) after it.
@@ -221,6 +238,7 @@ impl IndexFile {
             datum_keywords: datum_keywords.to_vec(),
             data_files: data_files.to_vec(),
             count: dedup.len() as u64,
+            seen: seen.cloned(),
         })
         .unwrap_or_default();
         let mut buf = Vec::with_capacity(64 + header.len() + dedup.len() * 48);
@@ -399,6 +417,7 @@ impl IndexFile {
             index_key: header.index_key,
             datum_keywords: header.datum_keywords,
             data_files: header.data_files,
+            seen: header.seen,
             path: path.to_path_buf(),
             map,
             count,
@@ -553,6 +572,7 @@ mod tests {
             &["step".into()],
             &["a.data".into()],
             entries,
+            None,
         )
         .unwrap();
     }
@@ -653,6 +673,7 @@ mod tests {
             datum_keywords: vec!["step".into()],
             data_files: vec!["a.data".into()],
             count: entries.len() as u64,
+            seen: None,
         })
         .unwrap();
         let mut buf = Vec::new();
@@ -726,6 +747,7 @@ mod tests {
             &["a.data".into()],
             entries,
             2,
+            None,
         );
         assert_eq!(le(&bytes[4..8]), 2);
         std::fs::write(&p, bytes).unwrap();

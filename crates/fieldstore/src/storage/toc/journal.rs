@@ -1,6 +1,7 @@
 //! The `toc` journal: checksummed records appended with one `write()` each flush.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -471,6 +472,21 @@ pub fn append(
     Ok(appended)
 }
 
+/// How far a writer had read the journal when it wrote an index file: the end of what it had
+/// read, and the record that ended there (where it starts, its checksum), in the journal of which
+/// incarnation of the database. Kept in the index file's header (`seen`), it tells an index file
+/// of a flush not published yet, or cut short, which the journal still explains, from one
+/// written after the journal held more than it does now (cut short by more than one append, or
+/// replaced by an older copy): proof that flushes it once held are lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalMark {
+    pub end: u64,
+    pub last: u64,
+    pub crc: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+}
+
 /// One live index as the journal describes it.
 #[derive(Debug, Clone)]
 pub struct LiveIndex {
@@ -499,6 +515,10 @@ pub struct JournalState {
     pub init: Option<(String, u32)>,
     /// Set when the first record is not an Init.
     pub bad_start: bool,
+    /// The Init record's incarnation (none in journals from before it).
+    pub incarnation: Option<String>,
+    /// Where the last complete record parsed starts.
+    pub last_record: u64,
     /// Every index file ever made visible, with its recency, so a merged index's slot resolves
     /// even when the slot was cleared before the merged index's record (an older journal).
     positions: HashMap<String, u64>,
@@ -506,6 +526,8 @@ pub struct JournalState {
     /// Live index files by index key, so looking at one key costs its indexes, not the
     /// database's.
     by_key: HashMap<String, Vec<String>>,
+    /// Files a Clear record names that no Index record did (a failed flush withdrawn).
+    withdrawn: HashSet<String>,
 }
 
 impl JournalState {
@@ -527,11 +549,20 @@ impl JournalState {
         for (at, r) in records {
             if self.records == 0 {
                 match &r {
-                    Record::Init { db_key, uid, .. } => self.init = Some((db_key.clone(), *uid)),
+                    Record::Init {
+                        db_key,
+                        uid,
+                        incarnation,
+                        ..
+                    } => {
+                        self.init = Some((db_key.clone(), *uid));
+                        self.incarnation = incarnation.clone();
+                    }
                     _ => self.bad_start = true,
                 }
             }
             self.records += 1;
+            self.last_record = at;
             match r {
                 Record::Init { .. } => {}
                 Record::Index {
@@ -566,6 +597,9 @@ impl JournalState {
                 }
                 Record::Clear { files } => {
                     for f in files {
+                        if !self.positions.contains_key(&f) {
+                            self.withdrawn.insert(f.clone());
+                        }
                         let Some(gone) = self.live.remove(&f) else {
                             continue;
                         };
@@ -584,6 +618,55 @@ impl JournalState {
 
     pub fn live_count(&self) -> usize {
         self.live.len()
+    }
+
+    /// Whether a record of the journal names this index file (made it visible, or cleared it).
+    pub fn names(&self, file: &str) -> bool {
+        self.positions.contains_key(file) || self.withdrawn.contains(file)
+    }
+
+    /// This view of the journal, for an index file written now to carry (`seen` in its
+    /// header): while the journal holds it, the file can only be a flush not published yet or
+    /// one cut short. First `toc` (the open journal, at `path`) is made durable, so that what
+    /// this view holds of other writers' appends still in flight survives a power cut: the mark
+    /// must never claim more than a crash can leave.
+    pub fn mark(&self, toc: &dyn FsFile, path: &Path) -> Result<JournalMark, StorageError> {
+        toc.sync_data().map_err(StorageError::io("sync", path))?;
+        let mut head = [0u8; HEADER];
+        match read_full_at(toc, &mut head, self.last_record) {
+            Ok(HEADER) => {}
+            Ok(_) => {
+                return Err(StorageError::Corrupt {
+                    path: path.to_path_buf(),
+                    offset: self.last_record,
+                    detail: "the journal is shorter than already read".into(),
+                })
+            }
+            Err(e) => return Err(StorageError::io("read", path)(e)),
+        }
+        Ok(JournalMark {
+            end: self.end,
+            last: self.last_record,
+            crc: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
+            incarnation: self.incarnation.clone(),
+        })
+    }
+
+    /// Whether the journal (open as `toc`, parsed into this state) still holds what `mark` saw:
+    /// the record that ended it, unchanged, where it was. A journal only grows, so this holds
+    /// for every index file written while it was (a flush in progress, or one cut short); a
+    /// journal cut short or replaced since loses it.
+    pub fn holds(&self, toc: &dyn FsFile, mark: &JournalMark) -> io::Result<bool> {
+        if mark.end > self.end || mark.last >= mark.end {
+            return Ok(false);
+        }
+        let mut head = [0u8; HEADER];
+        if read_full_at(toc, &mut head, mark.last)? != HEADER || &head[..4] != MAGIC {
+            return Ok(false);
+        }
+        let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as u64;
+        let crc = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+        Ok(mark.last + HEADER as u64 + len == mark.end && crc == mark.crc)
     }
 
     /// Live indexes, newest first.

@@ -167,6 +167,10 @@ pub fn purge(
         None
     };
     let reader = DbReader::open(fs, dir)?;
+    if doit {
+        // Deleting what the journal no longer names would destroy the lost flushes' bytes.
+        super::unpublished::refuse_lost(&**fs, dir, reader.state())?;
+    }
     let mut report = PurgeReport::default();
     let mut live_data: BTreeSet<String> = BTreeSet::new();
     let mut dead_data: BTreeSet<String> = BTreeSet::new();
@@ -579,6 +583,11 @@ fn merge(
         report.new_indexes
     );
     let count = entries.len() as u64;
+    let toc = dir.join("toc");
+    let journal = fs
+        .open(&toc, OpenMode::Read)
+        .map_err(StorageError::io("open", &toc))?;
+    let seen = state.mark(&*journal, &toc)?;
     IndexFile::write(
         &**fs,
         &dir.join(&name),
@@ -586,6 +595,7 @@ fn merge(
         &layout,
         &data_files,
         entries,
+        Some(&seen),
     )?;
     let merged_names: Vec<String> = merged.iter().map(|(m, _)| group[*m].file.clone()).collect();
     let records = vec![

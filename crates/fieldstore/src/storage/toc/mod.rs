@@ -10,6 +10,7 @@ pub(crate) mod maintenance;
 pub mod placement;
 mod reader;
 pub mod relocate;
+mod unpublished;
 mod watch;
 mod writer;
 

@@ -31,7 +31,7 @@ pub struct DbWriter {
     /// The journal this writer read, held open so its inode cannot be reused: a commit finding
     /// another inode at `toc` (or none) knows the database was wiped, and publishes nothing
     /// into a journal that is not the one it read.
-    _toc: Box<dyn FsFile>,
+    toc_file: Box<dyn FsFile>,
     toc_ino: u64,
 }
 
@@ -122,8 +122,10 @@ impl DbWriter {
             .metadata(&toc_path)
             .map_err(StorageError::io("stat", &toc_path))?
             .ino;
-        // A damaged journal is refused here, before anything is written into the database.
+        // A damaged journal is refused here, before anything is written into the database; so
+        // is one that lost flushes it once held (new flushes would go on from an older state).
         let journal = JournalState::read(&**fs, &toc_path)?;
+        super::unpublished::refuse_lost(&**fs, dir, &journal)?;
         if let Some((_, uid)) = &journal.init {
             let me = current_uid();
             if *uid != me && me != 0 {
@@ -140,7 +142,7 @@ impl DbWriter {
             dir: dir.to_path_buf(),
             pending: BTreeMap::new(),
             journal,
-            _toc: toc,
+            toc_file: toc,
             toc_ino,
         })
     }
@@ -236,6 +238,11 @@ impl CatalogueWriter for DbWriter {
                 db: self.dir.clone(),
             });
         }
+        let toc = self.dir.join("toc");
+        // What this writer has read of the journal, made durable: each index file carries it,
+        // so that one the journal never names tells a flush cut short (the journal still holds
+        // what its writer saw) from lost history (it does not: docs/toc-format.md).
+        let seen = self.journal.mark(&*self.toc_file, &toc)?;
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -253,6 +260,7 @@ impl CatalogueWriter for DbWriter {
                 &p.datum_keywords,
                 &p.objects,
                 p.entries,
+                Some(&seen),
             )?;
             let mut axes: Vec<(String, Vec<String>)> = p
                 .axes
@@ -273,7 +281,6 @@ impl CatalogueWriter for DbWriter {
             });
         }
         sync_dir(&*self.fs, &self.dir)?;
-        let toc = self.dir.join("toc");
         let appended = match journal::append(&*self.fs, &toc, self.journal.end, &records) {
             Ok(a) => a,
             Err(e) => {
