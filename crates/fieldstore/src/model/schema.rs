@@ -289,8 +289,33 @@ fn set_bit(mask: &mut [u64], i: usize) {
     }
 }
 
+/// Schemas parsed in this process, by text: a database's own copy of the schema (FDB5 keeps
+/// one) is usually the configured schema's text again, and parsing ECMWF's took milliseconds of
+/// a one-field retrieve.
+static PARSED: std::sync::Mutex<Vec<Schema>> = std::sync::Mutex::new(Vec::new());
+/// How many texts are remembered.
+const PARSED_KEPT: usize = 8;
+
 impl Schema {
     pub fn parse(text: &str, origin: &str) -> Result<Schema, SchemaError> {
+        if let Ok(seen) = PARSED.lock() {
+            if let Some(s) = seen.iter().find(|s| s.text == text) {
+                let mut s = s.clone();
+                s.origin = origin.to_string();
+                return Ok(s);
+            }
+        }
+        let parsed = Self::parse_text(text, origin)?;
+        if let Ok(mut seen) = PARSED.lock() {
+            if seen.len() >= PARSED_KEPT {
+                seen.remove(0);
+            }
+            seen.push(parsed.clone());
+        }
+        Ok(parsed)
+    }
+
+    fn parse_text(text: &str, origin: &str) -> Result<Schema, SchemaError> {
         let paths = Parser::new(text, origin).parse()?;
         let keywords = paths
             .iter()
@@ -787,6 +812,10 @@ struct Parser<'a> {
     origin: &'a str,
     pos: usize,
     globals: HashMap<String, KeyType>,
+    /// The last position a line number was asked for, and its line: rules are numbered in
+    /// order, so counting on from there keeps parsing linear (counting from the start for each
+    /// rule was a quarter of a one-field retrieve's time with ECMWF's schema).
+    lines_seen: std::cell::Cell<(usize, usize)>,
 }
 
 const STOP: &[char] = &['/', '=', ',', ';', ':', '[', ']', '?', '#'];
@@ -798,6 +827,7 @@ impl<'a> Parser<'a> {
             origin,
             pos: 0,
             globals: HashMap::new(),
+            lines_seen: std::cell::Cell::new((0, 1)),
         }
     }
 
@@ -818,10 +848,22 @@ impl<'a> Parser<'a> {
     }
 
     fn line_col(&self, pos: usize) -> (usize, usize) {
-        match self.error_at(pos, "") {
-            SchemaError::Parse { line, column, .. } => (line, column),
-            _ => (0, 0),
-        }
+        let pos = pos.min(self.text.len());
+        let (from, line) = match self.lines_seen.get() {
+            (seen, line) if seen <= pos => (seen, line),
+            _ => (0, 1),
+        };
+        let Some(between) = self.text.get(from..pos) else {
+            return match self.error_at(pos, "") {
+                SchemaError::Parse { line, column, .. } => (line, column),
+                _ => (0, 0),
+            };
+        };
+        let line = line + between.matches('\n').count();
+        self.lines_seen.set((pos, line));
+        let before = &self.text[..pos];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        (line, before[line_start..].chars().count() + 1)
     }
 
     fn peek(&self) -> Option<char> {
