@@ -118,10 +118,10 @@ fn db_ref(key: Key, dir: &Path) -> DbRef {
     }
 }
 
-/// A cached reader handed out as the trait object callers expect.
-struct SharedReader(Arc<DbReader>);
+/// A cached reader (of either format) handed out as the trait object callers expect.
+struct Shared<R>(Arc<R>);
 
-impl CatalogueReader for SharedReader {
+impl<R: CatalogueReader> CatalogueReader for Shared<R> {
     fn db(&self) -> &DbRef {
         self.0.db()
     }
@@ -407,27 +407,6 @@ impl TocCatalogue {
     }
 }
 
-/// A cached FDB5 reader handed out as the trait object callers expect.
-struct SharedFdb5(Arc<Fdb5Reader>);
-
-impl CatalogueReader for SharedFdb5 {
-    fn db(&self) -> &DbRef {
-        self.0.db()
-    }
-
-    fn indexes(&self) -> &[IndexSummary] {
-        self.0.indexes()
-    }
-
-    fn lookup(&self, index: &Key, datum: &Key) -> Result<Option<FieldRef>, StorageError> {
-        self.0.lookup(index, datum)
-    }
-
-    fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError> {
-        self.0.entries(i, include_masked)
-    }
-}
-
 /// A file's modification time and size, the change check for the config file.
 fn file_state(p: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(p).ok()?;
@@ -690,7 +669,7 @@ impl Catalogue for TocCatalogue {
         if self.is_fdb5(db) {
             return self
                 .fdb5_reader(db)
-                .map(|r| Box::new(SharedFdb5(r)) as Box<dyn CatalogueReader>);
+                .map(|r| Box::new(Shared(r)) as Box<dyn CatalogueReader>);
         }
         let id = journal_id(&*self.fs, path);
         let mut grown = None;
@@ -698,7 +677,7 @@ impl Catalogue for TocCatalogue {
             if let Some((cached, r)) = cache.get(path) {
                 if *cached == id {
                     check_key(db, r.db_key())?;
-                    return Ok(Box::new(SharedReader(r.clone())));
+                    return Ok(Box::new(Shared(r.clone())));
                 }
                 // The same journal, appended to: what the reader parsed never changes (only a
                 // torn tail after it is ever cut off), so it parses just the new records.
@@ -720,7 +699,7 @@ impl Catalogue for TocCatalogue {
             }
             cache.insert(path.to_path_buf(), (id, reader.clone()));
         }
-        Ok(Box::new(SharedReader(reader)))
+        Ok(Box::new(Shared(reader)))
     }
 
     fn db_format(&self, db: &DbRef) -> Option<&'static str> {
