@@ -399,22 +399,35 @@ fn adopted_s3_objects_read_back_and_a_change_or_deletion_is_named() {
     ok("read", &run(&["read", ALL, out.to_str().unwrap()]));
     assert_eq!(std::fs::read(&out).unwrap().len(), original.len());
 
-    // Adopted again, purged and wiped: entries forgotten, the object untouched.
+    // Written anew and adopted again: the new entries mask the old; purge forgets the old ones
+    // (without claiming to remove the object), wipe the rest; the object is left as it is.
+    let other_bytes = std::fs::read(&other).unwrap();
+    user.put("era/fields.grib", &other_bytes).unwrap();
     ok("adopt again", &run(&["adopt", uri]));
     let full = ok("list", &run(&["list", "class=od", "--full"]));
     assert_eq!(full.lines().count(), 54, "{full}");
-    ok("purge", &run(&["purge", DB, "--doit"]));
+    ok("read", &run(&["read", ALL, out.to_str().unwrap()]));
+    let (mut got, mut want) = (
+        messages(&std::fs::read(&out).unwrap()),
+        messages(&other_bytes),
+    );
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "the newest adoption's bytes");
+    let purged = ok("purge", &run(&["purge", DB, "--doit"]));
+    assert!(!purged.contains(uri), "{purged}");
     assert_eq!(
         ok("list", &run(&["list", "class=od", "--full"]))
             .lines()
             .count(),
         27
     );
-    ok("wipe", &run(&["wipe", DB, "--doit"]));
+    let wiped = ok("wipe", &run(&["wipe", DB, "--doit"]));
+    assert!(!wiped.contains(uri), "{wiped}");
     assert_eq!(ok("list", &run(&["list", "class=od"])).lines().count(), 0);
     assert_eq!(
         user.get("era/fields.grib").unwrap().as_deref(),
-        Some(&original[..])
+        Some(&other_bytes[..])
     );
 
     // An object that is not there, or not GRIB, is refused and makes nothing visible.

@@ -1657,7 +1657,17 @@ impl Fdb for LocalFdb {
                 doit,
                 masked_fields: r.masked_fields as u64,
                 indexes: r.indexes.iter().map(|f| format!("{}/{f}", db.id)).collect(),
-                objects: r.objects.iter().map(|o| self.store.uri(&db, o)).collect(),
+                // Adopted files and objects are the user's: forgotten, never removed, so not
+                // reported among what goes.
+                objects: r
+                    .objects
+                    .iter()
+                    .filter(|o| {
+                        !crate::storage::adopted::is_adopted_object(o)
+                            && crate::storage::posix::split_adopted(o).1.is_none()
+                    })
+                    .map(|o| self.store.uri(&db, o))
+                    .collect(),
                 db: db.key,
             });
         }
