@@ -331,7 +331,9 @@ impl TocCatalogue {
                     progress: opts.progress.clone(),
                 };
                 let Source::Fdb5(r) = source else {
-                    return Err(config("fieldstore's format is converted from FDB5's".into()));
+                    return Err(config(
+                        "fieldstore's format is converted from FDB5's".into(),
+                    ));
                 };
                 let converted = job.convert_fdb5(r)?;
                 let records = converted.iter().map(|c| c.record.clone()).collect();
