@@ -548,7 +548,9 @@ impl Job<'_> {
     /// Writes one index file and reads it back whole; returns its journal record.
     fn write(&self, seq: usize, mut ix: NewIndex) -> Result<Converted, StorageError> {
         self.checksums(&mut ix)?;
-        ix.entries.sort_unstable_by(|a, b| a.values.cmp(&b.values));
+        // Nearly in order already (a fingerprint sorts by `:`, a key by `SEP`): a run-aware
+        // sort is close to one pass.
+        ix.entries.sort_by(|a, b| a.values.cmp(&b.values));
         if let Some(w) = ix.entries.windows(2).find(|w| w[0].values == w[1].values) {
             return Err(StorageError::Corrupt {
                 path: self.dir.to_path_buf(),
@@ -560,15 +562,6 @@ impl Job<'_> {
                 ),
             });
         }
-        let meant = digest(ix.entries.iter().map(|e| {
-            (
-                e.values.as_str(),
-                ix.objects[e.file as usize].as_str(),
-                e.offset,
-                e.length,
-                e.checksum,
-            )
-        }));
         let count = ix.entries.len() as u64;
         // Checked again through the readers, after all is written (`check_sample`).
         let samples = ix
@@ -586,32 +579,44 @@ impl Job<'_> {
             .collect();
         let name = format!("{}.{}.{seq}.idx", super::disk_name(&ix.key), self.unique);
         let path = self.work.join(&name);
-        IndexFile::write(
+        IndexFile::write_sorted(
             self.fs,
             &path,
             &ix.key.to_string(),
             &ix.keywords,
             &ix.objects,
-            ix.entries,
+            &ix.entries,
             Some(self.seen),
         )?;
-        // Read back as readers will, every block checked, and compared with what was meant.
+        // Read back as readers will, every block checked, and compared entry by entry with
+        // what was meant.
         let back = IndexFile::read(self.fs, &path)?;
-        let mut rows = Vec::with_capacity(back.len());
-        for e in back.entries() {
-            let e = e?;
-            let object = back
-                .data_files
-                .get(e.file as usize)
-                .ok_or_else(|| mismatch(self.work, &name, &Some(e.file), &None::<u32>))?;
-            rows.push((e.values, object.as_str(), e.offset, e.length, e.checksum));
+        let differs = |detail: String| StorageError::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            detail: format!(
+                "the index written does not read back as converted: {detail}: nothing was changed"
+            ),
+        };
+        if back.len() as u64 != count || back.data_files != ix.objects {
+            return Err(differs(format!(
+                "{} entries and data files {:?}, meant {count} and {:?}",
+                back.len(),
+                back.data_files,
+                ix.objects
+            )));
         }
-        if back.len() as u64 != count || digest(rows.into_iter()) != meant {
-            return Err(StorageError::Corrupt {
-                path: path.clone(),
-                offset: 0,
-                detail: "the index written does not read back as the entries converted: nothing was changed".into(),
-            });
+        for (got, want) in back.entries().zip(&ix.entries) {
+            let got = got?;
+            if got.values != want.values
+                || got.file != want.file
+                || got.offset != want.offset
+                || got.length != want.length
+                || got.checksum != want.checksum
+                || got.masked
+            {
+                return Err(differs(format!("{got:?}, meant {want:?}")));
+            }
         }
         let mut axes = ix.axes;
         for (kw, v) in ix.key.iter() {
@@ -741,20 +746,6 @@ fn values_of(keywords: &[String], fp: String) -> String {
         v.push_str(key.get(kw).unwrap_or(""));
     }
     v
-}
-
-/// An order-dependent digest of (values, data file, offset, length, checksum) rows.
-fn digest<'a>(rows: impl Iterator<Item = (&'a str, &'a str, u64, u64, Option<u32>)>) -> u32 {
-    let mut crc = 0u32;
-    for (values, object, offset, length, checksum) in rows {
-        crc = crate::checksum::crc32c_append(crc, values.as_bytes());
-        crc = crate::checksum::crc32c_append(crc, &[0]);
-        crc = crate::checksum::crc32c_append(crc, object.as_bytes());
-        crc = crate::checksum::crc32c_append(crc, &offset.to_le_bytes());
-        crc = crate::checksum::crc32c_append(crc, &length.to_le_bytes());
-        crc = crate::checksum::crc32c_append(crc, &checksum.unwrap_or(0).to_le_bytes());
-    }
-    crc
 }
 
 /// The new catalogue, through the reader every command uses, against the old one: as many
