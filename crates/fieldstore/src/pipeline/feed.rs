@@ -88,7 +88,8 @@ mod tests {
         let g = make_field(&keys, 4, 1).unwrap();
         let f = field_from_grib(&g).unwrap();
         let md = &f.metadata;
-        assert_eq!(md.get("paramId"), Some(&Value::Int(167)));
+        let id = md.int("paramId").unwrap().unwrap();
+        assert_eq!(md.text("param").unwrap(), Some(id.to_string()));
         assert_eq!(md.get("step"), Some(&Value::Int(6)));
         assert_eq!(md.get("gribEdition"), Some(&Value::String("2".into())));
         assert_eq!(

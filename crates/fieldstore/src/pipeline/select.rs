@@ -268,9 +268,9 @@ mod tests {
     fn malformed_blocks() {
         for bad in [
             "{}",
-            "any: [], all: []",
-            "match: {a: 1}\nnot: {match: {a: 1}}",
-            "match: {a: [1, 'x']}",
+            "{any: [], all: []}",
+            "{match: {a: 1}, not: {match: {a: 1}}}",
+            "match: {a: [1, x]}",
         ] {
             assert!(
                 Matcher::from_node(&parse(bad, "t").unwrap(), true).is_err(),
