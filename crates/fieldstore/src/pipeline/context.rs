@@ -13,6 +13,8 @@ pub struct Context {
     /// The store `fdb5` sinks without a config write to; `None`: the store FDB5's environment
     /// names (`FDB5_CONFIG_FILE`...), opened on first use.
     pub fdb: Option<Arc<dyn Fdb>>,
+    /// Without `fdb`: the config file to open (as `--config`), else FDB5's environment decides.
+    pub fdb_config: Option<std::path::PathBuf>,
     /// Where `print` writes (standard output by default).
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
@@ -23,6 +25,7 @@ impl Default for Context {
     fn default() -> Context {
         Context {
             fdb: None,
+            fdb_config: None,
             out: Arc::new(Mutex::new(std::io::stdout())),
             env: Arc::new(|k: &str| std::env::var(k).ok()),
         }
@@ -50,7 +53,7 @@ impl Context {
                 return Ok(f.clone());
             }
             let loaded =
-                crate::model::config::discover_from_process(None).map_err(|e| e.to_string())?;
+                crate::model::config::discover_from_process(self.fdb_config.as_deref()).map_err(|e| e.to_string())?;
             return crate::open(&loaded.config)
                 .map(Arc::from)
                 .map_err(|e| e.to_string());

@@ -48,8 +48,10 @@ pub fn field_from_grib(message: &[u8]) -> Result<Field, GribError> {
         md.set("gribEdition", e.to_string());
     }
     let bitmap = long("bitmapPresent")?.unwrap_or(0) != 0;
+    // `Decoded` marks missing points with its own sentinel in the handle; the GRIB's own
+    // missing value is then ecCodes' default, which MultIO reports.
     let missing = match d.get("missingValue")? {
-        Some(KeyValue::Double(m)) => m,
+        Some(KeyValue::Double(m)) if m > -1.0e299 => m,
         Some(KeyValue::Long(m)) => m as f64,
         _ => 9999.0,
     };
