@@ -19,6 +19,9 @@ pub struct Context {
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
     pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    /// File sinks append to what is there, whatever `append:` says: a follower resuming from
+    /// a checkpoint continues its files (cut back to the checkpoint).
+    pub continue_files: bool,
 }
 
 impl Default for Context {
@@ -28,6 +31,7 @@ impl Default for Context {
             fdb_config: None,
             out: Arc::new(Mutex::new(std::io::stdout())),
             env: Arc::new(|k: &str| std::env::var(k).ok()),
+            continue_files: false,
         }
     }
 }

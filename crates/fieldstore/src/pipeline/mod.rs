@@ -9,6 +9,8 @@ pub mod context;
 pub mod encode;
 pub mod error;
 pub mod feed;
+pub mod follow;
+pub mod replay;
 pub mod message;
 pub mod metadata;
 pub mod metadata_mapping;

@@ -178,6 +178,19 @@ impl PlanSet {
         })
     }
 
+    /// The files the plans' sinks write.
+    pub fn sink_files(&self) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for p in &self.plans {
+            for s in &p.steps {
+                if let Action::Sink(sink) = &s.action {
+                    out.extend(sink.files().cloned());
+                }
+            }
+        }
+        out
+    }
+
     /// The open statistics windows.
     pub fn save_state(&self) -> Result<PipelineState, PipelineError> {
         let mut state = PipelineState::default();

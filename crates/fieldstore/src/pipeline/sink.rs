@@ -85,7 +85,8 @@ impl Sink {
                     sinks.push(DataSink::File {
                         path,
                         file: None,
-                        append: flag("append")?,
+                        // A follower resuming after a checkpoint continues its files.
+                        append: flag("append")? || ctx.continue_files,
                     });
                 }
                 "fdb5" | "fdb" => {
@@ -114,6 +115,14 @@ impl Sink {
             }
         }
         Ok(Sink { sinks })
+    }
+
+    /// The files this sink writes.
+    pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
+        self.sinks.iter().filter_map(|s| match s {
+            DataSink::File { path, .. } => Some(path),
+            DataSink::Fdb { .. } => None,
+        })
     }
 
     pub fn handle(&mut self, site: &Site, msg: Message) -> Result<(), PipelineError> {
