@@ -18,6 +18,11 @@ pub enum PipelineCmd {
     Run(RunArgs),
     /// Load a plan file and list its plans and actions (checks it without running it).
     Check { plan: PathBuf },
+    /// Run a plan on the store's stream of flushed fields, writing its outputs back, exactly
+    /// once across restarts (`--state DIR` keeps where it is).
+    Follow(super::pipeline_store::FollowArgs),
+    /// Run a plan over fields already stored (a new statistic over a past run).
+    Replay(super::pipeline_store::ReplayArgs),
 }
 
 #[derive(Args, Debug)]
@@ -35,9 +40,16 @@ pub struct RunArgs {
 pub fn run(cmd: PipelineCmd, session: &Session) -> Result<()> {
     match cmd {
         PipelineCmd::Run(a) => run_plan(a, session),
+        PipelineCmd::Follow(a) => super::pipeline_store::follow(a, session),
+        PipelineCmd::Replay(a) => super::pipeline_store::replay(a, session),
         PipelineCmd::Check { plan } => {
             let set = PlanSet::from_file(&plan, context(session))?;
-            outln!("{}: {} plan(s): {}", set.origin(), set.plan_names().len(), set.plan_names().join(", "))?;
+            outln!(
+                "{}: {} plan(s): {}",
+                set.origin(),
+                set.plan_names().len(),
+                set.plan_names().join(", ")
+            )?;
             Ok(())
         }
     }
@@ -60,10 +72,12 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
         }
     };
     for path in &a.files {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         // SAFETY: the mapping is read only; a file truncated meanwhile gives SIGBUS, as for
         // `fieldstore write`.
-        let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .with_context(|| format!("cannot map {}", path.display()))?;
         for framed in SliceMessages::new(&map, path.display().to_string()) {
             let (number, offset, bytes) = framed?;
             fields += 1;
@@ -71,7 +85,10 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
                 Ok(f) => f,
                 Err(e) => {
                     failed += 1;
-                    eprintln!("fieldstore: pipeline: {} message {number} (offset {offset}): {e}", path.display());
+                    eprintln!(
+                        "fieldstore: pipeline: {} message {number} (offset {offset}): {e}",
+                        path.display()
+                    );
                     continue;
                 }
             };
@@ -82,7 +99,10 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
             }
         }
     }
-    report(set.process(Message::flush(FlushKind::LastStep)), &mut failed);
+    report(
+        set.process(Message::flush(FlushKind::LastStep)),
+        &mut failed,
+    );
     if !a.quiet {
         eprintln!("\rfieldstore: pipeline: {fields} fields, {failed} failed");
     }

@@ -56,8 +56,8 @@ impl Context {
             if let Some(f) = &self.fdb {
                 return Ok(f.clone());
             }
-            let loaded =
-                crate::model::config::discover_from_process(self.fdb_config.as_deref()).map_err(|e| e.to_string())?;
+            let loaded = crate::model::config::discover_from_process(self.fdb_config.as_deref())
+                .map_err(|e| e.to_string())?;
             return crate::open(&loaded.config)
                 .map(Arc::from)
                 .map_err(|e| e.to_string());

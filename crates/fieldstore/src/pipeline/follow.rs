@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::replay::ForecastTime;
 use super::{feed, Context, FlushKind, Message, PipelineError, PipelineState, PlanSet};
 use crate::api::{ApiError, Fdb, Position, Start};
 use crate::model::request::Request;
@@ -90,6 +91,9 @@ pub(crate) struct Gate {
     request: Request,
     outputs: AtomicU64,
     already: AtomicU64,
+    /// SHA-256 of every output this gate passed: a follower never feeds its own outputs back
+    /// into its plans when the stream brings them.
+    own: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Gate {
@@ -108,7 +112,14 @@ impl Gate {
             request,
             outputs: AtomicU64::new(0),
             already: AtomicU64::new(0),
+            own: Mutex::new(Default::default()),
         }
+    }
+
+    /// Whether these bytes are an output of this gate's plans.
+    fn is_own(&self, data: &[u8]) -> bool {
+        let h = hex_sha256(data);
+        self.own.lock().is_ok_and(|o| o.contains(&h))
     }
 
     /// (outputs archived, outputs the store held already) so far.
@@ -119,22 +130,22 @@ impl Gate {
         )
     }
 
-    fn stored_already(&self, key: &Key, data: &[u8]) -> Result<bool, ApiError> {
+    /// What the store holds under an output's key: nothing, these bytes, or other bytes.
+    fn held(&self, key: &Key) -> Result<Option<Vec<u8>>, ApiError> {
         let request = key_request(key)?;
         let mut reader = match self.inner.retrieve(&request) {
             Ok(r) => r,
-            Err(ApiError::NothingMatched(_)) => return Ok(false),
+            Err(ApiError::NothingMatched(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut held = Vec::with_capacity(data.len());
-        std::io::Read::read_to_end(&mut reader, &mut held).map_err(|e| {
-            ApiError::Invalid(format!("reading {key} back to compare it: {e}"))
-        })?;
-        Ok(held == data)
+        let mut held = Vec::new();
+        std::io::Read::read_to_end(&mut reader, &mut held)
+            .map_err(|e| ApiError::Invalid(format!("reading {key} back to compare it: {e}")))?;
+        Ok(Some(held))
     }
 
     /// The provenance record of one output.
-    fn record(&self, key: &Key) -> serde_json::Value {
+    fn record(&self, key: &Key, sha256: &str) -> serde_json::Value {
         let step = key.get("step").unwrap_or("");
         let (first, last) = step.split_once('-').unwrap_or(("0", step));
         let mut inputs = self.request.to_string();
@@ -148,6 +159,7 @@ impl Gate {
         }
         serde_json::json!({
             "key": key.to_string(),
+            "sha256": sha256,
             "plan": self.plan,
             "plan_sha256": self.plan_hash,
             "window": {"date": key.get("date"), "time": key.get("time"), "step": step},
@@ -181,14 +193,31 @@ impl Fdb for Gate {
             Some(k) => k.clone(),
             None => crate::grib::mars_keys(data)?,
         };
-        if self.stored_already(&key, data)? {
-            self.already.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+        let sha256 = hex_sha256(data);
+        match self.held(&key)? {
+            // Made again after a restart: stored already, but its record went with the
+            // cut-back log, so it is recorded again.
+            Some(held) if held == data => {
+                self.already.fetch_add(1, Ordering::Relaxed);
+            }
+            // An output must never mask a field its plans did not write: with the same key as
+            // an input (a statistic that keeps the input's param, type and stream), archiving
+            // it would replace that input.
+            Some(held) if !self.is_own(&held) => {
+                return Err(ApiError::Invalid(format!(
+                    "the output {key} would replace a field of the store that this pipeline did not write (an input?): give outputs their own param, type or stream (metadata-mapping, encode's overwrite:, or statistics-mtg2's param mapping)"
+                )));
+            }
+            _ => {
+                self.inner.archive(Some(&key), data)?;
+                self.outputs.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        self.inner.archive(Some(&key), data)?;
-        self.outputs.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut own) = self.own.lock() {
+            own.insert(sha256.clone());
+        }
         if let Some(log) = &self.provenance {
-            let mut line = self.record(&key).to_string();
+            let mut line = self.record(&key, &sha256).to_string();
             line.push('\n');
             let mut f = log
                 .lock()
@@ -213,7 +242,13 @@ pub struct Follower {
     checkpoint: Checkpoint,
     position: Position,
     files: Vec<PathBuf>,
+    /// The fields of the store flush being read: (forecast time, key, bytes).
+    pending: Vec<(ForecastTime, Key, Option<Vec<u8>>)>,
+    pending_bytes: usize,
 }
+
+/// Field bytes of one flush held at most; more are read again when fed.
+const PENDING_BYTES: usize = 256 << 20;
 
 impl Follower {
     /// Loads the plans and, if there is one, the checkpoint: windows restored, file sinks and
@@ -257,6 +292,16 @@ impl Follower {
                 .set_len(cp.provenance)
                 .map_err(|e| state_err("cannot cut back", &prov_path, e))?;
         }
+        let mut own = std::collections::HashSet::new();
+        let text = std::fs::read_to_string(&prov_path)
+            .map_err(|e| state_err("cannot read", &prov_path, e))?;
+        for line in text.lines() {
+            let rec: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| state_err("damaged record in", &prov_path, e))?;
+            if let Some(h) = rec.get("sha256").and_then(|h| h.as_str()) {
+                own.insert(h.to_string());
+            }
+        }
         let gate = Arc::new(Gate::new(
             store.clone(),
             Some(provenance),
@@ -264,6 +309,9 @@ impl Follower {
             plan_hash.clone(),
             spec.request.clone(),
         ));
+        if let Ok(mut o) = gate.own.lock() {
+            *o = own;
+        }
         let ctx = Context {
             fdb: Some(gate.clone() as Arc<dyn Fdb>),
             continue_files: checkpoint.is_some(),
@@ -305,6 +353,8 @@ impl Follower {
             gate,
             checkpoint,
             files,
+            pending: Vec::new(),
+            pending_bytes: 0,
         })
     }
 
@@ -363,23 +413,61 @@ impl Follower {
             };
             last_field = Instant::now();
             let this = (notice.stream.clone(), notice.cursor.at);
-            if batch.as_ref().is_some_and(|b| *b != this) {
+            // Another stream's flush (databases interleave): the one read so far is whole.
+            if batch.as_ref().is_some_and(|b| b.0 != this.0) {
                 self.end_flush(failed)?;
                 progress(&self.counts());
             }
+            // The last field of a flush carries the cursor of the next one's start.
+            let last_of_flush = notice.cursor.within == 0;
             batch = Some(this);
-            let data = match notice.data.clone() {
+            self.position.advance(&notice);
+            // Kept while the flush's bytes fit the budget; beyond it, read again when fed.
+            let data = notice.data.filter(|d| {
+                self.pending_bytes += d.len();
+                self.pending_bytes <= PENDING_BYTES
+            });
+            let key = notice.element.key.combined();
+            let when = super::replay::forecast_time(&key);
+            self.pending.push((when, key, data));
+            if last_of_flush {
+                batch = None;
+                self.end_flush(failed)?;
+                progress(&self.counts());
+            }
+        }
+        if batch.is_some() {
+            self.end_flush(failed)?;
+            progress(&self.counts());
+        }
+        Ok(self.counts())
+    }
+
+    /// A store flush's fields went through: a MultIO flush (sinks make their outputs durable),
+    /// then the checkpoint.
+    fn end_flush(&mut self, failed: &mut dyn FnMut(&PipelineError)) -> Result<(), PipelineError> {
+        // A flush's fields come in key order; plans need them in forecast-time order.
+        let mut pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        pending.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
+        for (_, key, data) in pending {
+            let data = match data {
                 Some(d) => d,
                 None => {
-                    let req = key_request(&notice.element.key.combined()).map_err(api)?;
-                    let mut r = self.store.retrieve(&req).map_err(api)?;
+                    let api = |e: ApiError| PipelineError::State(format!("reading {key}: {e}"));
+                    let mut r = self
+                        .store
+                        .retrieve(&key_request(&key).map_err(api)?)
+                        .map_err(api)?;
                     let mut d = Vec::new();
                     std::io::Read::read_to_end(&mut r, &mut d)
-                        .map_err(|e| PipelineError::State(format!("reading a field: {e}")))?;
+                        .map_err(|e| PipelineError::State(format!("reading {key}: {e}")))?;
                     d
                 }
             };
-            self.position.advance(&notice);
+            if self.gate.is_own(&data) {
+                continue;
+            }
             self.checkpoint.counts.fields += 1;
             match feed::field_from_grib(&data) {
                 Ok(field) => {
@@ -393,22 +481,12 @@ impl Follower {
                     failed(&PipelineError::Field {
                         plan: self.spec.name.clone(),
                         action: "decode".into(),
-                        field: notice.element.key.porcelain(),
+                        field: key.to_string(),
                         message: e.to_string(),
                     });
                 }
             }
         }
-        if batch.is_some() {
-            self.end_flush(failed)?;
-            progress(&self.counts());
-        }
-        Ok(self.counts())
-    }
-
-    /// A store flush's fields went through: a MultIO flush (sinks make their outputs durable),
-    /// then the checkpoint.
-    fn end_flush(&mut self, failed: &mut dyn FnMut(&PipelineError)) -> Result<(), PipelineError> {
         for e in self.set.process(Message::flush(FlushKind::Default)) {
             self.checkpoint.counts.failed += 1;
             failed(&e);

@@ -30,6 +30,17 @@ fn step_order(step: &str) -> (u64, u64) {
     (minutes(b), minutes(a))
 }
 
+/// When a field is valid, for ordering: date, time, step (in minutes).
+pub(crate) type ForecastTime = (String, String, (u64, u64));
+
+pub(crate) fn forecast_time(k: &Key) -> ForecastTime {
+    (
+        k.get("date").unwrap_or("").to_string(),
+        k.get("time").unwrap_or("").to_string(),
+        step_order(k.get("step").unwrap_or("0")),
+    )
+}
+
 /// Runs `plan` over the fields of `store` that `request` names. `failed` hears each field
 /// that failed (the others go on); `progress` gets (fields done, fields in all).
 pub fn replay(
@@ -68,18 +79,14 @@ pub fn replay(
     {
         keys.push(el.map_err(api)?.key.combined());
     }
-    let when = |k: &Key| {
-        (
-            k.get("date").unwrap_or("").to_string(),
-            k.get("time").unwrap_or("").to_string(),
-            step_order(k.get("step").unwrap_or("0")),
-        )
-    };
+    let when = forecast_time;
     keys.sort_by_cached_key(|k| (when(k), k.to_string()));
     let total = keys.len() as u64;
     let mut counts = FollowCounts::default();
     for (i, key) in keys.iter().enumerate() {
-        let mut reader = store.retrieve(&key_request(key).map_err(api)?).map_err(api)?;
+        let mut reader = store
+            .retrieve(&key_request(key).map_err(api)?)
+            .map_err(api)?;
         let mut data = Vec::new();
         std::io::Read::read_to_end(&mut reader, &mut data)
             .map_err(|e| PipelineError::State(format!("reading {key}: {e}")))?;
