@@ -42,7 +42,11 @@ fn multio_or_skip(test: &str) -> Option<Multio> {
             !need,
             "{test}: MultIO (PyPI multiolib in target/py-venv-multio) is required here (FIELDSTORE_NEED_MULTIO)"
         );
-        skip::skip(test, "MultIO (PyPI multiolib in target/py-venv-multio, made by scripts/test)", false);
+        skip::skip(
+            test,
+            "MultIO (PyPI multiolib in target/py-venv-multio, made by scripts/test)",
+            false,
+        );
     }
     m
 }
@@ -69,8 +73,15 @@ fn write_series(dir: &Path, name: &str, s: &Series) -> PathBuf {
     let sample = Path::new("/usr/share/eccodes/samples").join(s.sample);
     let out = dir.join(format!("{name}.grib"));
     let n: usize = {
-        let o = Command::new("grib_get").args(["-p", "numberOfValues"]).arg(&sample).output().expect("grib_get (libeccodes-tools)");
-        String::from_utf8_lossy(&o.stdout).trim().parse().expect("numberOfValues")
+        let o = Command::new("grib_get")
+            .args(["-p", "numberOfValues"])
+            .arg(&sample)
+            .output()
+            .expect("grib_get (libeccodes-tools)");
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .expect("numberOfValues")
     };
     let mut rules = String::new();
     for step in &s.steps {
@@ -80,9 +91,13 @@ fn write_series(dir: &Path, name: &str, s: &Series) -> PathBuf {
                 s.edition, s.param
             ));
             if s.levtype == "pl" {
-                rules.push_str(&format!("set typeOfLevel=\"isobaricInhPa\";\nset level={level};\n"));
+                rules.push_str(&format!(
+                    "set typeOfLevel=\"isobaricInhPa\";\nset level={level};\n"
+                ));
             }
-            rules.push_str(&format!("set step={step};\nset bitsPerValue=0;\nset packingType=\"grid_ieee\";\n"));
+            rules.push_str(&format!(
+                "set step={step};\nset bitsPerValue=0;\nset packingType=\"grid_ieee\";\n"
+            ));
             let vals: Vec<String> = (0..n)
                 .map(|i| {
                     if Some(i) == s.missing_point {
@@ -95,13 +110,25 @@ fn write_series(dir: &Path, name: &str, s: &Series) -> PathBuf {
             if s.missing_point.is_some() {
                 rules.push_str("set bitmapPresent=1;\nset missingValue=9999;\n");
             }
-            rules.push_str(&format!("set values={{{}}};\nappend \"{}\";\n", vals.join(","), out.display()));
+            rules.push_str(&format!(
+                "set values={{{}}};\nappend \"{}\";\n",
+                vals.join(","),
+                out.display()
+            ));
         }
     }
     let rf = dir.join(format!("{name}.rules"));
     std::fs::write(&rf, rules).unwrap();
-    let o = Command::new("grib_filter").arg(&rf).arg(&sample).output().expect("grib_filter (libeccodes-tools)");
-    assert!(o.status.success(), "grib_filter: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("grib_filter")
+        .arg(&rf)
+        .arg(&sample)
+        .output()
+        .expect("grib_filter (libeccodes-tools)");
+    assert!(
+        o.status.success(),
+        "grib_filter: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -112,26 +139,58 @@ fn printed(text: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
         .filter_map(|l| {
             let start = l.find("metadata=")? + "metadata=".len();
             let end = l.rfind(", payload-size")?;
-            serde_json::from_str::<serde_json::Value>(&l[start..end]).ok()?.as_object().cloned()
+            serde_json::from_str::<serde_json::Value>(&l[start..end])
+                .ok()?
+                .as_object()
+                .cloned()
         })
         .collect()
 }
 
 fn doubles(path: &Path) -> Vec<f64> {
     let b = std::fs::read(path).unwrap_or_default();
-    b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap())).collect()
+    b.chunks_exact(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 const KEYS: &[&str] = &[
-    "operation", "operation-frequency", "startStepInHours", "endStepInHours", "previousDate", "previousTime",
-    "currentDate", "currentTime", "startDate", "startTime", "step", "step-frequency", "param", "paramId",
-    "levtype", "level", "date", "time", "gridType", "misc-globalSize", "bitmapPresent", "missingValue",
+    "operation",
+    "operation-frequency",
+    "startStepInHours",
+    "endStepInHours",
+    "previousDate",
+    "previousTime",
+    "currentDate",
+    "currentTime",
+    "startDate",
+    "startTime",
+    "step",
+    "step-frequency",
+    "param",
+    "paramId",
+    "levtype",
+    "level",
+    "date",
+    "time",
+    "gridType",
+    "misc-globalSize",
+    "bitmapPresent",
+    "missingValue",
 ];
 
 /// Runs `plan` over `grib` in both; compares the raw outputs named `outputs` and the printed
 /// metadata. Returns (fields compared, values compared, largest relative difference).
-fn compare(m: &Multio, dir: &Path, plan: &str, grib: &Path, outputs: &[&str]) -> (usize, usize, f64) {
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pipelines").join(plan);
+fn compare(
+    m: &Multio,
+    dir: &Path,
+    plan: &str,
+    grib: &Path,
+    outputs: &[&str],
+) -> (usize, usize, f64) {
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pipelines")
+        .join(plan);
     let (a, b) = (dir.join("multio"), dir.join("fieldstore"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
@@ -143,17 +202,32 @@ fn compare(m: &Multio, dir: &Path, plan: &str, grib: &Path, outputs: &[&str]) ->
         .env("OUT_DIR", &a)
         .output()
         .unwrap();
-    let mtext = String::from_utf8_lossy(&mo.stdout).to_string() + &String::from_utf8_lossy(&mo.stderr);
+    let mtext =
+        String::from_utf8_lossy(&mo.stdout).to_string() + &String::from_utf8_lossy(&mo.stderr);
     assert!(mo.status.success(), "multio-feed failed: {mtext}");
-    let fo = Command::new(FS).args(["pipeline", "run", "-q"]).arg(&plan).arg(grib).env("OUT_DIR", &b).output().unwrap();
+    let fo = Command::new(FS)
+        .args(["pipeline", "run", "-q"])
+        .arg(&plan)
+        .arg(grib)
+        .env("OUT_DIR", &b)
+        .output()
+        .unwrap();
     let ftext = String::from_utf8_lossy(&fo.stdout).to_string();
-    assert!(fo.status.success(), "fieldstore pipeline run failed: {}", String::from_utf8_lossy(&fo.stderr));
+    assert!(
+        fo.status.success(),
+        "fieldstore pipeline run failed: {}",
+        String::from_utf8_lossy(&fo.stderr)
+    );
     let (pm, pf) = (printed(&mtext), printed(&ftext));
     assert!(!pm.is_empty(), "MultIO printed no fields: {mtext}");
     assert_eq!(pm.len(), pf.len(), "number of outputs");
     for (i, (x, y)) in pm.iter().zip(&pf).enumerate() {
         for k in KEYS {
-            assert_eq!(x.get(*k), y.get(*k), "output {i}, key {k}:\nmultio {x:?}\nfieldstore {y:?}");
+            assert_eq!(
+                x.get(*k),
+                y.get(*k),
+                "output {i}, key {k}:\nmultio {x:?}\nfieldstore {y:?}"
+            );
         }
     }
     let (mut values, mut worst) = (0, 0.0f64);
@@ -179,20 +253,47 @@ fn same_outputs_as_multio() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         // Hourly 2t over 3 days, GRIB2 regular lat-lon, one point missing throughout.
-        ("daily-sfc.yaml", &["daily.raw"][..], Series {
-            sample: "regular_ll_sfc_grib2.tmpl", edition: 2, param: 167, levtype: "sfc", levels: &[0],
-            steps: (0..=72).collect(), missing_point: Some(5),
-        }),
+        (
+            "daily-sfc.yaml",
+            &["daily.raw"][..],
+            Series {
+                sample: "regular_ll_sfc_grib2.tmpl",
+                edition: 2,
+                param: 167,
+                levtype: "sfc",
+                levels: &[0],
+                steps: (0..=72).collect(),
+                missing_point: Some(5),
+            },
+        ),
         // Hourly 2t, GRIB1 reduced Gaussian, over 3 days.
-        ("daily-sfc.yaml", &["daily.raw"][..], Series {
-            sample: "reduced_gg_sfc_grib1.tmpl", edition: 1, param: 167, levtype: "sfc", levels: &[0],
-            steps: (0..=72).collect(), missing_point: None,
-        }),
+        (
+            "daily-sfc.yaml",
+            &["daily.raw"][..],
+            Series {
+                sample: "reduced_gg_sfc_grib1.tmpl",
+                edition: 1,
+                param: 167,
+                levtype: "sfc",
+                levels: &[0],
+                steps: (0..=72).collect(),
+                missing_point: None,
+            },
+        ),
         // 6-hourly temperature on three pressure levels over 6 days, GRIB2 reduced Gaussian.
-        ("levels.yaml", &["levels.raw", "levels2.raw"][..], Series {
-            sample: "reduced_gg_pl_32_grib2.tmpl", edition: 2, param: 130, levtype: "pl", levels: &[500, 850, 1000],
-            steps: (0..=144).step_by(6).collect(), missing_point: None,
-        }),
+        (
+            "levels.yaml",
+            &["levels.raw", "levels2.raw"][..],
+            Series {
+                sample: "reduced_gg_pl_32_grib2.tmpl",
+                edition: 2,
+                param: 130,
+                levtype: "pl",
+                levels: &[500, 850, 1000],
+                steps: (0..=144).step_by(6).collect(),
+                missing_point: None,
+            },
+        ),
     ];
     for (i, (plan, outputs, series)) in cases.iter().enumerate() {
         let case = dir.path().join(format!("case{i}"));

@@ -37,7 +37,12 @@ pub fn run(cmd: PipelineCmd, session: &Session) -> Result<()> {
         PipelineCmd::Run(a) => run_plan(a, session),
         PipelineCmd::Check { plan } => {
             let set = PlanSet::from_file(&plan, context(session))?;
-            outln!("{}: {} plan(s): {}", set.origin(), set.plan_names().len(), set.plan_names().join(", "))?;
+            outln!(
+                "{}: {} plan(s): {}",
+                set.origin(),
+                set.plan_names().len(),
+                set.plan_names().join(", ")
+            )?;
             Ok(())
         }
     }
@@ -60,10 +65,12 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
         }
     };
     for path in &a.files {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         // SAFETY: the mapping is read only; a file truncated meanwhile gives SIGBUS, as for
         // `fieldstore write`.
-        let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .with_context(|| format!("cannot map {}", path.display()))?;
         for framed in SliceMessages::new(&map, path.display().to_string()) {
             let (number, offset, bytes) = framed?;
             fields += 1;
@@ -71,7 +78,10 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
                 Ok(f) => f,
                 Err(e) => {
                     failed += 1;
-                    eprintln!("fieldstore: pipeline: {} message {number} (offset {offset}): {e}", path.display());
+                    eprintln!(
+                        "fieldstore: pipeline: {} message {number} (offset {offset}): {e}",
+                        path.display()
+                    );
                     continue;
                 }
             };
@@ -82,7 +92,10 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
             }
         }
     }
-    report(set.process(Message::flush(FlushKind::LastStep)), &mut failed);
+    report(
+        set.process(Message::flush(FlushKind::LastStep)),
+        &mut failed,
+    );
     if !a.quiet {
         eprintln!("\rfieldstore: pipeline: {fields} fields, {failed} failed");
     }

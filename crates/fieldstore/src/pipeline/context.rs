@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use super::node::{Node, NodeKind};
 use crate::api::Fdb;
 
+/// Reads an environment variable; shared between threads.
+pub type SharedEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Shared by the plans of a set.
 #[derive(Clone)]
 pub struct Context {
@@ -18,7 +21,7 @@ pub struct Context {
     /// Where `print` writes (standard output by default).
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: SharedEnv,
 }
 
 impl Default for Context {
@@ -52,8 +55,8 @@ impl Context {
             if let Some(f) = &self.fdb {
                 return Ok(f.clone());
             }
-            let loaded =
-                crate::model::config::discover_from_process(self.fdb_config.as_deref()).map_err(|e| e.to_string())?;
+            let loaded = crate::model::config::discover_from_process(self.fdb_config.as_deref())
+                .map_err(|e| e.to_string())?;
             return crate::open(&loaded.config)
                 .map(Arc::from)
                 .map_err(|e| e.to_string());

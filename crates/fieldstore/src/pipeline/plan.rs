@@ -397,10 +397,16 @@ mod tests {
     fn refused_and_unknown_actions_are_named() {
         let (r, _) = set("plans:\n  - actions:\n      - type: aggregate\n");
         let e = r.err().unwrap().to_string();
-        assert!(e.starts_with("p.yaml:3:") && e.contains("aggregate") && e.contains("MPI"), "{e}");
+        assert!(
+            e.starts_with("p.yaml:3:") && e.contains("aggregate") && e.contains("MPI"),
+            "{e}"
+        );
         let (r, _) = set("plans:\n  - actions:\n      - type: frobnicate\n");
         let e = r.err().unwrap().to_string();
-        assert!(e.contains("unknown action type 'frobnicate'") && e.contains("statistics-mtg2"), "{e}");
+        assert!(
+            e.contains("unknown action type 'frobnicate'") && e.contains("statistics-mtg2"),
+            "{e}"
+        );
         let (r, _) = set("plans:\n  - actions:\n      - type: 'null'\n      - type: print\n");
         assert!(r.is_err());
     }
@@ -412,14 +418,22 @@ mod tests {
         let mut s = r.unwrap();
         let mut md = Metadata::new();
         md.set("paramId", 167i64);
-        let errors = s.process(Message::Field(super::super::message::Field::values(md, vec![1.0])));
+        let errors = s.process(Message::Field(super::super::message::Field::values(
+            md,
+            vec![1.0],
+        )));
         assert_eq!(errors.len(), 1);
         let e = errors[0].to_string();
-        assert!(e.contains("plan 'strict'") && e.contains("select #1") && e.contains("paramId=167"), "{e}");
+        assert!(
+            e.contains("plan 'strict'") && e.contains("select #1") && e.contains("paramId=167"),
+            "{e}"
+        );
         // The other plan still got the field, and the next message goes through both.
         let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
         assert_eq!(text.matches("tag=Field").count(), 1);
-        assert!(s.process(Message::flush(super::super::message::FlushKind::Default)).is_empty());
+        assert!(s
+            .process(Message::flush(super::super::message::FlushKind::Default))
+            .is_empty());
         let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
         assert_eq!(text.matches("tag=Flush").count(), 2);
         assert!(text.contains("\"clientPlanName\":\"strict\""), "{text}");
@@ -430,7 +444,11 @@ mod tests {
         let yaml = "plans:\n  - name: p\n    actions:\n      - {type: statistics, output-frequency: 1d, operations: [average], options: {use-current-time: true}}\n      - {type: print}\n";
         let field = |s: i64| {
             let mut md = Metadata::new();
-            for (k, v) in [("param", "167"), ("levtype", "sfc"), ("gridType", "regular_ll")] {
+            for (k, v) in [
+                ("param", "167"),
+                ("levtype", "sfc"),
+                ("gridType", "regular_ll"),
+            ] {
                 md.set(k, v);
             }
             md.set("level", 0i64);
@@ -447,13 +465,20 @@ mod tests {
         let text = serde_json::to_string(&state).unwrap();
         let (b, buf_b) = set(yaml);
         let mut b = b.unwrap();
-        b.restore_state(&serde_json::from_str(&text).unwrap()).unwrap();
+        b.restore_state(&serde_json::from_str(&text).unwrap())
+            .unwrap();
         for s in 11..=24 {
             a.process(field(s));
             b.process(field(s));
         }
         let (ta, tb) = (buf_a.lock().unwrap().clone(), buf_b.lock().unwrap().clone());
         assert_eq!(ta, tb);
-        assert_eq!(String::from_utf8(tb).unwrap().matches("\"operation\":\"average\"").count(), 1);
+        assert_eq!(
+            String::from_utf8(tb)
+                .unwrap()
+                .matches("\"operation\":\"average\"")
+                .count(),
+            1
+        );
     }
 }
