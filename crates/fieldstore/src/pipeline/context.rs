@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use super::node::{Node, NodeKind};
 use crate::api::Fdb;
 
+/// Reads an environment variable; shared between threads.
+pub type SharedEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Shared by the plans of a set.
 #[derive(Clone)]
 pub struct Context {
@@ -18,7 +21,7 @@ pub struct Context {
     /// Where `print` writes (standard output by default).
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: SharedEnv,
     /// File sinks append to what is there, whatever `append:` says: a follower resuming from
     /// a checkpoint continues its files (cut back to the checkpoint).
     pub continue_files: bool,

@@ -28,6 +28,15 @@ pub fn field_from_grib(message: &[u8]) -> Result<Field, GribError> {
             md.set(name, value_of(v));
         }
     }
+    // multio-feed's `param` is text whatever type this ecCodes gives it, and the paramId for
+    // GRIB1 (ecCodes before 2.3x says `167.128`).
+    if let Some(p) = md.get("param").and_then(Value::scalar_text) {
+        let id = match d.get("paramId")? {
+            Some(KeyValue::Long(id)) if p.contains('.') => id.to_string(),
+            _ => p,
+        };
+        md.set("param", id);
+    }
     let long = |k: &str| -> Result<Option<i64>, GribError> {
         Ok(match d.get(k)? {
             Some(KeyValue::Long(v)) => Some(v),
