@@ -141,7 +141,8 @@ impl Gate {
         let mut held = Vec::new();
         std::io::Read::read_to_end(&mut reader, &mut held)
             .map_err(|e| ApiError::Invalid(format!("reading {key} back to compare it: {e}")))?;
-        Ok(Some(held))
+        // A retrieve that matched nothing reads as nothing.
+        Ok(Some(held).filter(|h| !h.is_empty()))
     }
 
     /// The provenance record of one output.
