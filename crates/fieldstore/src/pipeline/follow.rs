@@ -175,7 +175,12 @@ impl Gate {
 
 /// A request naming exactly one key (`a=1,b=2`).
 pub(crate) fn key_request(key: &Key) -> Result<Request, ApiError> {
-    let text: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // Optional keywords a field lacks are listed empty: left out, as a request leaves them.
+    let text: Vec<String> = key
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     crate::model::request::parse_request(&text.join(","))
         .map_err(|e| ApiError::Invalid(format!("the output's key {key} is not a request: {e}")))
 }
@@ -246,6 +251,8 @@ pub struct Follower {
     /// The fields of the store flush being read: (forecast time, key, bytes).
     pending: Vec<(ForecastTime, Key, Option<Vec<u8>>)>,
     pending_bytes: usize,
+    /// A checkpoint was found when opened.
+    resumed: bool,
 }
 
 /// Field bytes of one flush held at most; more are read again when fed.
@@ -315,11 +322,24 @@ impl Follower {
         }
         let ctx = Context {
             fdb: Some(gate.clone() as Arc<dyn Fdb>),
-            continue_files: checkpoint.is_some(),
             ..ctx
         };
-        // File sinks are cut back before the plans open them (append).
-        let files = PlanSet::from_file(&spec.plan, ctx.clone())?.sink_files();
+        // File sinks are cut back before the plans open them (append). A first run empties
+        // those the plan does not append to now, so that the lengths its first checkpoint
+        // records are where a restart resumes them.
+        let sinks = PlanSet::from_file(&spec.plan, ctx.clone())?.sink_files();
+        if checkpoint.is_none() {
+            for (path, append) in &sinks {
+                if !append && path.exists() {
+                    std::fs::File::create(path).map_err(|e| state_err("cannot empty", path, e))?;
+                }
+            }
+        }
+        let files: Vec<PathBuf> = sinks.into_iter().map(|(p, _)| p).collect();
+        let ctx = Context {
+            continue_files: true,
+            ..ctx
+        };
         if let Some(cp) = &checkpoint {
             for (path, len) in &cp.files {
                 match std::fs::OpenOptions::new().write(true).open(path) {
@@ -332,6 +352,7 @@ impl Follower {
             }
         }
         let mut set = PlanSet::from_file(&spec.plan, ctx)?;
+        let resumed = checkpoint.is_some();
         let checkpoint = match checkpoint {
             Some(cp) => {
                 set.restore_state(&cp.windows)?;
@@ -356,12 +377,13 @@ impl Follower {
             files,
             pending: Vec::new(),
             pending_bytes: 0,
+            resumed,
         })
     }
 
     /// Whether a checkpoint was found (the run resumes rather than starts).
     pub fn resumed(&self) -> bool {
-        !self.checkpoint.position.streams.is_empty() || self.checkpoint.counts.flushes > 0
+        self.resumed
     }
 
     pub fn counts(&self) -> FollowCounts {
@@ -393,6 +415,13 @@ impl Follower {
             .store
             .subscribe_with_data(&self.spec.request, &start)
             .map_err(api)?;
+        // The first checkpoint, before any field: where `now` was, and the files' lengths, so
+        // a follower killed before its first flush resumes from there too.
+        if !self.resumed {
+            self.position = sub.position();
+            self.save()?;
+            self.resumed = true;
+        }
         let poll = Duration::from_millis(200);
         // The flush (stream and journal record) the fields since the last checkpoint came with.
         let mut batch: Option<(String, u64)> = None;

@@ -179,12 +179,13 @@ impl PlanSet {
     }
 
     /// The files the plans' sinks write.
-    pub fn sink_files(&self) -> Vec<std::path::PathBuf> {
+    /// (path, appends) for each.
+    pub fn sink_files(&self) -> Vec<(std::path::PathBuf, bool)> {
         let mut out = Vec::new();
         for p in &self.plans {
             for s in &p.steps {
                 if let Action::Sink(sink) = &s.action {
-                    out.extend(sink.files().cloned());
+                    out.extend(sink.files().map(|(p, a)| (p.clone(), a)));
                 }
             }
         }

@@ -117,10 +117,10 @@ impl Sink {
         Ok(Sink { sinks })
     }
 
-    /// The files this sink writes.
-    pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
+    /// The files this sink writes, and whether it appends to them.
+    pub fn files(&self) -> impl Iterator<Item = (&PathBuf, bool)> {
         self.sinks.iter().filter_map(|s| match s {
-            DataSink::File { path, .. } => Some(path),
+            DataSink::File { path, append, .. } => Some((path, *append)),
             DataSink::Fdb { .. } => None,
         })
     }
