@@ -70,6 +70,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         memory: None,
         spaces_source: None,
         s3: None,
+        adopt_s3: None,
         creator: None,
     })
 }

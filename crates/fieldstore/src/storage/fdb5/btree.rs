@@ -246,6 +246,24 @@ impl Tree {
         Err(self.corrupt(self.base, "the tree's pages loop".into()))
     }
 
+    /// How many entries the tree holds: its leaves' counts, no entry decoded.
+    pub fn entry_count(&self) -> Result<u64, StorageError> {
+        let mut id = self.leftmost_leaf()?;
+        let mut n = 0u64;
+        for _ in 0..self.page_limit() {
+            let page = self.page(id)?;
+            if page.node {
+                return Err(self.corrupt(self.base, format!("leaf link leads to node page {id}")));
+            }
+            n += page.count as u64;
+            if page.right == 0 {
+                return Ok(n);
+            }
+            id = page.right;
+        }
+        Err(self.corrupt(self.base, "the tree's leaf links loop".into()))
+    }
+
     /// Every entry in key order, a leaf at a time.
     pub fn entries(&self) -> TreeEntries {
         TreeEntries {
