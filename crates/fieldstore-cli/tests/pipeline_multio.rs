@@ -17,7 +17,15 @@ const FS: &str = env!("CARGO_BIN_EXE_fieldstore");
 
 struct Multio {
     feed: PathBuf,
+    python: PathBuf,
     libs: String,
+}
+
+/// What both sides are fed: GRIB (multio-feed, `pipeline run`) or JSON-lines messages (pymultio,
+/// `pipeline feed`).
+enum Input<'a> {
+    Grib(&'a Path),
+    Json(&'a Path),
 }
 
 fn multio() -> Option<Multio> {
@@ -29,6 +37,7 @@ fn multio() -> Option<Multio> {
         .find(|p| p.join("multiolib/bin/multio-feed").is_file())?;
     Some(Multio {
         feed: site.join("multiolib/bin/multio-feed"),
+        python: venv.join("../bin/python"),
         // The wheel's run path names `atlaslib-ecmwf`, the package installs as `atlaslib_ecmwf`.
         libs: site.join("atlaslib_ecmwf/lib64").display().to_string(),
     })
@@ -154,7 +163,16 @@ fn doubles(path: &Path) -> Vec<f64> {
         .collect()
 }
 
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pipelines")
+}
+
 const KEYS: &[&str] = &[
+    "timespan",
+    "stattype",
+    "grid",
+    "misc-timeIncrementInSeconds",
+    "misc-distanceFromPreviousStepInSeconds",
     "operation",
     "operation-frequency",
     "startStepInHours",
@@ -185,7 +203,7 @@ fn compare(
     m: &Multio,
     dir: &Path,
     plan: &str,
-    grib: &Path,
+    input: Input,
     outputs: &[&str],
 ) -> (usize, usize, f64) {
     let plan = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -194,24 +212,36 @@ fn compare(
     let (a, b) = (dir.join("multio"), dir.join("fieldstore"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
-    let mo = Command::new(&m.feed)
-        .arg(grib)
-        .arg("--decode")
-        .arg(format!("--plans={}", plan.display()))
+    let mut reference = match input {
+        Input::Grib(grib) => {
+            let mut c = Command::new(&m.feed);
+            c.arg(grib)
+                .arg("--decode")
+                .arg(format!("--plans={}", plan.display()));
+            c
+        }
+        Input::Json(messages) => {
+            let mut c = Command::new(&m.python);
+            c.arg(fixtures().join("pymultio_feed.py"))
+                .arg(&plan)
+                .arg(messages);
+            c
+        }
+    };
+    let mo = reference
         .env("LD_LIBRARY_PATH", &m.libs)
         .env("OUT_DIR", &a)
         .output()
         .unwrap();
     let mtext =
         String::from_utf8_lossy(&mo.stdout).to_string() + &String::from_utf8_lossy(&mo.stderr);
-    assert!(mo.status.success(), "multio-feed failed: {mtext}");
-    let fo = Command::new(FS)
-        .args(["pipeline", "run", "-q"])
-        .arg(&plan)
-        .arg(grib)
-        .env("OUT_DIR", &b)
-        .output()
-        .unwrap();
+    assert!(mo.status.success(), "MultIO failed: {mtext}");
+    let mut ours = Command::new(FS);
+    match input {
+        Input::Grib(grib) => ours.args(["pipeline", "run", "-q"]).arg(&plan).arg(grib),
+        Input::Json(messages) => ours.args(["pipeline", "feed"]).arg(&plan).arg(messages),
+    };
+    let fo = ours.env("OUT_DIR", &b).output().unwrap();
     let ftext = String::from_utf8_lossy(&fo.stdout).to_string();
     assert!(
         fo.status.success(),
@@ -299,10 +329,65 @@ fn same_outputs_as_multio() {
         let case = dir.path().join(format!("case{i}"));
         std::fs::create_dir_all(&case).unwrap();
         let grib = write_series(&case, "series", series);
-        let (fields, values, worst) = compare(&m, &case, plan, &grib, outputs);
+        let (fields, values, worst) = compare(&m, &case, plan, Input::Grib(&grib), outputs);
         eprintln!(
             "case {i} ({plan}, GRIB{} {}): {fields} outputs, {values} values, largest relative difference {worst:e}",
             series.edition, series.sample
         );
     }
+}
+
+/// Hourly 2t and hourly precipitation accumulations over 40 days, as a model sends them
+/// through MultIO's API (MARS keys, 2.12's misc keys, a first-step flush, a flush per step).
+fn mtg2_messages(path: &Path) {
+    let misc = r#""misc-outputStepInSeconds": 3600, "misc-integrationStepInSeconds": 3600, "misc-distanceFromPreviousStepInSeconds": 3600"#;
+    let mars = r#""class": "od", "stream": "oper", "type": "fc", "expver": "0001", "levtype": "sfc", "grid": "180/90", "date": 20250101, "time": 0"#;
+    let mut out = String::from("{\"flush\": {\"flushKind\": \"first-step\", \"date\": 20250101, \"time\": 0, \"step\": 0}}\n");
+    for s in 0..=(40 * 24) {
+        let t: Vec<String> = (0..6)
+            .map(|i| {
+                format!(
+                    "{}",
+                    250.0 + ((s * 7 + i * 5) % 31) as f64 * 0.7 - (i as f64) * 40.0
+                        + (s as f64) * 0.01
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{{\"field\": {{\"metadata\": {{\"param\": 167, \"step\": {s}, {mars}, {misc}}}, \"values\": [{}]}}}}\n",
+            t.join(",")
+        ));
+        if s > 0 {
+            let tp: Vec<String> = (0..6)
+                .map(|i| format!("{}", ((s * 3 + i) % 11) as f64 * 0.0005))
+                .collect();
+            out.push_str(&format!(
+                "{{\"field\": {{\"metadata\": {{\"param\": 228228, \"timespan\": 1, \"misc-timeIncrementInSeconds\": 3600, \"step\": {s}, {mars}, {misc}}}, \"values\": [{}]}}}}\n",
+                tp.join(",")
+            ));
+        }
+        out.push_str(&format!(
+            "{{\"flush\": {{\"flushKind\": \"default\", \"step\": {s}}}}}\n"
+        ));
+    }
+    out.push_str("{\"flush\": {\"flushKind\": \"last-step\"}}\n");
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn same_statistics_mtg2_as_multio() {
+    let Some(m) = multio_or_skip("same_statistics_mtg2_as_multio") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let messages = dir.path().join("messages.jsonl");
+    mtg2_messages(&messages);
+    let (fields, values, worst) = compare(
+        &m,
+        dir.path(),
+        "mtg2.yaml",
+        Input::Json(&messages),
+        &["daily.raw", "monthly.raw", "rates.raw"],
+    );
+    eprintln!("statistics-mtg2 (mtg2.yaml, 40 days hourly): {fields} outputs, {values} values, largest relative difference {worst:e}");
 }
