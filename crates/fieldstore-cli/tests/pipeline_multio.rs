@@ -403,7 +403,12 @@ fn same_statistics_mtg2_as_multio() {
 }
 
 /// The value fields of `name` in `dir`.
-fn run_both(m: &Multio, dir: &Path, plan: &str, series: &Series) -> (Vec<f64>, Vec<f64>, String, String) {
+fn run_both(
+    m: &Multio,
+    dir: &Path,
+    plan: &str,
+    series: &Series,
+) -> (Vec<f64>, Vec<f64>, String, String) {
     let grib = write_series(dir, "series", series);
     let plan = fixtures().join(plan);
     let (a, b) = (dir.join("multio"), dir.join("fieldstore"));
@@ -417,9 +422,23 @@ fn run_both(m: &Multio, dir: &Path, plan: &str, series: &Series) -> (Vec<f64>, V
         .env("OUT_DIR", &a)
         .output()
         .unwrap();
-    assert!(mo.status.success(), "multio-feed: {}", String::from_utf8_lossy(&mo.stderr));
-    let fo = Command::new(FS).args(["pipeline", "run", "-q"]).arg(&plan).arg(&grib).env("OUT_DIR", &b).output().unwrap();
-    assert!(fo.status.success(), "fieldstore: {}", String::from_utf8_lossy(&fo.stderr));
+    assert!(
+        mo.status.success(),
+        "multio-feed: {}",
+        String::from_utf8_lossy(&mo.stderr)
+    );
+    let fo = Command::new(FS)
+        .args(["pipeline", "run", "-q"])
+        .arg(&plan)
+        .arg(&grib)
+        .env("OUT_DIR", &b)
+        .output()
+        .unwrap();
+    assert!(
+        fo.status.success(),
+        "fieldstore: {}",
+        String::from_utf8_lossy(&fo.stderr)
+    );
     (
         doubles(&a.join("out.raw")),
         doubles(&b.join("out.raw")),
@@ -436,35 +455,76 @@ fn multio_defects_and_our_answers() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let ramp = |step: i64, _: i64, i: usize| if i == 0 { -5.0 - step as f64 } else { 250.0 + step as f64 };
+    let ramp = |step: i64, _: i64, i: usize| {
+        if i == 0 {
+            -5.0 - step as f64
+        } else {
+            250.0 + step as f64
+        }
+    };
     let series = |steps: Vec<i64>, time: i64| Series {
-        sample: "regular_ll_sfc_grib2.tmpl", edition: 2, param: 167, levtype: "sfc", levels: &[0],
-        steps, missing_point: None, time, value: ramp,
+        sample: "regular_ll_sfc_grib2.tmpl",
+        edition: 2,
+        param: 167,
+        levtype: "sfc",
+        levels: &[0],
+        steps,
+        missing_point: None,
+        time,
+        value: ramp,
     };
     // 1. The maximum of negative values: DBL_MIN in MultIO.
     let d = dir.path().join("max");
     std::fs::create_dir_all(&d).unwrap();
     let (mv, fv, _, _) = run_both(&m, &d, "defects.yaml", &series((0..=24).collect(), 0));
     // Outputs: the maximum of every point, then the mean; point 0 is negative.
-    eprintln!("maximum of -6..-29: MultIO {:e}, fieldstore {}", mv[0], fv[0]);
-    assert_eq!(mv[0], f64::MIN_POSITIVE, "MultIO's maximum defect is gone: update docs/pipelines.md");
+    eprintln!(
+        "maximum of -6..-29: MultIO {:e}, fieldstore {}",
+        mv[0], fv[0]
+    );
+    assert_eq!(
+        mv[0],
+        f64::MIN_POSITIVE,
+        "MultIO's maximum defect is gone: update docs/pipelines.md"
+    );
     assert_eq!(fv[0], -6.0);
     // 2. The first sample dropped when step 0 is not sent: 263.0 instead of 262.5.
     let d = dir.path().join("first");
     std::fs::create_dir_all(&d).unwrap();
     let (mv, fv, _, _) = run_both(&m, &d, "defects.yaml", &series((1..=24).collect(), 0));
     let mean1 = mv.len() / 2 + 1;
-    eprintln!("day-1 mean without step 0: MultIO {}, fieldstore {}", mv[mean1], fv[mean1]);
-    assert!((mv[mean1] - 263.0).abs() < 1e-9, "MultIO's first-sample defect is gone: update docs/pipelines.md");
+    eprintln!(
+        "day-1 mean without step 0: MultIO {}, fieldstore {}",
+        mv[mean1], fv[mean1]
+    );
+    assert!(
+        (mv[mean1] - 263.0).abs() < 1e-9,
+        "MultIO's first-sample defect is gone: update docs/pipelines.md"
+    );
     assert!((fv[mean1] - 262.5).abs() < 1e-9);
     // 3. A 12 UTC run: MultIO reads time=1200 as 00:12 and cuts days at steps 23, 47.
     let d = dir.path().join("noon");
     std::fs::create_dir_all(&d).unwrap();
     let (_, _, mt, ft) = run_both(&m, &d, "defects.yaml", &series((0..=48).collect(), 1200));
     let steps = |t: &str| -> Vec<serde_json::Value> {
-        printed(t).iter().filter(|x| x.get("operation").and_then(|o| o.as_str()) == Some("average")).filter_map(|x| x.get("step").cloned()).collect()
+        printed(t)
+            .iter()
+            .filter(|x| x.get("operation").and_then(|o| o.as_str()) == Some("average"))
+            .filter_map(|x| x.get("step").cloned())
+            .collect()
     };
-    eprintln!("12 UTC run, days end at steps: MultIO {:?}, fieldstore {:?}", steps(&mt), steps(&ft));
-    assert_eq!(steps(&mt), vec![serde_json::json!(23), serde_json::json!(47)], "MultIO's HHMMSS defect is gone: update docs/pipelines.md");
-    assert_eq!(steps(&ft), vec![serde_json::json!(12), serde_json::json!(36)]);
+    eprintln!(
+        "12 UTC run, days end at steps: MultIO {:?}, fieldstore {:?}",
+        steps(&mt),
+        steps(&ft)
+    );
+    assert_eq!(
+        steps(&mt),
+        vec![serde_json::json!(23), serde_json::json!(47)],
+        "MultIO's HHMMSS defect is gone: update docs/pipelines.md"
+    );
+    assert_eq!(
+        steps(&ft),
+        vec![serde_json::json!(12), serde_json::json!(36)]
+    );
 }

@@ -162,6 +162,10 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
         keys.push(("dataTime".into(), SetValue::Long(t)));
     }
     // statistics-mtg2 outputs name their statistic through the param they map to.
+    // The param before the time range: setting a paramId resets the product template.
+    if let Some(p) = &param {
+        keys.push(("paramId".into(), SetValue::String(p.clone())));
+    }
     let statistic = match md.text("operation")? {
         Some(o) => Some(o).filter(|o| o != "instant"),
         None if md.contains("timespan") => param
@@ -213,9 +217,6 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
                 keys.push(("step".into(), SetValue::Long(s)));
             }
         }
-    }
-    if let Some(p) = param {
-        keys.push(("paramId".into(), SetValue::String(p)));
     }
     Ok(keys)
 }
