@@ -161,7 +161,30 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
     if let Some(t) = time {
         keys.push(("dataTime".into(), SetValue::Long(t)));
     }
-    let statistic = md.text("operation")?.filter(|o| o != "instant");
+    // statistics-mtg2 outputs name their statistic through the param they map to.
+    // The param before the time range: setting a paramId resets the product template.
+    if let Some(p) = &param {
+        keys.push(("paramId".into(), SetValue::String(p.clone())));
+    }
+    let statistic = match md.text("operation")? {
+        Some(o) => Some(o).filter(|o| o != "instant"),
+        None if md.contains("timespan") => param
+            .as_deref()
+            .and_then(|p| p.trim().parse::<i64>().ok())
+            .and_then(crate::pipeline::statistics::tables::param_statistic)
+            .and_then(|t| match t {
+                0 => Some("average"),
+                1 => Some("accumulate"),
+                2 => Some("maximum"),
+                3 => Some("minimum"),
+                4 => Some("difference"),
+                6 => Some("stddev"),
+                8 => Some("inverse-difference"),
+                _ => None,
+            })
+            .map(str::to_string),
+        None => None,
+    };
     let range = match (md.int("startStepInHours")?, md.int("endStepInHours")?) {
         (Some(a), Some(b)) => Some((a, b)),
         _ => match (md.int("timespan")?, md.int("step")?) {
@@ -194,9 +217,6 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
                 keys.push(("step".into(), SetValue::Long(s)));
             }
         }
-    }
-    if let Some(p) = param {
-        keys.push(("paramId".into(), SetValue::String(p)));
     }
     Ok(keys)
 }
