@@ -305,3 +305,48 @@ fn an_output_that_would_replace_an_input_fails_alone_and_the_input_stays() {
         "an input was replaced"
     );
 }
+
+#[test]
+fn pipelines_named_in_the_config_follow_the_store() {
+    assert!(
+        have_eccodes_tools(),
+        "grib_filter (libeccodes-tools) is needed"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let days = month(d.path());
+    let (config, plan) = setup(d.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "pipelines:\n- name: daily\n  plan: {}\n  request: class=od,expver=0001,param=167\n",
+        plan.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    for f in &days[..3] {
+        fs(&config, &["write", f.to_str().unwrap()]);
+    }
+    let out = fs(&config, &["pipeline", "follow", "-q", "--idle", "1"]);
+    assert!(out.starts_with("daily: 72 fields"), "{out}");
+    assert!(out.contains("3 outputs archived"), "{out}");
+    // Its state is kept in the root, out of the way of listings.
+    let prov = d.path().join("root/.pipelines/daily/provenance.jsonl");
+    assert_eq!(std::fs::read_to_string(prov).unwrap().lines().count(), 3);
+    // Started again, it goes on from there.
+    fs(&config, &["write", days[3].to_str().unwrap()]);
+    let out = fs(
+        &config,
+        &["pipeline", "follow", "-q", "--idle", "1", "--name", "daily"],
+    );
+    assert!(
+        out.contains("96 fields") && out.contains("4 outputs archived"),
+        "{out}"
+    );
+    // Names it does not have are refused.
+    let o = Command::new(FS)
+        .arg("--config")
+        .arg(&config)
+        .args(["pipeline", "follow", "--name", "weekly"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("names no pipeline 'weekly'"));
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use fieldstore::api::Fdb;
+use fieldstore::model::config::FdbConfig;
 use fieldstore::pipeline::follow::{FollowCounts, FollowSpec, Follower};
 use fieldstore::pipeline::{replay, Context, PipelineError};
 
@@ -17,14 +18,18 @@ use crate::context::Session;
 
 #[derive(Args, Debug)]
 pub struct FollowArgs {
-    /// The MultIO plan file.
-    plan: PathBuf,
+    /// The MultIO plan file; without it, the pipelines the config names (`pipelines:`) run,
+    /// each on its own thread.
+    plan: Option<PathBuf>,
     /// Which flushed fields feed the plan (a partial request, as for `watch`).
-    request: String,
+    request: Option<String>,
     /// Where the checkpoint and the provenance log are kept; a follower started again with the
     /// same directory resumes exactly where the last one stopped (or was killed).
     #[arg(long, value_name = "DIR")]
-    state: PathBuf,
+    state: Option<PathBuf>,
+    /// Of the config's pipelines, only these (repeatable).
+    #[arg(long, value_name = "NAME")]
+    name: Vec<String>,
     /// Without a checkpoint: `beginning` (the fields stored already, then new ones) or `now`.
     #[arg(long, default_value = "beginning")]
     from: String,
@@ -69,34 +74,85 @@ fn summary(c: &FollowCounts) -> String {
     )
 }
 
-pub fn follow(a: FollowArgs, session: &Session) -> Result<()> {
+/// The followers to run: the one the command line names, or the config's.
+fn specs(a: &FollowArgs, session: &Session) -> Result<Vec<FollowSpec>> {
     let from_beginning = match a.from.as_str() {
         "beginning" => true,
         "now" => false,
         other => bail!("--from {other}: expected beginning or now"),
     };
+    if let Some(plan) = &a.plan {
+        let (Some(request), Some(state)) = (&a.request, &a.state) else {
+            bail!("with a plan file, give the request it follows and --state DIR");
+        };
+        return Ok(vec![FollowSpec {
+            name: plan.display().to_string(),
+            plan: plan.clone(),
+            request: one_request(Some(request), false)?,
+            state_dir: state.clone(),
+            from_beginning,
+        }]);
+    }
+    let loaded = session.config()?;
+    let FdbConfig::Local(local) = &loaded.config else {
+        bail!(
+            "{} names no pipelines (pipelines: belongs to a local store's config); or give a plan file, a request and --state",
+            loaded.source
+        );
+    };
+    let first_root = local
+        .spaces
+        .iter()
+        .flat_map(|s| &s.roots)
+        .next()
+        .map(|r| r.path.clone());
+    let mut out = Vec::new();
+    for p in &local.pipelines {
+        if !a.name.is_empty() && !a.name.contains(&p.name) {
+            continue;
+        }
+        let state_dir = match (&p.state, &first_root) {
+            (Some(s), _) => s.clone(),
+            (None, Some(root)) => root.join(".pipelines").join(&p.name),
+            (None, None) => bail!(
+                "pipeline {}: no root to keep its state in: set state:",
+                p.name
+            ),
+        };
+        let request = if p.request.trim().is_empty() {
+            one_request(None, true)?
+        } else {
+            one_request(Some(&p.request), false)
+                .with_context(|| format!("pipeline {}: its request", p.name))?
+        };
+        out.push(FollowSpec {
+            name: p.name.clone(),
+            plan: p.plan.clone(),
+            request,
+            state_dir,
+            from_beginning: p.from_beginning,
+        });
+    }
+    if let Some(missing) = a.name.iter().find(|n| !out.iter().any(|s| &s.name == *n)) {
+        bail!("{} names no pipeline '{missing}'", loaded.source);
+    }
+    if out.is_empty() {
+        bail!(
+            "{} names no pipelines: add a pipelines: section (docs/pipelines.md), or give a plan file, a request and --state",
+            loaded.source
+        );
+    }
+    Ok(out)
+}
+
+pub fn follow(a: FollowArgs, session: &Session) -> Result<()> {
     let idle = match a.idle {
         Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--idle {s}: expected seconds, 0 or more"),
         None => None,
     };
-    let request = one_request(Some(&a.request), false)?;
+    let specs = specs(&a, session)?;
     let store = open_store(session)?;
-    let spec = FollowSpec {
-        name: a.plan.display().to_string(),
-        plan: a.plan.clone(),
-        request,
-        state_dir: a.state.clone(),
-        from_beginning,
-    };
-    let mut follower = Follower::open(store, spec, context(session))?;
-    if !a.quiet && follower.resumed() {
-        eprintln!(
-            "fieldstore: pipeline: resuming from {} ({})",
-            a.state.display(),
-            summary(&follower.counts())
-        );
-    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -106,18 +162,71 @@ pub fn follow(a: FollowArgs, session: &Session) -> Result<()> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing signal handlers")?;
     }
+    // Every follower is opened (plans loaded, checkpoints read) before any runs: a bad plan
+    // stops the command before anything moved.
+    let mut followers = Vec::new();
+    for spec in specs {
+        let name = spec.name.clone();
+        let f = Follower::open(store.clone(), spec, context(session))
+            .with_context(|| format!("pipeline {name}"))?;
+        if !a.quiet && f.resumed() {
+            eprintln!(
+                "fieldstore: pipeline {name}: resuming ({})",
+                summary(&f.counts())
+            );
+        }
+        followers.push((name, f));
+    }
     let quiet = a.quiet;
-    let counts = follower.run(
-        &|| stop.load(Ordering::Relaxed),
-        idle,
-        &mut |e: &PipelineError| eprintln!("fieldstore: pipeline: {e}"),
-        &mut |c: &FollowCounts| {
-            if !quiet {
-                eprintln!("fieldstore: pipeline: {}", summary(c));
+    let results: Vec<(String, Result<FollowCounts, PipelineError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = followers
+            .into_iter()
+            .map(|(name, mut f)| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let r = f.run(
+                        &|| stop.load(Ordering::Relaxed),
+                        idle,
+                        &mut |e: &PipelineError| eprintln!("fieldstore: pipeline {name}: {e}"),
+                        &mut |c: &FollowCounts| {
+                            if !quiet {
+                                eprintln!("fieldstore: pipeline {name}: {}", summary(c));
+                            }
+                        },
+                    );
+                    // One failing follower stops the others: the command reports it.
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    (name, r)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    (
+                        "?".into(),
+                        Err(PipelineError::State("a follower thread panicked".into())),
+                    )
+                })
+            })
+            .collect()
+    });
+    let mut failed = None;
+    for (name, r) in results {
+        match r {
+            Ok(c) => outln!("{name}: {}", summary(&c))?,
+            Err(e) => {
+                eprintln!("fieldstore: pipeline {name}: {e}");
+                failed = Some(name);
             }
-        },
-    )?;
-    outln!("{}", summary(&counts))?;
+        }
+    }
+    if let Some(name) = failed {
+        bail!("pipeline {name} stopped with an error (above); its checkpoint is where it resumes");
+    }
     Ok(())
 }
 
