@@ -350,3 +350,57 @@ fn pipelines_named_in_the_config_follow_the_store() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("names no pipeline 'weekly'"));
 }
+
+#[test]
+fn a_server_runs_the_pipelines_of_its_config() {
+    assert!(
+        have_eccodes_tools(),
+        "grib_filter (libeccodes-tools) is needed"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let days = month(d.path());
+    let (config, plan) = setup(d.path());
+    let served = d.path().join("served.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "pipelines:\n- name: daily\n  plan: {}\n  request: class=od,param=167\n",
+        plan.display()
+    ));
+    std::fs::write(&served, text).unwrap();
+    let mut server = Command::new(FS)
+        .arg("--config")
+        .arg(&served)
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("listening on"), "{line}");
+    // Archived by another process, into the store the server serves.
+    for f in &days[..2] {
+        fs(&config, &["write", f.to_str().unwrap()]);
+    }
+    let mut found = String::new();
+    for _ in 0..100 {
+        let o = Command::new(FS)
+            .arg("--config")
+            .arg(&config)
+            .args(["list", "class=od,param=228004", "--porcelain"])
+            .output()
+            .unwrap();
+        found = String::from_utf8_lossy(&o.stdout).into_owned();
+        if found.lines().count() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(found.lines().count(), 2, "{found}");
+}

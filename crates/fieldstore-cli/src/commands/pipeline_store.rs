@@ -76,6 +76,57 @@ fn summary(c: &FollowCounts) -> String {
 
 /// The followers to run: the one the command line names, or the config's.
 fn specs(a: &FollowArgs, session: &Session) -> Result<Vec<FollowSpec>> {
+    specs_of(a, session, true)
+}
+
+/// The config's pipelines, each following the store on a thread of its own until `stop`
+/// (`fieldstore server`): none when the config names none.
+pub fn spawn_config_pipelines(
+    session: &Session,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let a = FollowArgs {
+        plan: None,
+        request: None,
+        state: None,
+        name: Vec::new(),
+        from: "beginning".into(),
+        idle: None,
+        quiet: true,
+    };
+    let specs = specs_of(&a, session, false)?;
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store = open_store(session)?;
+    let mut handles = Vec::new();
+    for spec in specs {
+        let name = spec.name.clone();
+        let mut f = Follower::open(store.clone(), spec, context(session))
+            .with_context(|| format!("pipeline {name}"))?;
+        let stop = stop.clone();
+        tracing::info!(pipeline = %name, resumed = f.resumed(), "pipeline following the store");
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("pipeline {name}"))
+                .spawn(move || {
+                    let r = f.run(
+                        &|| stop.load(Ordering::Relaxed),
+                        None,
+                        &mut |e: &PipelineError| tracing::warn!(pipeline = %name, "{e}"),
+                        &mut |c: &FollowCounts| tracing::debug!(pipeline = %name, "{}", summary(c)),
+                    );
+                    match r {
+                        Ok(c) => tracing::info!(pipeline = %name, "stopped: {}", summary(&c)),
+                        Err(e) => tracing::error!(pipeline = %name, "stopped by an error (its checkpoint is where it resumes): {e}"),
+                    }
+                })?,
+        );
+    }
+    Ok(handles)
+}
+
+fn specs_of(a: &FollowArgs, session: &Session, required: bool) -> Result<Vec<FollowSpec>> {
     let from_beginning = match a.from.as_str() {
         "beginning" => true,
         "now" => false,
@@ -95,6 +146,9 @@ fn specs(a: &FollowArgs, session: &Session) -> Result<Vec<FollowSpec>> {
     }
     let loaded = session.config()?;
     let FdbConfig::Local(local) = &loaded.config else {
+        if !required {
+            return Ok(Vec::new());
+        }
         bail!(
             "{} names no pipelines (pipelines: belongs to a local store's config); or give a plan file, a request and --state",
             loaded.source
@@ -136,7 +190,7 @@ fn specs(a: &FollowArgs, session: &Session) -> Result<Vec<FollowSpec>> {
     if let Some(missing) = a.name.iter().find(|n| !out.iter().any(|s| &s.name == *n)) {
         bail!("{} names no pipeline '{missing}'", loaded.source);
     }
-    if out.is_empty() {
+    if out.is_empty() && required {
         bail!(
             "{} names no pipelines: add a pipelines: section (docs/pipelines.md), or give a plan file, a request and --state",
             loaded.source
