@@ -11,7 +11,8 @@
 //! - [`api`]: the `Fdb` trait, the local frontend over a catalogue and a store, the composing
 //!   frontends and the library `Archiver`;
 //! - [`remote`]: the wire protocol, the server (serving any `Fdb`) and the client frontend;
-//! - [`open`](mod@open): builds the frontend tree a config describes.
+//! - [`open`](mod@open): builds the frontend tree a config describes;
+//! - [`pipeline`]: MultIO plans (select, statistics, encode, sink) over fields, above the api.
 
 pub mod error_kind;
 
@@ -29,6 +30,8 @@ pub mod api;
 pub mod remote;
 
 pub mod open;
+
+pub mod pipeline;
 
 pub use error_kind::ErrorKind;
 

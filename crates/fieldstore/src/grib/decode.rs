@@ -379,6 +379,13 @@ impl<'a> Decoded<'a> {
         Ok(Some(value))
     }
 
+    /// The names of the keys in an ecCodes namespace (`mars`, `parameter`...), in ecCodes'
+    /// order; read each with [`Self::get`] for its native type.
+    pub fn namespace_keys(&self, namespace: &str) -> Result<Vec<String>, GribError> {
+        super::keys::check_time_unit(&self.handle)?;
+        super::log::guarded(|| super::keys::namespace_names(&self.handle, namespace))
+    }
+
     /// The geometry in a few keys ([`GRID_KEYS`] that the message defines and does not code as
     /// missing), in that order.
     pub fn grid(&self) -> Result<Vec<(&'static str, KeyValue)>, GribError> {

@@ -48,6 +48,11 @@ extern "C" {
         data: *const c_void,
         len: usize,
     ) -> *mut CodesHandle;
+    pub fn codes_handle_new_from_message_copy(
+        c: *mut CodesContext,
+        data: *const c_void,
+        len: usize,
+    ) -> *mut CodesHandle;
     pub fn codes_grib_handle_new_from_samples(
         c: *mut CodesContext,
         sample: *const c_char,

@@ -51,6 +51,44 @@ impl<'a> Handle<'a> {
         })
     }
 
+    /// A handle on its own copy of a message, so keys can be set (re-encoding) while the
+    /// caller's bytes stay untouched.
+    pub(crate) fn from_message_copy(data: &[u8]) -> Result<Handle<'static>, GribError> {
+        super::log::route();
+        super::log::guarded(|| {
+            // SAFETY: data is valid for `len` bytes during the call; ecCodes copies it.
+            let raw = unsafe {
+                ffi::codes_handle_new_from_message_copy(
+                    ptr::null_mut(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                )
+            };
+            if raw.is_null() {
+                return Err(GribError::Decode(
+                    "ecCodes could not create a handle".into(),
+                ));
+            }
+            Ok(Handle {
+                raw,
+                _data: std::marker::PhantomData,
+            })
+        })
+    }
+
+    pub(crate) fn set_double(&mut self, key: &str, value: f64) -> Result<(), GribError> {
+        let k = cstr(key)?;
+        // SAFETY: valid handle and C string.
+        let rc = unsafe { ffi::codes_set_double(self.raw, k.as_ptr(), value) };
+        if rc != 0 {
+            return Err(GribError::EcCodes(format!(
+                "set {key}={value}: {}",
+                error_text(rc)
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn from_sample(name: &str) -> Result<Handle<'static>, GribError> {
         super::log::route();
         let c = CString::new(name)

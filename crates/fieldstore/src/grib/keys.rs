@@ -105,6 +105,36 @@ fn mars_keys_unguarded(h: &Handle<'_>) -> Result<Key, GribError> {
     Ok(Key::from_pairs(pairs))
 }
 
+/// The names of the keys of a namespace, in ecCodes' order.
+pub(crate) fn namespace_names(h: &Handle<'_>, namespace: &str) -> Result<Vec<String>, GribError> {
+    let ns = CString::new(namespace).map_err(|_| GribError::EcCodes("namespace".into()))?;
+    // SAFETY: valid handle and namespace string.
+    let it =
+        unsafe { ffi::codes_keys_iterator_new(h.raw(), ffi::KEYS_ITERATOR_ALL_KEYS, ns.as_ptr()) };
+    if it.is_null() {
+        return Err(GribError::Decode(format!(
+            "cannot iterate the {namespace} namespace"
+        )));
+    }
+    let mut names = Vec::new();
+    // SAFETY: `it` stays valid until deleted below.
+    while unsafe { ffi::codes_keys_iterator_next(it) } != 0 {
+        // SAFETY: the name pointer is valid until the next iteration.
+        let name_ptr = unsafe { ffi::codes_keys_iterator_get_name(it) };
+        if !name_ptr.is_null() {
+            // SAFETY: non-null NUL-terminated string owned by ecCodes.
+            names.push(
+                unsafe { CStr::from_ptr(name_ptr) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    // SAFETY: created above, deleted once.
+    unsafe { ffi::codes_keys_iterator_delete(it) };
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! extraction, decoding of values and geometry, parameter names and sample fields through ecCodes.
 
 mod decode;
+pub mod encode;
 mod error;
 mod ffi;
 pub(crate) mod framing;

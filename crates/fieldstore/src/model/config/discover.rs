@@ -71,6 +71,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         spaces_source: None,
         s3: None,
         adopt_s3: None,
+        pipelines: Vec::new(),
         creator: None,
     })
 }

@@ -166,9 +166,28 @@ pub struct LocalConfig {
     /// `adopt: {s3: {...}}`: the server objects adopted where they lie are read from, when it
     /// is not the store's own (docs/adopt.md).
     pub adopt_s3: Option<AdoptS3Config>,
+    /// `pipelines:`: MultIO plans run on this store's stream of flushed fields
+    /// (`fieldstore pipeline follow`, docs/pipelines.md).
+    pub pipelines: Vec<PipelineConfig>,
     /// Not read from the file: the server identity databases created through this handle are
     /// recorded as made by ([`FdbConfig::acting_for`], docs/authorization.md).
     pub creator: Option<String>,
+}
+
+/// One entry of `pipelines:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineConfig {
+    /// Unique among the config's pipelines: names its state directory.
+    pub name: String,
+    /// The MultIO plan file (relative to the config file's directory).
+    pub plan: PathBuf,
+    /// Which flushed fields feed it (a partial request; empty: all).
+    pub request: String,
+    /// Checkpoint and provenance log; `None`: `.pipelines/NAME` in the first root.
+    pub state: Option<PathBuf>,
+    /// Without a checkpoint, start with the fields stored already (`from: beginning`, the
+    /// default) or with those flushed from then on (`from: now`).
+    pub from_beginning: bool,
 }
 
 /// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).

@@ -605,6 +605,7 @@ impl Walk<'_> {
                         "memory",
                         "s3",
                         "adopt",
+                        "pipelines",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -968,8 +969,67 @@ impl Walk<'_> {
                 None | Some(Value::Null) => None,
                 Some(v) => self.adopt(v, &join(path, "adopt"))?,
             },
+            pipelines: self.pipelines(m, path)?,
             creator: None,
         })
+    }
+
+    /// `pipelines: [{name, plan, request, state, from}]`.
+    fn pipelines(
+        &self,
+        m: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<super::PipelineConfig>, ConfigError> {
+        if matches!(m.get("pipelines"), None | Some(Value::Null)) {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<super::PipelineConfig> = Vec::new();
+        for (i, v) in self.children(m, "pipelines", path)?.iter().enumerate() {
+            let p = format!("{}[{i}]", join(path, "pipelines"));
+            let e = self.map(v, &p, &["name", "plan", "request", "state", "from"])?;
+            let name = self
+                .string(e, "name", &p)?
+                .filter(|n| !n.trim().is_empty())
+                .ok_or_else(|| self.err(&p, "a pipeline needs a name"))?;
+            if name.contains('/') || name.starts_with('.') {
+                return Err(self.err(
+                    &join(&p, "name"),
+                    format!("'{name}' names a directory: no '/', no leading '.'"),
+                ));
+            }
+            if out.iter().any(|o| o.name == name) {
+                return Err(self.err(
+                    &join(&p, "name"),
+                    format!("a second pipeline named '{name}'"),
+                ));
+            }
+            let plan = match self.string(e, "plan", &p)? {
+                Some(s) => self.path_value(&s, None, &join(&p, "plan"))?,
+                None => return Err(self.err(&p, "a pipeline needs a plan: (a MultIO plan file)")),
+            };
+            let state = match self.string(e, "state", &p)? {
+                Some(s) => Some(self.path_value(&s, None, &join(&p, "state"))?),
+                None => None,
+            };
+            let from_beginning = match self.string(e, "from", &p)?.as_deref() {
+                None | Some("beginning") => true,
+                Some("now") => false,
+                Some(other) => {
+                    return Err(self.err(
+                        &join(&p, "from"),
+                        format!("'{other}' is not beginning or now"),
+                    ))
+                }
+            };
+            out.push(super::PipelineConfig {
+                name,
+                plan,
+                request: self.string(e, "request", &p)?.unwrap_or_default(),
+                state,
+                from_beginning,
+            });
+        }
+        Ok(out)
     }
 
     /// `adopt: {s3: {endpoint: http://host:9000, region: ..., profile: ...}}`: where objects
@@ -1402,6 +1462,45 @@ mod tests {
         match c {
             FdbConfig::Local(l) => l,
             other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pipelines_section() {
+        let base = "engine: toc\nspaces: [{roots: [{path: /a}]}]\n";
+        assert!(local(parse(base).unwrap()).pipelines.is_empty());
+        let l = local(
+            parse(&format!(
+                "{base}pipelines:\n- {{name: daily, plan: /p/daily.yaml, request: 'class=od,param=167', from: now}}\n- {{name: monthly, plan: /p/m.yaml, state: /s/m}}\n"
+            ))
+            .unwrap(),
+        );
+        assert_eq!(l.pipelines.len(), 2);
+        assert_eq!(l.pipelines[0].name, "daily");
+        assert_eq!(l.pipelines[0].plan, PathBuf::from("/p/daily.yaml"));
+        assert_eq!(l.pipelines[0].request, "class=od,param=167");
+        assert!(!l.pipelines[0].from_beginning);
+        assert!(l.pipelines[1].from_beginning);
+        assert_eq!(l.pipelines[1].state, Some(PathBuf::from("/s/m")));
+        for (bad, says) in [
+            ("pipelines: [{plan: /p}]", "needs a name"),
+            ("pipelines: [{name: a}]", "needs a plan"),
+            (
+                "pipelines: [{name: a, plan: /p}, {name: a, plan: /q}]",
+                "a second pipeline",
+            ),
+            ("pipelines: [{name: ../x, plan: /p}]", "names a directory"),
+            (
+                "pipelines: [{name: a, plan: /p, from: yesterday}]",
+                "not beginning or now",
+            ),
+            (
+                "pipelines: [{name: a, plan: /p, every: 1}]",
+                "unknown key 'every'",
+            ),
+        ] {
+            let e = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 
