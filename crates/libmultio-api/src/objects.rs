@@ -730,7 +730,7 @@ pub unsafe extern "C" fn multio_write_field_buffer(
                 )))
             }
         };
-        if d.bytes.len() % width != 0 {
+        if !d.bytes.len().is_multiple_of(width) {
             return Err(Error::Invalid(format!(
                 "the buffer holds {} bytes, not a whole number of {width}-byte values",
                 d.bytes.len()
