@@ -198,11 +198,18 @@ fn printed(text: &str) -> Vec<Map<String, Value>> {
         .map(|l| {
             let start = l.find("metadata=").expect("metadata=") + "metadata=".len();
             let end = l.rfind(", payload-size").expect("payload-size");
-            serde_json::from_str::<Value>(&l[start..end])
+            let mut m = serde_json::from_str::<Value>(&l[start..end])
                 .unwrap_or_else(|e| panic!("{e}: {l}"))
                 .as_object()
                 .cloned()
-                .unwrap()
+                .unwrap();
+            // The payload's size too (MultIO counts a single-precision field's values as 4 bytes).
+            let size: u64 = l[end + ", payload-size=".len()..]
+                .trim_end_matches(')')
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}: {l}"));
+            m.insert("(payload-size)".into(), size.into());
+            m
         })
         .collect()
 }
@@ -266,9 +273,14 @@ fn check_against_inputs(run: &Run) {
         assert_eq!(m["previousDate"], 20250100 + day, "{m:?}");
         assert_eq!(m["currentDate"], 20250101 + day, "{m:?}");
         assert_eq!(m["misc-precision"], "double", "{m:?}");
+        assert_eq!(m["(payload-size)"], NPOINTS * 8, "{m:?}");
     }
-    let d2m = run.printed.iter().filter(|m| m["paramId"] == 168).count();
-    assert_eq!(d2m, DAYS);
+    let d2m: Vec<_> = run.printed.iter().filter(|m| m["paramId"] == 168).collect();
+    assert_eq!(d2m.len(), DAYS);
+    for m in d2m {
+        assert_eq!(m["misc-precision"], "single", "{m:?}");
+        assert_eq!(m["(payload-size)"], NPOINTS * 4, "{m:?}");
+    }
 }
 
 #[test]

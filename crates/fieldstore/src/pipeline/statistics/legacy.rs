@@ -559,7 +559,10 @@ mod tests {
         let out = ramp(0..=72, &mut a, 0);
         assert_eq!(out.len(), 6);
         // MultIO's running mean gives the same -17.499999999999996 (observed).
-        assert_eq!(vals(&out[0]), &[262.5, 266.25, -17.499999999999996, 11.5][..]);
+        assert_eq!(
+            vals(&out[0]),
+            &[262.5, 266.25, -17.499999999999996, 11.5][..]
+        );
         // MultIO gives 2.2250738585072014e-308 for the third point (docs/pipelines.md).
         assert_eq!(vals(&out[1]), &[274.0, 272.0, -6.0, 23.0][..]);
         let md = &out[0].metadata;

@@ -46,15 +46,16 @@ impl Mtg2Options {
                 )))
             }
         };
-        let start_of_window =
-            match text("output-time-reference").as_deref() {
-                None | Some("") => None,
-                Some("start-of-forecast") => Some(false),
-                Some("start-of-window") => Some(true),
-                Some(other) => return Err(cfg.error(format!(
+        let start_of_window = match text("output-time-reference").as_deref() {
+            None | Some("") => None,
+            Some("start-of-forecast") => Some(false),
+            Some("start-of-window") => Some(true),
+            Some(other) => {
+                return Err(cfg.error(format!(
                     "output-time-reference '{other}' is not start-of-forecast or start-of-window"
-                ))),
-            };
+                )))
+            }
+        };
         let mut set_metadata = Vec::new();
         if let Some(m) = opts.and_then(|o| o.get("set-metadata")) {
             let pairs = m
