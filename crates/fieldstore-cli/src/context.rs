@@ -30,6 +30,11 @@ impl Session {
         }
     }
 
+    /// The `--config` file, if one was named.
+    pub fn explicit_config(&self) -> Option<PathBuf> {
+        self.explicit.clone()
+    }
+
     pub fn config(&self) -> Result<&LoadedConfig> {
         if let Some(c) = self.loaded.get() {
             return Ok(c);

@@ -96,6 +96,9 @@ enum Command {
     /// MARS requests: parse and expand.
     #[command(subcommand)]
     Request(RequestCmd),
+    /// MultIO plan files (select, statistics, encode, sink) run over GRIB files.
+    #[command(subcommand)]
+    Pipeline(commands::pipeline::PipelineCmd),
 }
 
 fn main() -> ExitCode {
@@ -184,6 +187,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Check(a) => commands::store::check(a, &session),
         Command::Server(a) => commands::server::run(a, &session),
         Command::Hammer(a) => commands::hammer::run(a, &session),
+        Command::Pipeline(c) => commands::pipeline::run(c, &session),
     }
 }
 

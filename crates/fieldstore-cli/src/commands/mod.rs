@@ -3,6 +3,7 @@ pub mod convert;
 pub mod fdb5_form;
 pub mod hammer;
 pub mod info;
+pub mod pipeline;
 pub mod relocate;
 pub mod request;
 pub mod sample;

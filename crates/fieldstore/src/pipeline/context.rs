@@ -7,22 +7,28 @@ use std::sync::{Arc, Mutex};
 use super::node::{Node, NodeKind};
 use crate::api::Fdb;
 
+/// Reads an environment variable; shared between threads.
+pub type SharedEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Shared by the plans of a set.
 #[derive(Clone)]
 pub struct Context {
     /// The store `fdb5` sinks without a config write to; `None`: the store FDB5's environment
     /// names (`FDB5_CONFIG_FILE`...), opened on first use.
     pub fdb: Option<Arc<dyn Fdb>>,
+    /// Without `fdb`: the config file to open (as `--config`), else FDB5's environment decides.
+    pub fdb_config: Option<std::path::PathBuf>,
     /// Where `print` writes (standard output by default).
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: SharedEnv,
 }
 
 impl Default for Context {
     fn default() -> Context {
         Context {
             fdb: None,
+            fdb_config: None,
             out: Arc::new(Mutex::new(std::io::stdout())),
             env: Arc::new(|k: &str| std::env::var(k).ok()),
         }
@@ -49,8 +55,8 @@ impl Context {
             if let Some(f) = &self.fdb {
                 return Ok(f.clone());
             }
-            let loaded =
-                crate::model::config::discover_from_process(None).map_err(|e| e.to_string())?;
+            let loaded = crate::model::config::discover_from_process(self.fdb_config.as_deref())
+                .map_err(|e| e.to_string())?;
             return crate::open(&loaded.config)
                 .map(Arc::from)
                 .map_err(|e| e.to_string());

@@ -28,6 +28,15 @@ pub fn field_from_grib(message: &[u8]) -> Result<Field, GribError> {
             md.set(name, value_of(v));
         }
     }
+    // multio-feed's `param` is text whatever type this ecCodes gives it, and the paramId for
+    // GRIB1 (ecCodes before 2.3x says `167.128`).
+    if let Some(p) = md.get("param").and_then(Value::scalar_text) {
+        let id = match d.get("paramId")? {
+            Some(KeyValue::Long(id)) if p.contains('.') => id.to_string(),
+            _ => p,
+        };
+        md.set("param", id);
+    }
     let long = |k: &str| -> Result<Option<i64>, GribError> {
         Ok(match d.get(k)? {
             Some(KeyValue::Long(v)) => Some(v),
@@ -48,8 +57,10 @@ pub fn field_from_grib(message: &[u8]) -> Result<Field, GribError> {
         md.set("gribEdition", e.to_string());
     }
     let bitmap = long("bitmapPresent")?.unwrap_or(0) != 0;
+    // `Decoded` marks missing points with its own sentinel in the handle; the GRIB's own
+    // missing value is then ecCodes' default, which MultIO reports.
     let missing = match d.get("missingValue")? {
-        Some(KeyValue::Double(m)) => m,
+        Some(KeyValue::Double(m)) if m > -1.0e299 => m,
         Some(KeyValue::Long(m)) => m as f64,
         _ => 9999.0,
     };

@@ -373,3 +373,120 @@ fn build(a: &ActionConfig, ctx: &Context) -> Result<Action, PipelineError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map(|mut v| v.extend_from_slice(b)).ok();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn set(yaml: &str) -> (Result<PlanSet, PipelineError>, Arc<Mutex<Vec<u8>>>) {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let ctx = Context {
+            out: Arc::new(Mutex::new(Buf(buf.clone()))),
+            env: Arc::new(|_: &str| None),
+            ..Context::default()
+        };
+        let cfg = config::load_str(yaml, "p.yaml", Path::new("."), Side::Client, &|_| None);
+        (cfg.and_then(|c| PlanSet::new(&c, ctx)), buf)
+    }
+
+    #[test]
+    fn refused_and_unknown_actions_are_named() {
+        let (r, _) = set("plans:\n  - actions:\n      - type: aggregate\n");
+        let e = r.err().unwrap().to_string();
+        assert!(
+            e.starts_with("p.yaml:3:") && e.contains("aggregate") && e.contains("MPI"),
+            "{e}"
+        );
+        let (r, _) = set("plans:\n  - actions:\n      - type: frobnicate\n");
+        let e = r.err().unwrap().to_string();
+        assert!(
+            e.contains("unknown action type 'frobnicate'") && e.contains("statistics-mtg2"),
+            "{e}"
+        );
+        let (r, _) = set("plans:\n  - actions:\n      - type: 'null'\n      - type: print\n");
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_bad_field_fails_alone() {
+        let yaml = "plans:\n  - name: strict\n    actions:\n      - {type: select, match: {paramId: ['167']}}\n      - {type: print}\n  - name: loose\n    actions:\n      - {type: print}\n";
+        let (r, buf) = set(yaml);
+        let mut s = r.unwrap();
+        let mut md = Metadata::new();
+        md.set("paramId", 167i64);
+        let errors = s.process(Message::Field(super::super::message::Field::values(
+            md,
+            vec![1.0],
+        )));
+        assert_eq!(errors.len(), 1);
+        let e = errors[0].to_string();
+        assert!(
+            e.contains("plan 'strict'") && e.contains("select #1") && e.contains("paramId=167"),
+            "{e}"
+        );
+        // The other plan still got the field, and the next message goes through both.
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("tag=Field").count(), 1);
+        assert!(s
+            .process(Message::flush(super::super::message::FlushKind::Default))
+            .is_empty());
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("tag=Flush").count(), 2);
+        assert!(text.contains("\"clientPlanName\":\"strict\""), "{text}");
+    }
+
+    #[test]
+    fn state_saves_and_restores() {
+        let yaml = "plans:\n  - name: p\n    actions:\n      - {type: statistics, output-frequency: 1d, operations: [average], options: {use-current-time: true}}\n      - {type: print}\n";
+        let field = |s: i64| {
+            let mut md = Metadata::new();
+            for (k, v) in [
+                ("param", "167"),
+                ("levtype", "sfc"),
+                ("gridType", "regular_ll"),
+            ] {
+                md.set(k, v);
+            }
+            md.set("level", 0i64);
+            md.set("date", 20250101i64);
+            md.set("step", s);
+            Message::Field(super::super::message::Field::values(md, vec![s as f64]))
+        };
+        let (a, buf_a) = set(yaml);
+        let mut a = a.unwrap();
+        for s in 1..=10 {
+            assert!(a.process(field(s)).is_empty());
+        }
+        let state = a.save_state().unwrap();
+        let text = serde_json::to_string(&state).unwrap();
+        let (b, buf_b) = set(yaml);
+        let mut b = b.unwrap();
+        b.restore_state(&serde_json::from_str(&text).unwrap())
+            .unwrap();
+        for s in 11..=24 {
+            a.process(field(s));
+            b.process(field(s));
+        }
+        let (ta, tb) = (buf_a.lock().unwrap().clone(), buf_b.lock().unwrap().clone());
+        assert_eq!(ta, tb);
+        assert_eq!(
+            String::from_utf8(tb)
+                .unwrap()
+                .matches("\"operation\":\"average\"")
+                .count(),
+            1
+        );
+    }
+}
