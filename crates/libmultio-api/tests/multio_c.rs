@@ -44,6 +44,7 @@ fn our_lib_dir(tmp: &Path) -> PathBuf {
 struct Multio {
     libs: String,
     processed_header: PathBuf,
+    python: PathBuf,
 }
 
 fn multio() -> Option<Multio> {
@@ -64,6 +65,7 @@ fn multio() -> Option<Multio> {
     Some(Multio {
         libs: libs.join(":"),
         processed_header: site.join("multio/processed_multio.h"),
+        python: crate_dir().join("../../target/py-venv-multio/bin/python"),
     })
 }
 
@@ -503,4 +505,90 @@ fn c_failures_are_codes_and_messages_never_crashes() {
         .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
         .collect();
     assert!(mean.iter().all(|&v| relative(v, 1.0) < 1e-12), "{mean:?}");
+}
+
+/// ECMWF's pymultio, unmodified, loads a library found by findlibs (pointed here at ours) and
+/// drives it through cffi with its own header: the model loop of model.c, from Python.
+const PYMULTIO_SCRIPT: &str = r#"
+import sys
+import findlibs
+lib_path, plan, days, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+findlibs.find = lambda *args, **kwargs: lib_path
+import numpy as np
+import multio
+mio = multio.Multio(config_path=plan)
+assert mio.__version__() == "2.12.0", mio.__version__()
+i = np.arange(n)
+def values(param, step):
+    return 250.0 + (param - 160) * 3.0 + 10.0 * np.sin(0.37 * i + 0.26 * step) + 0.001 * step + 0.5 * (i % 7)
+written = skipped = 0
+for step in range(24 * days + 1):
+    md = {"levtype": "sfc", "level": 0, "gridType": "regular_ll", "startDate": 20250101,
+          "startTime": 0, "date": 20250101, "time": 0, "step": step, "timeStep": 3600,
+          "step-frequency": 1, "misc-globalSize": n}
+    for param, dtype in ((167, np.float64), (168, np.float32), (165, np.float64)):
+        md["param"], md["paramId"] = str(param), param
+        if mio.field_accepted(md):
+            mio.write_field(md, values(param, step).astype(dtype))
+            written += 1
+        else:
+            skipped += 1
+    mio.flush({"flushKind": "default", "step": step})
+mio.flush({"flushKind": "last-step"})
+mio.close_connections()
+try:
+    mio.write_field({"paramId": 167, "param": "167", "step": "x"}, np.zeros(n))
+    raise SystemExit("a mistyped step was accepted")
+except multio.MultioException as e:
+    assert "key 'step' must be an int" in str(e) or "missing required key" in str(e), e
+print(f"model: version 2.12.0, {written} fields written, {skipped} skipped, 0 failures")
+"#;
+
+#[test]
+fn pymultio_unmodified_runs_on_fieldstores_library() {
+    let Some(m) = multio_or_skip("pymultio_unmodified_runs_on_fieldstores_library") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ours = our_lib_dir(tmp.path());
+    let dir = tmp.path().join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.yaml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let script = tmp.path().join("pymultio_model.py");
+    std::fs::write(&script, PYMULTIO_SCRIPT).unwrap();
+    let out = Command::new(&m.python)
+        .arg(&script)
+        .arg(ours.join("libmultio-api.so"))
+        .arg(&plan)
+        .arg(DAYS.to_string())
+        .arg(NPOINTS.to_string())
+        // Only fieldstore's library: MultIO's must not be loadable in this process.
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = 2 * (24 * DAYS + 1);
+    assert!(
+        stdout.contains(&format!("{fields} fields written, {} skipped", fields / 2)),
+        "{stdout}"
+    );
+    let bytes = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let run = Run {
+        printed: printed(&stdout),
+        t2m: bytes("out-167.raw")
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+            .collect(),
+        d2m: bytes("out-168.raw")
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+            .collect(),
+    };
+    check_against_inputs(&run);
 }
