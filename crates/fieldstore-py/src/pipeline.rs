@@ -274,13 +274,15 @@ impl Pipeline {
                 .chunks_exact(8)
                 .map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                 .collect(),
-            _ => return Err(raise(
-                ErrorKind::BadRequest,
-                format!(
+            _ => {
+                return Err(raise(
+                    ErrorKind::BadRequest,
+                    format!(
                     "{} bytes are not a whole number of '{precision}' values (single or double)",
                     data.len()
                 ),
-            )),
+                ))
+            }
         };
         md.set("misc-precision", precision);
         md.set("misc-format", "raw");

@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
@@ -122,7 +123,8 @@ fn record(code: c_int, message: String, failure: Option<SharedFailure>) -> c_int
         }
     }
     if !called {
-        eprintln!("{message}");
+        // Not eprintln!, which panics when standard error cannot be written.
+        let _ = writeln!(std::io::stderr(), "{message}");
     }
     code
 }

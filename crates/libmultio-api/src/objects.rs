@@ -56,6 +56,16 @@ unsafe fn put<T>(p: *mut T, what: &'static str, v: T) -> Result<()> {
     Ok(())
 }
 
+/// Hands a new object to the caller; nothing is allocated when the out-pointer is NULL.
+unsafe fn put_new<T>(p: *mut *mut T, what: &'static str, v: T) -> Result<()> {
+    if p.is_null() {
+        return Err(Error::Null(what));
+    }
+    // SAFETY: see the crate's safety contract.
+    unsafe { p.write(Box::into_raw(Box::new(v))) };
+    Ok(())
+}
+
 /// A caller's array as a slice; a negative count is refused, NULL is refused (MultIO asserts
 /// on it) even with a zero count.
 unsafe fn slice<'a, T>(p: *const T, n: c_int, what: &'static str) -> Result<&'a [T]> {
@@ -137,7 +147,7 @@ impl multio_configuration_t {
 pub unsafe extern "C" fn multio_new_configuration(cc: *mut *mut multio_configuration_t) -> c_int {
     run("multio_new_configuration", None, || {
         let c = multio_configuration_t::from_env(None)?;
-        unsafe { put(cc, "cc", Box::into_raw(Box::new(c))) }
+        unsafe { put_new(cc, "cc", c) }
     })
 }
 
@@ -158,7 +168,7 @@ pub unsafe extern "C" fn multio_new_configuration_from_filename(
             loaded,
             failure: Failure::new(),
         };
-        unsafe { put(cc, "cc", Box::into_raw(Box::new(c))) }
+        unsafe { put_new(cc, "cc", c) }
     })
 }
 
@@ -329,7 +339,7 @@ pub unsafe extern "C" fn multio_new_handle_default(mio: *mut *mut multio_handle_
             return Err(Error::Null("mio"));
         }
         let h = multio_handle_t::new(&multio_configuration_t::from_env(None)?)?;
-        unsafe { put(mio, "mio", Box::into_raw(Box::new(h))) }
+        unsafe { put_new(mio, "mio", h) }
     })
 }
 
@@ -349,7 +359,7 @@ pub unsafe extern "C" fn multio_new_handle(
             Some(c) => multio_handle_t::new(c)?,
             None => multio_handle_t::new(&multio_configuration_t::from_env(None)?)?,
         };
-        unsafe { put(mio, "mio", Box::into_raw(Box::new(h))) }
+        unsafe { put_new(mio, "mio", h) }
     })
 }
 
@@ -820,7 +830,7 @@ pub unsafe extern "C" fn multio_new_metadata(
             md: Metadata::new(),
             failure: failure.clone(),
         };
-        unsafe { put(md, "md", Box::into_raw(Box::new(m))) }
+        unsafe { put_new(md, "md", m) }
     })
 }
 
@@ -835,7 +845,7 @@ pub unsafe extern "C" fn multio_copy_metadata(
             md: from.md.clone(),
             failure: from.failure.clone(),
         };
-        unsafe { put(md, "md", Box::into_raw(Box::new(m))) }
+        unsafe { put_new(md, "md", m) }
     })
 }
 
@@ -946,7 +956,7 @@ pub unsafe extern "C" fn multio_data_new(
             bytes: Vec::new(),
             failure: failure.clone(),
         };
-        unsafe { put(d, "d", Box::into_raw(Box::new(data))) }
+        unsafe { put_new(d, "d", data) }
     })
 }
 
@@ -1079,4 +1089,162 @@ pub unsafe extern "C" fn multio_vcs_version(sha1: *mut *const c_char) -> c_int {
     run("multio_vcs_version", None, || unsafe {
         put(sha1, "sha1", VCS.as_ptr())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::{MULTIO_ERROR_ECKIT_EXCEPTION, MULTIO_SUCCESS};
+    use std::ffi::CString;
+    use std::ptr::null_mut;
+
+    fn last() -> String {
+        unsafe { CStr::from_ptr(multio_error_string(MULTIO_ERROR_ECKIT_EXCEPTION)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// A handle on a plan writing every field raw to `out`.
+    fn handle(dir: &Path, plan_extra: &str) -> (*mut multio_handle_t, *mut multio_configuration_t) {
+        let out = dir.join("out.raw");
+        let plan = dir.join("plan.yaml");
+        std::fs::write(
+            &plan,
+            format!(
+                "plans:\n  - name: p\n    actions:\n{plan_extra}      - type: encode\n        format: raw\n      - type: sink\n        sinks: [{{type: file, path: \"{}\", append: true, per-server: false}}]\n",
+                out.display()
+            ),
+        )
+        .unwrap();
+        let path = CString::new(plan.to_str().unwrap()).unwrap();
+        let mut cc = null_mut();
+        let mut mio = null_mut();
+        unsafe {
+            assert_eq!(
+                multio_new_configuration_from_filename(&mut cc, path.as_ptr()),
+                0
+            );
+            assert_eq!(multio_new_handle(&mut mio, cc), 0);
+        }
+        (mio, cc)
+    }
+
+    #[test]
+    fn null_out_pointers_and_objects_are_errors() {
+        unsafe {
+            assert_eq!(multio_new_metadata(null_mut(), null_mut()), 1);
+            assert_eq!(last(), "fieldstore multio_new_metadata: md is NULL");
+            assert_eq!(multio_metadata_set_int(null_mut(), c"k".as_ptr(), 1), 1);
+            let mut md = null_mut();
+            assert_eq!(multio_new_metadata(&mut md, null_mut()), 0);
+            assert_eq!(multio_metadata_set_int(md, std::ptr::null(), 1), 1);
+            assert_eq!(last(), "fieldstore multio_metadata_set_int: key is NULL");
+            let bad = [0xffu8, 0];
+            assert_eq!(
+                multio_metadata_set_string(md, c"k".as_ptr(), bad.as_ptr().cast()),
+                1
+            );
+            assert_eq!(
+                last(),
+                "fieldstore multio_metadata_set_string: value is not valid UTF-8"
+            );
+            assert_eq!(multio_delete_metadata(md), 0);
+            let text = CStr::from_ptr(multio_error_string_info(1, null_mut()));
+            assert!(text.to_string_lossy().contains("value is not valid UTF-8"));
+        }
+    }
+
+    #[test]
+    fn buffers_are_bounds_checked_and_written_as_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mio, cc) = handle(dir.path(), "");
+        unsafe {
+            let mut d = null_mut();
+            assert_eq!(multio_data_new(&mut d, mio), 0);
+            assert_eq!(multio_data_resize(d, 12), 0);
+            let mut v = [1.5f32, 2.5, 3.5];
+            assert_eq!(multio_data_set_float_chunk(d, v.as_mut_ptr(), 1, 3), 1);
+            assert!(last().contains("values 1..4 do not fit in a buffer of 12 bytes"));
+            assert_eq!(multio_data_set_float_chunk(d, v.as_mut_ptr(), 0, 3), 0);
+            let mut size = 0;
+            assert_eq!(multio_data_size(d, &mut size), 0);
+            assert_eq!(size, 12);
+            let mut md = null_mut();
+            assert_eq!(multio_new_metadata(&mut md, mio), 0);
+            assert_eq!(multio_write_field_buffer(mio, md, d, 4), MULTIO_SUCCESS);
+            // The buffer keeps its values (MultIO's is emptied).
+            assert_eq!(multio_write_field_buffer(mio, md, d, 8), 1);
+            assert!(last().contains("12 bytes, not a whole number of 8-byte values"));
+            assert_eq!(multio_data_delete(d), 0);
+            assert_eq!(multio_delete_metadata(md), 0);
+            assert_eq!(multio_delete_handle(mio), 0);
+            assert_eq!(multio_delete_configuration(cc), 0);
+        }
+        let raw = std::fs::read(dir.path().join("out.raw")).unwrap();
+        let got: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [1.5, 2.5, 3.5]);
+    }
+
+    #[test]
+    fn parametrization_completes_messages_and_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let select =
+            "      - type: select\n        match: [{experiment: [hindcast]}]\n";
+        let (mio, cc) = handle(dir.path(), select);
+        unsafe {
+            let mut md = null_mut();
+            assert_eq!(multio_new_metadata(&mut md, mio), 0);
+            let mut ok = true;
+            assert_eq!(multio_field_accepted(mio, md, &mut ok), 0);
+            assert!(!ok);
+            let mut p = null_mut();
+            assert_eq!(multio_new_metadata(&mut p, mio), 0);
+            assert_eq!(
+                multio_metadata_set_string(p, c"experiment".as_ptr(), c"hindcast".as_ptr()),
+                0
+            );
+            assert_eq!(multio_write_parametrization(mio, p), 0);
+            assert_eq!(
+                multio_write_parametrization(mio, p),
+                0,
+                "the same value again"
+            );
+            let levels = [1i32, 2];
+            assert_eq!(
+                multio_write_parametrization_array_int32(
+                    mio,
+                    c"levels".as_ptr(),
+                    levels.as_ptr(),
+                    2
+                ),
+                0
+            );
+            assert_eq!(multio_field_accepted(mio, md, &mut ok), 0);
+            assert!(ok, "selects see parametrization keys");
+            assert_eq!(
+                multio_metadata_set_string(p, c"experiment".as_ptr(), c"forecast".as_ptr()),
+                0
+            );
+            assert_eq!(multio_write_parametrization(mio, p), 1);
+            assert!(
+                last().contains("'experiment' already has a different value"),
+                "{}",
+                last()
+            );
+            let v = [4.0f64];
+            assert_eq!(multio_write_field_double(mio, md, v.as_ptr(), 1), 0);
+            for k in [p, md] {
+                assert_eq!(multio_delete_metadata(k), 0);
+            }
+            assert_eq!(multio_delete_handle(mio), 0);
+            assert_eq!(multio_delete_configuration(cc), 0);
+        }
+        assert_eq!(
+            std::fs::read(dir.path().join("out.raw")).unwrap(),
+            4.0f64.to_ne_bytes()
+        );
+    }
 }
