@@ -508,4 +508,27 @@ mod tests {
             .len();
         assert_eq!(sinks, 2);
     }
+
+    proptest::proptest! {
+        /// Any text (YAML-ish tokens or arbitrary characters): loaded or refused, no panic, and
+        /// a refusal names the origin.
+        #[test]
+        fn never_panics(parts in proptest::collection::vec(proptest::prop_oneof![
+            proptest::strategy::Just("plans:\n".to_string()),
+            proptest::strategy::Just("  - ".to_string()),
+            proptest::strategy::Just("actions: ".to_string()),
+            proptest::strategy::Just("{type: select, match: {a: [1, 2]}}".to_string()),
+            proptest::strategy::Just("enable: '{X}'\n".to_string()),
+            proptest::strategy::Just("client:\n".to_string()),
+            proptest::strategy::Just("[".to_string()),
+            proptest::strategy::Just("name: {~}\n".to_string()),
+            "\\PC{0,8}",
+        ], 0..12)) {
+            let text: String = parts.concat();
+            let env = |k: &str| (k == "X").then(|| "1".to_string());
+            if let Err(e) = load_str(&text, "fuzz.yaml", Path::new("."), Side::Client, &env) {
+                proptest::prop_assert!(e.to_string().starts_with("fuzz.yaml"), "{}", e);
+            }
+        }
+    }
 }
