@@ -1191,8 +1191,7 @@ mod tests {
     #[test]
     fn parametrization_completes_messages_and_is_written_once() {
         let dir = tempfile::tempdir().unwrap();
-        let select =
-            "      - type: select\n        match: [{experiment: [hindcast]}]\n";
+        let select = "      - type: select\n        match: [{experiment: [hindcast]}]\n";
         let (mio, cc) = handle(dir.path(), select);
         unsafe {
             let mut md = null_mut();
