@@ -226,7 +226,8 @@ pub unsafe extern "C" fn multio_config_set_failure_handler(
 #[no_mangle]
 pub unsafe extern "C" fn multio_mpi_allow_world_default_comm(
     cc: *mut multio_configuration_t,
-    _allow: bool,
+    // A byte, not `bool`: any value a caller passes is defined behaviour.
+    _allow: u8,
 ) -> c_int {
     run(
         "multio_mpi_allow_world_default_comm",
