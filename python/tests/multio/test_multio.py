@@ -321,3 +321,36 @@ def test_multio_plan_sets_the_plan_for_multio(tmp_path, monkeypatch):
     path = write_plan(tmp_path, "plans: [{name: from-file, actions: [{type: \"null\"}]}]")
     with multio.MultioPlan(str(path)):
         assert multio.Multio().plan_names() == ["from-file"]
+
+
+RELATIVE_SCRIPT = r"""
+import os, sys
+import numpy as np
+import multio
+os.makedirs("sub", exist_ok=True)
+open("sub/plan.yaml", "w").write('''
+plans:
+  - name: p
+    actions:
+      - {type: encode, format: raw}
+      - type: sink
+        sinks:
+          - {type: file, path: "{~}/tilde.raw", append: false, per-server: false}
+          - {type: file, path: "plain.raw", append: false, per-server: false}
+''')
+mio = multio.Multio(config_path="sub/plan.yaml")
+mio.write_field({"paramId": 1}, np.ones(2))
+mio.flush({})
+print(sorted(os.path.relpath(os.path.join(d, f)) for d, _, fs in os.walk(".") for f in fs if f.endswith(".raw")))
+"""
+
+
+def test_relative_paths_resolve_as_in_multio(tmp_path):
+    """A plan named by a relative path: ``{~}`` is its directory, and a relative sink path is
+    relative to the working directory, as in MultIO (the engine used to write
+    ``sub/sub/tilde.raw`` and put ``plain.raw`` beside the plan)."""
+    expected = "['plain.raw', 'sub/tilde.raw']"
+    assert expected in run_script(sys.executable, None, tmp_path / "ours", script=RELATIVE_SCRIPT)
+    ref = reference_python()
+    if ref is not None:
+        assert expected in run_script(*ref, tmp_path / "theirs", script=RELATIVE_SCRIPT)
