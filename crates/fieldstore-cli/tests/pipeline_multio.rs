@@ -17,7 +17,15 @@ const FS: &str = env!("CARGO_BIN_EXE_fieldstore");
 
 struct Multio {
     feed: PathBuf,
+    python: PathBuf,
     libs: String,
+}
+
+/// What both sides are fed: GRIB (multio-feed, `pipeline run`) or JSON-lines messages (pymultio,
+/// `pipeline feed`).
+enum Input<'a> {
+    Grib(&'a Path),
+    Json(&'a Path),
 }
 
 fn multio() -> Option<Multio> {
@@ -29,6 +37,7 @@ fn multio() -> Option<Multio> {
         .find(|p| p.join("multiolib/bin/multio-feed").is_file())?;
     Some(Multio {
         feed: site.join("multiolib/bin/multio-feed"),
+        python: venv.join("../bin/python"),
         // The wheel's run path names `atlaslib-ecmwf`, the package installs as `atlaslib_ecmwf`.
         libs: site.join("atlaslib_ecmwf/lib64").display().to_string(),
     })
@@ -61,6 +70,10 @@ struct Series<'a> {
     steps: Vec<i64>,
     /// A point index whose value is missing in every message.
     missing_point: Option<usize>,
+    /// The run's time (HHMM, as GRIB has it).
+    time: i64,
+    /// The value of a point at a step and level.
+    value: fn(i64, i64, usize) -> f64,
 }
 
 fn value(step: i64, level: i64, i: usize) -> f64 {
@@ -87,8 +100,8 @@ fn write_series(dir: &Path, name: &str, s: &Series) -> PathBuf {
     for step in &s.steps {
         for level in s.levels {
             rules.push_str(&format!(
-                "set edition={};\nset centre=98;\nset setLocalDefinition=1;\nset localDefinitionNumber=1;\nset class=\"od\";\nset stream=\"oper\";\nset type=\"fc\";\nset expver=\"0001\";\nset date=20250101;\nset time=0;\nset paramId={};\n",
-                s.edition, s.param
+                "set edition={};\nset centre=98;\nset setLocalDefinition=1;\nset localDefinitionNumber=1;\nset class=\"od\";\nset stream=\"oper\";\nset type=\"fc\";\nset expver=\"0001\";\nset date=20250101;\nset time={};\nset paramId={};\n",
+                s.edition, s.time, s.param
             ));
             if s.levtype == "pl" {
                 rules.push_str(&format!(
@@ -103,7 +116,7 @@ fn write_series(dir: &Path, name: &str, s: &Series) -> PathBuf {
                     if Some(i) == s.missing_point {
                         "9999".to_string()
                     } else {
-                        format!("{}", value(*step, *level, i))
+                        format!("{}", (s.value)(*step, *level, i))
                     }
                 })
                 .collect();
@@ -154,7 +167,16 @@ fn doubles(path: &Path) -> Vec<f64> {
         .collect()
 }
 
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pipelines")
+}
+
 const KEYS: &[&str] = &[
+    "timespan",
+    "stattype",
+    "grid",
+    "misc-timeIncrementInSeconds",
+    "misc-distanceFromPreviousStepInSeconds",
     "operation",
     "operation-frequency",
     "startStepInHours",
@@ -185,7 +207,7 @@ fn compare(
     m: &Multio,
     dir: &Path,
     plan: &str,
-    grib: &Path,
+    input: Input,
     outputs: &[&str],
 ) -> (usize, usize, f64) {
     let plan = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -194,24 +216,36 @@ fn compare(
     let (a, b) = (dir.join("multio"), dir.join("fieldstore"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
-    let mo = Command::new(&m.feed)
-        .arg(grib)
-        .arg("--decode")
-        .arg(format!("--plans={}", plan.display()))
+    let mut reference = match input {
+        Input::Grib(grib) => {
+            let mut c = Command::new(&m.feed);
+            c.arg(grib)
+                .arg("--decode")
+                .arg(format!("--plans={}", plan.display()));
+            c
+        }
+        Input::Json(messages) => {
+            let mut c = Command::new(&m.python);
+            c.arg(fixtures().join("pymultio_feed.py"))
+                .arg(&plan)
+                .arg(messages);
+            c
+        }
+    };
+    let mo = reference
         .env("LD_LIBRARY_PATH", &m.libs)
         .env("OUT_DIR", &a)
         .output()
         .unwrap();
     let mtext =
         String::from_utf8_lossy(&mo.stdout).to_string() + &String::from_utf8_lossy(&mo.stderr);
-    assert!(mo.status.success(), "multio-feed failed: {mtext}");
-    let fo = Command::new(FS)
-        .args(["pipeline", "run", "-q"])
-        .arg(&plan)
-        .arg(grib)
-        .env("OUT_DIR", &b)
-        .output()
-        .unwrap();
+    assert!(mo.status.success(), "MultIO failed: {mtext}");
+    let mut ours = Command::new(FS);
+    match input {
+        Input::Grib(grib) => ours.args(["pipeline", "run", "-q"]).arg(&plan).arg(grib),
+        Input::Json(messages) => ours.args(["pipeline", "feed"]).arg(&plan).arg(messages),
+    };
+    let fo = ours.env("OUT_DIR", &b).output().unwrap();
     let ftext = String::from_utf8_lossy(&fo.stdout).to_string();
     assert!(
         fo.status.success(),
@@ -264,6 +298,8 @@ fn same_outputs_as_multio() {
                 levels: &[0],
                 steps: (0..=72).collect(),
                 missing_point: Some(5),
+                time: 0,
+                value,
             },
         ),
         // Hourly 2t, GRIB1 reduced Gaussian, over 3 days.
@@ -278,6 +314,8 @@ fn same_outputs_as_multio() {
                 levels: &[0],
                 steps: (0..=72).collect(),
                 missing_point: None,
+                time: 0,
+                value,
             },
         ),
         // 6-hourly temperature on three pressure levels over 6 days, GRIB2 reduced Gaussian.
@@ -292,6 +330,8 @@ fn same_outputs_as_multio() {
                 levels: &[500, 850, 1000],
                 steps: (0..=144).step_by(6).collect(),
                 missing_point: None,
+                time: 0,
+                value,
             },
         ),
     ];
@@ -299,10 +339,192 @@ fn same_outputs_as_multio() {
         let case = dir.path().join(format!("case{i}"));
         std::fs::create_dir_all(&case).unwrap();
         let grib = write_series(&case, "series", series);
-        let (fields, values, worst) = compare(&m, &case, plan, &grib, outputs);
+        let (fields, values, worst) = compare(&m, &case, plan, Input::Grib(&grib), outputs);
         eprintln!(
             "case {i} ({plan}, GRIB{} {}): {fields} outputs, {values} values, largest relative difference {worst:e}",
             series.edition, series.sample
         );
     }
+}
+
+/// Hourly 2t and hourly precipitation accumulations over 40 days, as a model sends them
+/// through MultIO's API (MARS keys, 2.12's misc keys, a first-step flush, a flush per step).
+fn mtg2_messages(path: &Path) {
+    let misc = r#""misc-outputStepInSeconds": 3600, "misc-integrationStepInSeconds": 3600, "misc-distanceFromPreviousStepInSeconds": 3600"#;
+    let mars = r#""class": "od", "stream": "oper", "type": "fc", "expver": "0001", "levtype": "sfc", "grid": "180/90", "date": 20250101, "time": 0"#;
+    let mut out = String::from("{\"flush\": {\"flushKind\": \"first-step\", \"date\": 20250101, \"time\": 0, \"step\": 0}}\n");
+    for s in 0..=(40 * 24) {
+        let t: Vec<String> = (0..6)
+            .map(|i| {
+                format!(
+                    "{}",
+                    250.0 + ((s * 7 + i * 5) % 31) as f64 * 0.7 - (i as f64) * 40.0
+                        + (s as f64) * 0.01
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{{\"field\": {{\"metadata\": {{\"param\": 167, \"step\": {s}, {mars}, {misc}}}, \"values\": [{}]}}}}\n",
+            t.join(",")
+        ));
+        if s > 0 {
+            let tp: Vec<String> = (0..6)
+                .map(|i| format!("{}", ((s * 3 + i) % 11) as f64 * 0.0005))
+                .collect();
+            out.push_str(&format!(
+                "{{\"field\": {{\"metadata\": {{\"param\": 228228, \"timespan\": 1, \"misc-timeIncrementInSeconds\": 3600, \"step\": {s}, {mars}, {misc}}}, \"values\": [{}]}}}}\n",
+                tp.join(",")
+            ));
+        }
+        out.push_str(&format!(
+            "{{\"flush\": {{\"flushKind\": \"default\", \"step\": {s}}}}}\n"
+        ));
+    }
+    out.push_str("{\"flush\": {\"flushKind\": \"last-step\"}}\n");
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn same_statistics_mtg2_as_multio() {
+    let Some(m) = multio_or_skip("same_statistics_mtg2_as_multio") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let messages = dir.path().join("messages.jsonl");
+    mtg2_messages(&messages);
+    let (fields, values, worst) = compare(
+        &m,
+        dir.path(),
+        "mtg2.yaml",
+        Input::Json(&messages),
+        &["daily.raw", "monthly.raw", "rates.raw"],
+    );
+    eprintln!("statistics-mtg2 (mtg2.yaml, 40 days hourly): {fields} outputs, {values} values, largest relative difference {worst:e}");
+}
+
+/// The value fields of `name` in `dir`.
+fn run_both(
+    m: &Multio,
+    dir: &Path,
+    plan: &str,
+    series: &Series,
+) -> (Vec<f64>, Vec<f64>, String, String) {
+    let grib = write_series(dir, "series", series);
+    let plan = fixtures().join(plan);
+    let (a, b) = (dir.join("multio"), dir.join("fieldstore"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let mo = Command::new(&m.feed)
+        .arg(&grib)
+        .arg("--decode")
+        .arg(format!("--plans={}", plan.display()))
+        .env("LD_LIBRARY_PATH", &m.libs)
+        .env("OUT_DIR", &a)
+        .output()
+        .unwrap();
+    assert!(
+        mo.status.success(),
+        "multio-feed: {}",
+        String::from_utf8_lossy(&mo.stderr)
+    );
+    let fo = Command::new(FS)
+        .args(["pipeline", "run", "-q"])
+        .arg(&plan)
+        .arg(&grib)
+        .env("OUT_DIR", &b)
+        .output()
+        .unwrap();
+    assert!(
+        fo.status.success(),
+        "fieldstore: {}",
+        String::from_utf8_lossy(&fo.stderr)
+    );
+    (
+        doubles(&a.join("out.raw")),
+        doubles(&b.join("out.raw")),
+        String::from_utf8_lossy(&mo.stdout).into_owned(),
+        String::from_utf8_lossy(&fo.stdout).into_owned(),
+    )
+}
+
+/// MultIO's known defects, observed on the real MultIO next to fieldstore's answers
+/// (docs/pipelines.md, "Where fieldstore differs"): if MultIO fixes one, this test says so.
+#[test]
+fn multio_defects_and_our_answers() {
+    let Some(m) = multio_or_skip("multio_defects_and_our_answers") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ramp = |step: i64, _: i64, i: usize| {
+        if i == 0 {
+            -5.0 - step as f64
+        } else {
+            250.0 + step as f64
+        }
+    };
+    let series = |steps: Vec<i64>, time: i64| Series {
+        sample: "regular_ll_sfc_grib2.tmpl",
+        edition: 2,
+        param: 167,
+        levtype: "sfc",
+        levels: &[0],
+        steps,
+        missing_point: None,
+        time,
+        value: ramp,
+    };
+    // 1. The maximum of negative values: DBL_MIN in MultIO.
+    let d = dir.path().join("max");
+    std::fs::create_dir_all(&d).unwrap();
+    let (mv, fv, _, _) = run_both(&m, &d, "defects.yaml", &series((0..=24).collect(), 0));
+    // Outputs: the maximum of every point, then the mean; point 0 is negative.
+    eprintln!(
+        "maximum of -6..-29: MultIO {:e}, fieldstore {}",
+        mv[0], fv[0]
+    );
+    assert_eq!(
+        mv[0],
+        f64::MIN_POSITIVE,
+        "MultIO's maximum defect is gone: update docs/pipelines.md"
+    );
+    assert_eq!(fv[0], -6.0);
+    // 2. The first sample dropped when step 0 is not sent: 263.0 instead of 262.5.
+    let d = dir.path().join("first");
+    std::fs::create_dir_all(&d).unwrap();
+    let (mv, fv, _, _) = run_both(&m, &d, "defects.yaml", &series((1..=24).collect(), 0));
+    let mean1 = mv.len() / 2 + 1;
+    eprintln!(
+        "day-1 mean without step 0: MultIO {}, fieldstore {}",
+        mv[mean1], fv[mean1]
+    );
+    assert!(
+        (mv[mean1] - 263.0).abs() < 1e-9,
+        "MultIO's first-sample defect is gone: update docs/pipelines.md"
+    );
+    assert!((fv[mean1] - 262.5).abs() < 1e-9);
+    // 3. A 12 UTC run: MultIO reads time=1200 as 00:12 and cuts days at steps 23, 47.
+    let d = dir.path().join("noon");
+    std::fs::create_dir_all(&d).unwrap();
+    let (_, _, mt, ft) = run_both(&m, &d, "defects.yaml", &series((0..=48).collect(), 1200));
+    let steps = |t: &str| -> Vec<serde_json::Value> {
+        printed(t)
+            .iter()
+            .filter(|x| x.get("operation").and_then(|o| o.as_str()) == Some("average"))
+            .filter_map(|x| x.get("step").cloned())
+            .collect()
+    };
+    eprintln!(
+        "12 UTC run, days end at steps: MultIO {:?}, fieldstore {:?}",
+        steps(&mt),
+        steps(&ft)
+    );
+    assert_eq!(
+        steps(&mt),
+        vec![serde_json::json!(23), serde_json::json!(47)],
+        "MultIO's HHMMSS defect is gone: update docs/pipelines.md"
+    );
+    assert_eq!(
+        steps(&ft),
+        vec![serde_json::json!(12), serde_json::json!(36)]
+    );
 }

@@ -18,6 +18,10 @@ pub enum PipelineCmd {
     Run(RunArgs),
     /// Load a plan file and list its plans and actions (checks it without running it).
     Check { plan: PathBuf },
+    /// Run a plan file over messages given as JSON lines (`{"field": {"metadata": {...},
+    /// "values": [...]}}`, `{"flush": {...}}`, `{"notification": {...}}`; `-`: standard input):
+    /// what a model sends through MultIO's API, replayed.
+    Feed { plan: PathBuf, messages: PathBuf },
 }
 
 #[derive(Args, Debug)]
@@ -35,6 +39,7 @@ pub struct RunArgs {
 pub fn run(cmd: PipelineCmd, session: &Session) -> Result<()> {
     match cmd {
         PipelineCmd::Run(a) => run_plan(a, session),
+        PipelineCmd::Feed { plan, messages } => feed_json(&plan, &messages, session),
         PipelineCmd::Check { plan } => {
             let set = PlanSet::from_file(&plan, context(session))?;
             outln!(
@@ -101,6 +106,50 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
     }
     if failed > 0 {
         bail!("{failed} of {fields} fields failed (each named above)");
+    }
+    Ok(())
+}
+
+fn feed_json(plan: &std::path::Path, messages: &std::path::Path, session: &Session) -> Result<()> {
+    use std::io::BufRead as _;
+    let mut set = PlanSet::from_file(plan, context(session))?;
+    let input: Box<dyn std::io::BufRead> = if messages.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(messages)
+            .with_context(|| format!("cannot open {}", messages.display()))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    let (mut count, mut failed) = (0usize, 0usize);
+    for (i, line) in input.lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", messages.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        count += 1;
+        let msg = match feed::message_from_json(&line) {
+            Ok(m) => m,
+            Err(e) => {
+                failed += 1;
+                eprintln!(
+                    "fieldstore: pipeline: {} line {}: {e}",
+                    messages.display(),
+                    i + 1
+                );
+                continue;
+            }
+        };
+        for e in set.process(msg) {
+            failed += 1;
+            eprintln!(
+                "fieldstore: pipeline: {} line {}: {e}",
+                messages.display(),
+                i + 1
+            );
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} failures in {count} messages (each named above)");
     }
     Ok(())
 }

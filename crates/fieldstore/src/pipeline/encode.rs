@@ -161,7 +161,30 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
     if let Some(t) = time {
         keys.push(("dataTime".into(), SetValue::Long(t)));
     }
-    let statistic = md.text("operation")?.filter(|o| o != "instant");
+    // statistics-mtg2 outputs name their statistic through the param they map to.
+    // The param before the time range: setting a paramId resets the product template.
+    if let Some(p) = &param {
+        keys.push(("paramId".into(), SetValue::String(p.clone())));
+    }
+    let statistic = match md.text("operation")? {
+        Some(o) => Some(o).filter(|o| o != "instant"),
+        None if md.contains("timespan") => param
+            .as_deref()
+            .and_then(|p| p.trim().parse::<i64>().ok())
+            .and_then(crate::pipeline::statistics::tables::param_statistic)
+            .and_then(|t| match t {
+                0 => Some("average"),
+                1 => Some("accumulate"),
+                2 => Some("maximum"),
+                3 => Some("minimum"),
+                4 => Some("difference"),
+                6 => Some("stddev"),
+                8 => Some("inverse-difference"),
+                _ => None,
+            })
+            .map(str::to_string),
+        None => None,
+    };
     let range = match (md.int("startStepInHours")?, md.int("endStepInHours")?) {
         (Some(a), Some(b)) => Some((a, b)),
         _ => match (md.int("timespan")?, md.int("step")?) {
@@ -195,8 +218,78 @@ fn grib_keys(md: &Metadata, edition: i64) -> Result<Vec<(String, SetValue)>, Str
             }
         }
     }
-    if let Some(p) = param {
-        keys.push(("paramId".into(), SetValue::String(p)));
-    }
     Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grib::{sample::make_field, Decoded};
+    use crate::pipeline::config::{load_str, Side};
+    use std::path::Path;
+
+    fn encoder() -> Encode {
+        let plan = "plans:\n  - actions:\n      - {type: encode, format: grib}\n";
+        let c = load_str(plan, "t", Path::new("."), Side::Client, &|_| None).unwrap();
+        Encode::from_config(&c.plans[0].actions[0]).unwrap()
+    }
+
+    fn field(md: &[(&str, Value)]) -> Field {
+        let keys = [
+            ("param", "167"),
+            ("levtype", "sfc"),
+            ("step", "24"),
+            ("date", "20250101"),
+            ("time", "0"),
+        ];
+        let mut f = Field::values(
+            md.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            vec![1.0, 2.0, 3.0, 4.0],
+        );
+        f.source_grib = Some(Arc::from(make_field(&keys, 4, 1).unwrap()));
+        f
+    }
+
+    fn key(f: &Field, k: &str) -> String {
+        let Payload::Encoded(b) = &f.payload else {
+            return String::new();
+        };
+        match Decoded::new(b).unwrap().get(k).unwrap() {
+            Some(crate::grib::KeyValue::String(s)) => s,
+            Some(crate::grib::KeyValue::Long(l)) => l.to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn legacy_statistics_get_a_time_range() {
+        let mut f = field(&[
+            ("operation", "maximum".into()),
+            ("startStepInHours", 0i64.into()),
+            ("endStepInHours", 24i64.into()),
+            ("step", 24i64.into()),
+            ("param", "167".into()),
+        ]);
+        encoder().apply(&mut f).unwrap();
+        assert_eq!(key(&f, "stepRange"), "0-24");
+        assert_eq!(key(&f, "typeOfStatisticalProcessing"), "2");
+    }
+
+    #[test]
+    fn mtg2_statistics_by_param_and_timespan() {
+        let mut f = field(&[
+            ("param", 228004i64.into()),
+            ("timespan", 24i64.into()),
+            ("step", 48i64.into()),
+        ]);
+        encoder().apply(&mut f).unwrap();
+        assert_eq!(key(&f, "stepRange"), "24-48");
+        assert_eq!(key(&f, "paramId"), "228004");
+    }
+
+    #[test]
+    fn without_a_template_the_field_fails() {
+        let mut f = Field::values(Metadata::new(), vec![1.0]);
+        assert!(encoder().apply(&mut f).unwrap_err().contains("template"));
+    }
 }

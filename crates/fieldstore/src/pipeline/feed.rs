@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::message::Field;
+use super::message::{Field, Message};
 use super::metadata::{Metadata, Value};
 use crate::grib::{Decoded, GribError, KeyValue};
 
@@ -81,6 +81,82 @@ pub fn field_from_grib(message: &[u8]) -> Result<Field, GribError> {
     Ok(f)
 }
 
+/// A metadata map from JSON: integers stay ints, other numbers doubles, lists typed.
+pub fn metadata_from_json(v: &serde_json::Value) -> Result<Metadata, String> {
+    let serde_json::Value::Object(map) = v else {
+        return Err("metadata must be a JSON object".into());
+    };
+    let mut md = Metadata::new();
+    for (k, v) in map {
+        md.set(k.clone(), json_value(k, v)?);
+    }
+    Ok(md)
+}
+
+fn json_value(key: &str, v: &serde_json::Value) -> Result<Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Double(
+                n.as_f64()
+                    .ok_or_else(|| format!("{key}: number out of range"))?,
+            ),
+        },
+        J::String(s) => Value::String(s.clone()),
+        J::Object(_) => Value::Map(metadata_from_json(v)?),
+        J::Array(items) => {
+            if items.iter().all(|x| x.as_i64().is_some()) {
+                Value::Ints(items.iter().filter_map(|x| x.as_i64()).collect())
+            } else if items.iter().all(J::is_number) {
+                Value::Doubles(items.iter().filter_map(|x| x.as_f64()).collect())
+            } else if items.iter().all(J::is_string) {
+                Value::Strings(
+                    items
+                        .iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect(),
+                )
+            } else if items.iter().all(J::is_boolean) {
+                Value::Bools(items.iter().filter_map(J::as_bool).collect())
+            } else {
+                return Err(format!("{key}: a list must hold values of one type"));
+            }
+        }
+    })
+}
+
+/// One message as a JSON line: `{"field": {"metadata": {...}, "values": [...]}}`,
+/// `{"flush": {...}}` or `{"notification": {...}}`; what the model API calls would send, for
+/// replaying a model's output through plans.
+pub fn message_from_json(line: &str) -> Result<Message, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let obj = v.as_object().ok_or("a message must be a JSON object")?;
+    let [(kind, body)] = obj.iter().collect::<Vec<_>>()[..] else {
+        return Err("a message has exactly one of field, flush, notification".into());
+    };
+    match kind.as_str() {
+        "field" => {
+            let md = metadata_from_json(body.get("metadata").ok_or("a field needs metadata")?)?;
+            let values = body
+                .get("values")
+                .and_then(|v| v.as_array())
+                .ok_or("a field needs values (a list of numbers)")?
+                .iter()
+                .map(|x| x.as_f64().ok_or("values must be numbers"))
+                .collect::<Result<Vec<f64>, _>>()?;
+            Ok(Message::Field(Field::values(md, values)))
+        }
+        "flush" => Ok(Message::Flush(metadata_from_json(body)?)),
+        "notification" => Ok(Message::Notification(metadata_from_json(body)?)),
+        other => Err(format!(
+            "unknown message kind '{other}' (field, flush, notification)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +185,34 @@ mod tests {
         );
         assert_eq!(md.get("timeStep"), Some(&Value::Int(3600)));
         assert!(f.source_grib.is_some());
+    }
+
+    #[test]
+    fn json_messages() {
+        let m = message_from_json(r#"{"field": {"metadata": {"param": 167, "x": 1.5, "s": "a", "l": [1, 2]}, "values": [1, 2.5]}}"#).unwrap();
+        let Message::Field(f) = m else {
+            panic!("not a field")
+        };
+        assert_eq!(f.metadata.get("param"), Some(&Value::Int(167)));
+        assert_eq!(f.metadata.get("x"), Some(&Value::Double(1.5)));
+        assert_eq!(f.metadata.get("l"), Some(&Value::Ints(vec![1, 2])));
+        assert_eq!(
+            f.payload,
+            crate::pipeline::message::Payload::Values(vec![1.0, 2.5])
+        );
+        assert!(matches!(
+            message_from_json(r#"{"flush": {"flushKind": "last-step"}}"#),
+            Ok(Message::Flush(_))
+        ));
+        for bad in [
+            "[]",
+            "{}",
+            r#"{"field": {}}"#,
+            r#"{"flush": 1}"#,
+            r#"{"x": {}}"#,
+            "nope",
+        ] {
+            assert!(message_from_json(bad).is_err(), "{bad}");
+        }
     }
 }

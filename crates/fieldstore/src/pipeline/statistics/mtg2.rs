@@ -315,7 +315,7 @@ impl Mtg2 {
     }
 
     fn emit(&self, w: &Mtg2Window, out: &mut Vec<Message>) -> Result<(), String> {
-        let mut md = w.first.clone();
+        let md = w.first.clone();
         let param = param_of(&md)?;
         let point = w.last_time.min(w.end);
         let start = w.start.max(w.epoch);
@@ -327,8 +327,8 @@ impl Mtg2 {
             .unwrap_or(stream == "clmn" || stream == "clte");
         let results = w.ops.results((w.end - w.start) as f64);
         for (op, values) in w.ops.ops.iter().zip(results) {
+            // No `operation` key: MultIO's outputs carry the statistic in `param`/`stattype`.
             let mut o = md.clone();
-            o.set("operation", op.kind.output_name());
             if start_of_window {
                 let (d, t) = date_time_of(start);
                 o.set("date", d);
@@ -337,8 +337,23 @@ impl Mtg2 {
             } else {
                 o.set("step", (point - w.epoch) / 3600);
             }
-            if let Some(tosp) = op.kind.type_of_statistical_processing() {
-                self.statistic_keys(&mut o, param, op.kind, tosp, window_hours, w.timespan)?;
+            let squashed = match op.kind.type_of_statistical_processing() {
+                Some(tosp) => {
+                    self.statistic_keys(&mut o, param, op.kind, tosp, window_hours, w.timespan)?
+                }
+                None => true,
+            };
+            // MultIO 2.12's encoding keys: the window's extent, and the spacing of the samples
+            // (a squashed statistic keeps its inputs' own increment).
+            o.set("misc-distanceFromPreviousStepInSeconds", w.end - w.start);
+            if !squashed {
+                let spacing = match md.int("misc-distanceFromPreviousStepInSeconds")? {
+                    Some(d) => Some(d),
+                    None => md.int("misc-outputStepInSeconds")?,
+                };
+                if let Some(d) = spacing {
+                    o.set("misc-timeIncrementInSeconds", d);
+                }
             }
             for (k, v) in &self.opts.set_metadata {
                 o.set(k.clone(), v.as_str());
@@ -349,11 +364,11 @@ impl Mtg2 {
                 source_grib: None,
             }));
         }
-        md.remove("operation");
         Ok(())
     }
 
-    /// `timespan`, `stattype` and `param` of a statistic (MULTIO.md §3.3).
+    /// `timespan`, `stattype` and `param` of a statistic (MULTIO.md §3.3); true when the
+    /// statistic was squashed into its input's (only the timespan grew).
     fn statistic_keys(
         &self,
         o: &mut Metadata,
@@ -362,7 +377,7 @@ impl Mtg2 {
         tosp: i64,
         window_hours: i64,
         input_timespan: i64,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if input_timespan == 0 {
             o.set("timespan", window_hours);
             match tables::statistics_param(param, tosp) {
@@ -376,7 +391,7 @@ impl Mtg2 {
                 }
                 None => {}
             }
-            return Ok(());
+            return Ok(false);
         }
         let own = tables::param_statistic(param);
         let composable = matches!(
@@ -387,7 +402,7 @@ impl Mtg2 {
         let same = own == Some(tosp) || (op == OpKind::Difference && own == Some(1));
         if self.opts.squashing && composable && same && stattype.is_none() {
             o.set("timespan", window_hours);
-            return Ok(());
+            return Ok(true);
         }
         let dur = self.opts.period.stattype_prefix().ok_or_else(|| {
             "stattype exists only for 1d and 1m windows (a statistic of a statistic otherwise)"
@@ -406,7 +421,7 @@ impl Mtg2 {
         };
         o.set("stattype", new);
         o.set("timespan", input_timespan / 3600);
-        Ok(())
+        Ok(false)
     }
 }
 
