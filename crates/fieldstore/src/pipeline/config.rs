@@ -89,6 +89,11 @@ pub fn load_str(
     side: Side,
     env: Env,
 ) -> Result<PlanSetConfig, PipelineError> {
+    // `{~}` is the directory as an absolute path: a plan named by a relative path (`sub/plan.yaml`)
+    // would otherwise give `{~}/out` = `sub/out`, which joined again with the directory
+    // (includes, templates, mappings) named `sub/sub/out`.
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = absolute.as_path();
     let mut root = node::parse(text, origin)?;
     root.map_strings(&|s| substitute(s, dir, env));
     let reader = Reader { origin, dir, env };

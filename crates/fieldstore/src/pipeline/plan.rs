@@ -301,8 +301,16 @@ impl Step {
             } => {
                 if !*only_fields || matches!(msg, Message::Field(_)) {
                     let size = match &msg {
+                        // As MultIO counts it: the bytes of the values in the field's
+                        // precision (values are kept as doubles here either way).
                         Message::Field(f) => match &f.payload {
-                            super::message::Payload::Values(v) => v.len() * 8,
+                            super::message::Payload::Values(v) => {
+                                let single = matches!(
+                                    f.metadata.get("misc-precision"),
+                                    Some(super::metadata::Value::String(p)) if p == "single"
+                                );
+                                v.len() * if single { 4 } else { 8 }
+                            }
                             super::message::Payload::Encoded(b) => b.len(),
                         },
                         _ => 0,

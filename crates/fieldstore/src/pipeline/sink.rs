@@ -71,10 +71,9 @@ impl Sink {
                         .get("path")
                         .and_then(Node::scalar_text)
                         .ok_or_else(|| cfg.error_at(s, "a file sink needs path:"))?;
-                    let mut path = cfg.dir.join(&p);
-                    if p.starts_with('/') {
-                        path = PathBuf::from(&p);
-                    }
+                    // A relative path is relative to the working directory, as MultIO's file
+                    // sink opens it (`{~}/...` names the plan's directory).
+                    let mut path = PathBuf::from(&p);
                     if flag("per-server")? {
                         let base = path
                             .file_name()
