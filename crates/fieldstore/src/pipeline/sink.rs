@@ -11,6 +11,7 @@ use super::context::Context;
 use super::error::{PipelineError, Site};
 use super::message::{Field, Message, Payload};
 use super::node::Node;
+use super::trigger::Trigger;
 use crate::api::Fdb;
 
 pub enum DataSink {
@@ -27,17 +28,28 @@ pub enum DataSink {
 
 pub struct Sink {
     sinks: Vec<DataSink>,
+    triggers: Vec<Trigger>,
 }
 
 impl Sink {
     pub fn from_config(cfg: &ActionConfig, ctx: &Context) -> Result<Sink, PipelineError> {
-        if cfg.node.get("triggers").is_some() {
-            return Err(PipelineError::Refused {
-                origin: cfg.origin.clone(),
-                line: cfg.node.get("triggers").map(|n| n.line),
-                name: "sink: triggers".into(),
-                reason: "MetadataChange/NotifyMetadata events are not implemented yet".into(),
-            });
+        let mut triggers = Vec::new();
+        if let Some(t) = cfg.node.get("triggers") {
+            let list = t
+                .as_seq()
+                .ok_or_else(|| cfg.error_at(t, "triggers: must be a list"))?;
+            for n in list {
+                triggers.push(Trigger::from_node(cfg, n)?);
+            }
+        }
+        // MultIO also reads triggers from MULTIO_CONFIG_TRIGGERS (YAML with a triggers: list).
+        if let Some(text) = (ctx.env)("MULTIO_CONFIG_TRIGGERS") {
+            let root = super::node::parse(&text, "MULTIO_CONFIG_TRIGGERS")?;
+            if let Some(list) = root.get("triggers").and_then(Node::as_seq) {
+                for n in list {
+                    triggers.push(Trigger::from_node(cfg, n)?);
+                }
+            }
         }
         let list = cfg
             .node
@@ -113,7 +125,7 @@ impl Sink {
                 }
             }
         }
-        Ok(Sink { sinks })
+        Ok(Sink { sinks, triggers })
     }
 
     pub fn handle(&mut self, site: &Site, msg: Message) -> Result<(), PipelineError> {
@@ -121,6 +133,9 @@ impl Sink {
             Message::Field(f) => {
                 for s in &mut self.sinks {
                     s.write(site, &f)?;
+                }
+                for t in &mut self.triggers {
+                    t.field(&f).map_err(|e| site.sink_error("trigger", e))?;
                 }
                 Ok(())
             }
@@ -130,7 +145,13 @@ impl Sink {
                 }
                 Ok(())
             }
-            Message::Notification(_) => Ok(()),
+            Message::Notification(md) => {
+                for t in &mut self.triggers {
+                    t.notification(&md)
+                        .map_err(|e| site.sink_error("trigger", e))?;
+                }
+                Ok(())
+            }
         }
     }
 }
