@@ -19,6 +19,8 @@ pub enum DataSink {
         path: PathBuf,
         file: Option<File>,
         append: bool,
+        /// Written since the last flush (a flush then syncs; one per step otherwise).
+        dirty: bool,
     },
     Fdb {
         name: String,
@@ -98,6 +100,7 @@ impl Sink {
                         path,
                         file: None,
                         append: flag("append")?,
+                        dirty: false,
                     });
                 }
                 "fdb5" | "fdb" => {
@@ -182,7 +185,12 @@ impl DataSink {
     fn write(&mut self, site: &Site, f: &Field) -> Result<(), PipelineError> {
         let name = self.name();
         match self {
-            DataSink::File { path, file, append } => {
+            DataSink::File {
+                path,
+                file,
+                append,
+                dirty,
+            } => {
                 if file.is_none() {
                     let opened = if *append {
                         OpenOptions::new().create(true).append(true).open(&*path)
@@ -196,6 +204,7 @@ impl DataSink {
                 if let Some(out) = file {
                     out.write_all(&raw_bytes(f))
                         .map_err(|e| site.sink_error(&name, format!("write: {e}")))?;
+                    *dirty = true;
                 }
                 Ok(())
             }
@@ -215,10 +224,11 @@ impl DataSink {
     fn flush(&mut self, site: &Site) -> Result<(), PipelineError> {
         let name = self.name();
         match self {
-            DataSink::File { file, .. } => {
-                if let Some(f) = file {
+            DataSink::File { file, dirty, .. } => {
+                if let (Some(f), true) = (file, *dirty) {
                     f.sync_data()
                         .map_err(|e| site.sink_error(&name, format!("sync: {e}")))?;
+                    *dirty = false;
                 }
                 Ok(())
             }
