@@ -20,6 +20,7 @@ pub mod scale;
 pub mod select;
 pub mod sink;
 pub mod statistics;
+pub mod trigger;
 
 pub use config::Side;
 pub use context::Context;
