@@ -70,7 +70,11 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 /// The fingerprint stored in a key slot: its bytes up to the first NUL.
 fn key_text(slot: &[u8]) -> String {
     let end = slot.iter().position(|&c| c == 0).unwrap_or(slot.len());
-    String::from_utf8_lossy(&slot[..end]).into_owned()
+    // Fingerprints are ASCII: checked once, copied once (the lossy form only when they are not).
+    match std::str::from_utf8(&slot[..end]) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(&slot[..end]).into_owned(),
+    }
 }
 
 /// A fingerprint padded as a key slot; `None` if it cannot be one (too long).

@@ -551,17 +551,7 @@ impl Job<'_> {
         // Nearly in order already (a fingerprint sorts by `:`, a key by `SEP`): a run-aware
         // sort is close to one pass.
         ix.entries.sort_by(|a, b| a.values.cmp(&b.values));
-        if let Some(w) = ix.entries.windows(2).find(|w| w[0].values == w[1].values) {
-            return Err(StorageError::Corrupt {
-                path: self.dir.to_path_buf(),
-                offset: 0,
-                detail: format!(
-                    "index {} holds {} twice",
-                    ix.key,
-                    w[0].values.replace(SEP, ",")
-                ),
-            });
-        }
+        // A key twice (a damaged tree) is refused by `write_sorted`, naming it.
         let count = ix.entries.len() as u64;
         // Checked again through the readers, after all is written (`check_sample`).
         let samples = ix
