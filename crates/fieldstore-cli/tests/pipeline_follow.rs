@@ -404,3 +404,41 @@ fn a_server_runs_the_pipelines_of_its_config() {
     let _ = server.wait();
     assert_eq!(found.lines().count(), 2, "{found}");
 }
+
+#[test]
+fn a_changed_plan_or_a_damaged_checkpoint_is_refused_naming_the_state() {
+    assert!(
+        have_eccodes_tools(),
+        "grib_filter (libeccodes-tools) is needed"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let days = month(d.path());
+    let (config, plan) = setup(d.path());
+    let state = d.path().join("state");
+    fs(&config, &["write", days[0].to_str().unwrap()]);
+    run(&mut follow(&config, &plan, &state, "1"));
+    let refused = |what: &str, says: &str| {
+        let o = follow(&config, &plan, &state, "1").output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{what}: {err}");
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(err.contains(&*state.to_string_lossy()), "{what}: {err}");
+    };
+    // Its windows would not fit another plan: the checkpoint is kept, the run refused.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::write(&plan, text.replace("[average]", "[average, maximum]")).unwrap();
+    refused("changed plan", "was made by another version of");
+    std::fs::write(&plan, &text).unwrap();
+    let cp = state.join("checkpoint.json");
+    let good = std::fs::read(&cp).unwrap();
+    std::fs::write(&cp, &good[..good.len() / 2]).unwrap();
+    refused("damaged checkpoint", "damaged checkpoint");
+    // Put back, it goes on.
+    std::fs::write(&cp, &good).unwrap();
+    fs(&config, &["write", days[1].to_str().unwrap()]);
+    let out = run(&mut follow(&config, &plan, &state, "1"));
+    assert!(
+        out.contains("48 fields") && out.contains("2 outputs archived"),
+        "{out}"
+    );
+}
