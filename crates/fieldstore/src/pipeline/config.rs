@@ -51,6 +51,17 @@ pub struct ActionConfig {
 }
 
 impl ActionConfig {
+    /// A file the action reads: beside the config when it is there, else as given (relative to
+    /// the working directory, as MultIO reads it; `{~}/name` always means beside the config).
+    pub(crate) fn input_path(&self, name: &str) -> PathBuf {
+        let beside = self.dir.join(name);
+        if beside.exists() {
+            beside
+        } else {
+            PathBuf::from(name)
+        }
+    }
+
     pub(crate) fn error(&self, message: impl Into<String>) -> PipelineError {
         PipelineError::Config {
             origin: self.origin.clone(),

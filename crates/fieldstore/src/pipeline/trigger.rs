@@ -73,7 +73,7 @@ impl Trigger {
         let port = u16::try_from(int("port", 10000)?)
             .map_err(|_| cfg.error_at(n, "trigger port: out of range"))?;
         let to = Destination {
-            file: text("file").map(|f| cfg.dir.join(f)),
+            file: text("file").map(std::path::PathBuf::from),
             host: text("host"),
             port,
             retries: u32::try_from(int("retries", 5)?.max(0)).unwrap_or(5),
@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn metadata_change_announces_completed_values() {
         let dir = tempfile::tempdir().unwrap();
-        let mut t = trigger(dir.path(), "{type: MetadataChange, key: step, values: ['0', '6', '12'], file: ev.log, info: {run: x}}");
+        let mut t = trigger(dir.path(), "{type: MetadataChange, key: step, values: ['0', '6', '12'], file: '{~}/ev.log', info: {run: x}}");
         for s in ["0", "0", "6", "12", "12"] {
             t.field(&step(s)).unwrap();
         }
@@ -309,7 +309,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut t = trigger(
             dir.path(),
-            "{type: MetadataChange, key: step, values: ['0', '6'], file: ev.log}",
+            "{type: MetadataChange, key: step, values: ['0', '6'], file: '{~}/ev.log'}",
         );
         for s in ["6", "0", "6"] {
             t.field(&step(s)).unwrap();
