@@ -84,21 +84,23 @@ head -c $((mem_steps * msg_bytes)) "$input" > "$short"
 plan=$PWD/bench/pipelines/means.yaml
 fail() { echo "DISAGREE: $*" >&2; exit 1; }
 # run NAME SYSTEM FILE: one timed run (seconds appended to $work/NAME, peak RSS in KiB to
-# $work/NAME.rss), outputs in $work/out.NAME/, what it printed in $work/print.NAME
+# $work/NAME.rss, user + system CPU seconds to $work/NAME.cpu), outputs in $work/out.NAME/, what it printed in $work/print.NAME
 run() {
   local name=$1 sys=$2 file=$3 t0 t1 dir=$work/out.$1
   rm -rf "$dir"; mkdir -p "$dir"
   sync
   t0=$(now)
   if [ "$sys" = multio ]; then
-    OUT_DIR=$dir LD_LIBRARY_PATH=$mlibs /usr/bin/time -f %M -o "$work/t" "$feed" "$file" --decode --plans="$plan" > "$work/print.$name" 2>&1 \
+    OUT_DIR=$dir LD_LIBRARY_PATH=$mlibs /usr/bin/time -f '%M %U %S' -o "$work/t" "$feed" "$file" --decode --plans="$plan" > "$work/print.$name" 2>&1 \
       || { tail "$work/print.$name" >&2; fail "$name: multio-feed failed"; }
   else
-    OUT_DIR=$dir /usr/bin/time -f %M -o "$work/t" "$fs" pipeline run -q "$plan" "$file" > "$work/print.$name" 2> "$work/err.$name" \
+    OUT_DIR=$dir /usr/bin/time -f '%M %U %S' -o "$work/t" "$fs" pipeline run -q "$plan" "$file" > "$work/print.$name" 2> "$work/err.$name" \
       || { cat "$work/err.$name" >&2; fail "$name: fieldstore pipeline run failed"; }
   fi
   t1=$(now)
-  echo "$t1 - $t0" | bc >> "$work/$name"; cat "$work/t" >> "$work/$name.rss"
+  echo "$t1 - $t0" | bc >> "$work/$name"
+  tail -1 "$work/t" | awk '{print $1}' >> "$work/$name.rss"
+  tail -1 "$work/t" | awk '{print $2 + $3}' >> "$work/$name.cpu"
 }
 check() {  # REFERENCE_NAME FIELDSTORE_NAME: the outputs agree, else stop
   "$py" bench/pipelines/compare.py "$work/out.$1" "$work/out.$2" "$work/print.$1" "$work/print.$2" "$points" > "$work/agree.$2" \
@@ -142,6 +144,9 @@ if [ "$quick" = 1 ]; then mbar="-"; elif [ "$rl" -le $((rs * 5 / 4 + 16384)) ]; 
 echo "| $steps hourly fields of $points points (${DAYS} days, $((bytes / 1048576)) MiB of GRIB), daily + monthly means | MultIO $multio_version \`multio-feed --decode\` | fieldstore \`pipeline run\` | MultIO time / fieldstore time | bar |"
 echo "| --- | --- | --- | --- | --- |"
 echo "| median s (min-max), $R runs | $mm ($mmin-$mmax) | $fm ($fmin-$fmax) | ${speed}x | $sbar |"
+read -r mc mcmin mcmax <<<"$(stats "$work/multio.cpu")"
+read -r fc fcmin fcmax <<<"$(stats "$work/fs.cpu")"
+echo "| CPU s (user + system), median (min-max) | $mc ($mcmin-$mcmax) | $fc ($fcmin-$fcmax) | $(ratio "$mc" "$fc")x | |"
 echo "| fields/s | $(rate "$steps" "$mm") | $(rate "$steps" "$fm") | | |"
 echo "| MB/s of GRIB read | $(mbs "$mm") | $(mbs "$fm") | | |"
 echo "| peak RSS MiB, ${DAYS} days ($steps steps) | $(mib multio) | $(mib fs) | | |"

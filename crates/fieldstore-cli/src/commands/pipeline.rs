@@ -60,6 +60,9 @@ fn context(session: &Session) -> Context {
     }
 }
 
+/// How much of a mapped input is fed before its pages are dropped.
+const RELEASE_EVERY: usize = 32 << 20;
+
 fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
     let mut set = PlanSet::from_file(&a.plan, context(session))?;
     let (mut fields, mut failed) = (0usize, 0usize);
@@ -76,8 +79,25 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
         // `fieldstore write`.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .with_context(|| format!("cannot map {}", path.display()))?;
+        // Pages of messages already fed are dropped from the process (they stay in the page
+        // cache), so memory is the open windows, not the size of the input.
+        let mut released = 0usize;
         for framed in SliceMessages::new(&map, path.display().to_string()) {
             let (number, offset, bytes) = framed?;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            if start >= released + RELEASE_EVERY && start <= map.len() {
+                // SAFETY: the mapping is a read-only map of a file: MADV_DONTNEED drops its
+                // pages, a later access reads them from the file again; no slice of the range
+                // is in use (fields copy what they keep).
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        released,
+                        start - released,
+                    )
+                };
+                released = start;
+            }
             fields += 1;
             let field = match feed::field_from_grib(bytes) {
                 Ok(f) => f,
