@@ -84,7 +84,8 @@ head -c $((mem_steps * msg_bytes)) "$input" > "$short"
 plan=$PWD/bench/pipelines/means.yaml
 fail() { echo "DISAGREE: $*" >&2; exit 1; }
 # run NAME SYSTEM FILE: one timed run (seconds appended to $work/NAME, peak RSS in KiB to
-# $work/NAME.rss, user + system CPU seconds to $work/NAME.cpu), outputs in $work/out.NAME/, what it printed in $work/print.NAME
+# $work/NAME.rss, user + system CPU seconds to $work/NAME.cpu), outputs in $work/out.NAME/,
+# what it printed in $work/print.NAME
 run() {
   local name=$1 sys=$2 file=$3 t0 t1 dir=$work/out.$1
   rm -rf "$dir"; mkdir -p "$dir"
@@ -153,6 +154,6 @@ echo "| peak RSS MiB, ${DAYS} days ($steps steps) | $(mib multio) | $(mib fs) | 
 echo "| peak RSS MiB, ${MEM_DAYS} days ($mem_steps steps), 1 run | $(mib multio.short) | $(mib fs.short) | | $mbar (fieldstore's ${DAYS}-day peak <= 1.25x + 16 MiB of its ${MEM_DAYS}-day peak) |"
 echo "| time s, ${MEM_DAYS} days, 1 run | $(stats "$work/multio.short" | cut -d' ' -f1) | $(stats "$work/fs.short" | cut -d' ' -f1) | $(ratio "$(stats "$work/multio.short" | cut -d' ' -f1)" "$(stats "$work/fs.short" | cut -d' ' -f1)")x | |"
 echo
-echo "Machine, same rounds (medians): \`cat\` of the GRIB file (warm) $cm s ($(mbs "$cm") MB/s); ecCodes $eccodes_version decoding every message alone (C API via ctypes, one reused buffer) $dm s ($(rate "$steps" "$dm") fields/s). Open windows: 2 (one daily, one monthly), $((points * 8 / 1048576)) MiB of running mean each; one decoded field $((points * 8 / 1048576)) MiB, one message $((msg_bytes / 1024)) KiB. Load average before/after: $load_before / $load_after ($(nproc) cores)."
+echo "Machine, same rounds (medians): \`cat\` of the GRIB file (warm) $cm s ($(mbs "$cm") MB/s); ecCodes $eccodes_version decoding every message alone (C API via ctypes, one reused buffer) $dm s ($(rate "$steps" "$dm") fields/s). Open windows: 2 (one daily, one monthly), $(awk -v p="$points" 'BEGIN {printf "%.1f", p * 8 / 1048576}') MiB of running mean each; one decoded field as much, one message $((msg_bytes / 1024)) KiB. Load average before/after: $load_before / $load_after ($(nproc) cores)."
 echo
 echo "Agreement (every round and the ${MEM_DAYS}-day run): the same $((daily + monthly)) outputs ($daily daily, $monthly monthly) with the same window metadata (operation, dates, times, steps, param), $nvalues values, largest relative difference $worst (limit 1e-12)."
