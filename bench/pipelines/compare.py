@@ -60,7 +60,7 @@ def main():
             rel = np.abs(va - vb) / np.maximum(np.abs(va), 1e-300)
             k = int(np.argmax(rel))
             if not rel[k] <= 1e-12:
-                sys.exit("%s value %d: reference %r, fieldstore %r" % (name, k, va[k], vb[k]))
+                sys.exit("%s value %d: reference %r, fieldstore %r" % (name, k, float(va[k]), float(vb[k])))
             worst = max(worst, float(rel[k]))
         values += va.size
     if sum(counts) != len(ma):
