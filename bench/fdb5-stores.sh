@@ -35,11 +35,15 @@
 #        bench/fdb5-stores.sh --quick [FIELDS=10000]   (bench/run-all --quick: 2 fdb-write runs,
 #            12,000 fields; one round; checks that outputs agree, fails if they do not; no speed bars)
 #        bench/fdb5-stores.sh [--quick] --build-only [FIELDS]   (only make the cached store)
+#        bench/fdb5-stores.sh --only convert [FIELDS] [REPEATS]   (only convert against cp; FDB5's
+#            listing and one fdb-read, once, are still what the converted copies are checked against)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0 build_only=0
+quick=0 build_only=0 only=""
 if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
+if [ "${1:-}" = "--only" ]; then only=${2:?--only convert}; shift 2; fi
+case "$only" in ""|convert) ;; *) echo "--only: convert is the one section that runs alone" >&2; exit 2;; esac
 if [ "$quick" = 1 ]; then N=${1:-10000}; R=1; else N=${1:-1000000}; R=${2:-5}; fi
 . bench/lib.sh
 bench_setup
@@ -137,6 +141,12 @@ timed() {
   echo "$t1 - $t0" | bc >> "$work/$name"; cat "$work/t" >> "$work/$name.rss"
 }
 
+if [ "$only" = convert ]; then
+  # what the converted copies must list and read: FDB5's own answers, once
+  fdb-list "$req" --porcelain > "$work/out.list.fdb5"
+  fdb-read "$work/one.req" "$work/one.fdb5" >/dev/null 2>&1
+  [ -s "$work/one.fdb5" ] || fail "fdb-read retrieved nothing"
+else
 # --- List ---------------------------------------------------------------------------------------
 for ((r = 1; r <= R; r++)); do
   # the order rotates, so no system always runs first
@@ -213,6 +223,8 @@ r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}[sys.argv[
 print("%.4f %.4f %.4f" % (r["median"], r["min"], r["max"]))' "$@"
 }
 
+fi  # not --only convert
+
 # --- Convert against cp -r ----------------------------------------------------------------------
 creq="$req"
 cdir=$work/copy
@@ -257,6 +269,7 @@ idx_size=$(cat "$root"/*/toc "$root"/*/*.index | wc -c)
 data_size=$(cat "$root"/*/*.data | wc -c)
 echo "| workload ($fields fields by FDB5 5.10.8: $converted_dbs databases, $indexes indexes each) | FDB5 median s (min-max) | peak RSS MiB | fieldstore median s (min-max) | peak RSS MiB | FDB5 / fieldstore | bar |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
+if [ -z "$only" ]; then
 read -r fm fmin fmax <<<"$(stats "$work/list.fdb5")"
 for s in fs name; do
   read -r om omin omax <<<"$(stats "$work/list.$s")"
@@ -282,6 +295,7 @@ for s in fs name; do
   if [ $s = fs ]; then what="\`fieldstore read REQ out\`"; else what="fieldstore's \`fdb-read REQ out\`"; fi
   echo "| one field, new process: \`fdb-read REQ out\` vs $what (hyperfine -N, $runs runs) | $fm ($fmin-$fmax) | - | $om ($omin-$omax) | - | ${r}x | $(bar "$r" 10) |"
 done
+fi  # not --only
 read -r cm cmin cmax <<<"$(stats "$work/cp")"
 read -r om omin omax <<<"$(stats "$work/convert")"
 r=$(ratio "$cm" "$om")
@@ -293,9 +307,15 @@ if [ "$quick" = 0 ]; then
   echo "| same, convert with the default --grace 2 (1 run) | $cm | - | $gm | $(rss convert.grace) | $(ratio "$cm" "$gm")x | - |"
 fi
 echo
+read -r dm _ _ <<<"$(stats "$work/floor.data")"
+if [ "$only" = convert ]; then
+  echo "Machine, same run: \`cat\` of the data files ($((data_size / 1048576)) MiB) $dm s (warm). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  echo "Store: $fields fields ($size MiB on disk), written by $indexes \`fdb-write\` runs of FDB5 $fdb5_version (cached in $store). Agreement: every converted copy lists the same $(wc -l < "$work/out.list.fdb5") fields as FDB5's \`fdb-list\` and reads the same bytes as its \`fdb-read\` (after conversion: $conv_indexes visible indexes, $conv_files index files, for $((indexes * converted_dbs)) FDB5 indexes); the FDB5 store's tocs and indexes are unchanged at the end."
+  exit 0
+fi
 read -r pm pmin pmax <<<"$(hfstat "$work/hf.read.json" floor)"
 read -r im _ _ <<<"$(stats "$work/floor.list")"
-read -r dm _ _ <<<"$(stats "$work/floor.data")"
 echo "Machine, same run: a new process copying the field (\`cp\`, hyperfine) $pm s ($pmin-$pmax); \`cat\` of the tocs and index files ($((idx_size / 1048576)) MiB) $im s; \`cat\` of the data files ($((data_size / 1048576)) MiB) $dm s (all warm)."
 echo
 echo "Store: $fields fields ($size MiB on disk), written by $indexes \`fdb-write\` runs of FDB5 $fdb5_version (flat layout, FDB_DBNAMES_FILE=/nonexistent; $archive_s s of archiving in all, once, cached in $store). Agreement: fieldstore's \`fdb-list\` output (also with --location) is FDB5's byte for byte; \`fieldstore list\` holds the same $listed lines ($fs_list_same); fieldstore's axes are the values in FDB5's listing$([ -n "$fdb525" ] && echo ", and its \`fdb-axes\` output is 5.25's byte for byte"); the field read is the same $(stat -c %s "$work/one.fdb5") bytes from all three; every converted copy lists the same fields and reads the same bytes (after conversion: $conv_indexes visible indexes, $conv_files index files, for $((indexes * converted_dbs)) FDB5 indexes); the FDB5 store's tocs and indexes are unchanged at the end."

@@ -107,6 +107,8 @@ fn an_fdb5_database_converts_both_ways_in_place() {
     let before = full();
     assert_eq!(before.len(), 27 + 9, "{before:?}");
     let bytes = read(&d.path().join("before.grib"));
+    let axes = || fs(&config, &["axes", "class=od"]);
+    let axes_before = axes();
     let format = || fs(&config, &["where", DB, "--show-format"]);
     assert!(format().trim_end().ends_with("\tfdb5"));
 
@@ -159,6 +161,7 @@ fn an_fdb5_database_converts_both_ways_in_place() {
     assert!(!leftover.exists());
     assert!(format().trim_end().ends_with("\tfieldstore"));
     assert_eq!(full(), before);
+    assert_eq!(axes(), axes_before);
     assert_eq!(read(&d.path().join("mid.grib")), bytes);
     // fieldstore's format checks every field now: a damaged byte is caught on read.
     let stats = fs(&config, &["stats", DB]);
@@ -167,6 +170,7 @@ fn an_fdb5_database_converts_both_ways_in_place() {
     // And back: FDB5 reads it as before.
     fs(&config, &["convert", DB, "--to", "fdb5", "--grace", "0"]);
     assert!(format().trim_end().ends_with("\tfdb5"));
+    assert_eq!(axes(), axes_before);
     assert_eq!(read(&d.path().join("after.grib")), bytes);
     let req = d.path().join("req");
     std::fs::write(&req, format!("retrieve,{ALL}\n")).unwrap();
@@ -216,4 +220,70 @@ fn a_bad_target_format_is_refused() {
     .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected fieldstore or fdb5"));
+}
+
+#[test]
+fn a_field_past_its_data_files_end_stops_the_conversion_and_changes_nothing() {
+    if !fdb5::have_fdb5() {
+        skip::skip("convert", "FDB5's fdb-write", true);
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config.yaml");
+    let root = d.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
+            schema().display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let a = d.path().join("a.grib");
+    fs(
+        &config,
+        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
+    );
+    ok(
+        "fdb-write",
+        with_config(Command::new("fdb-write").arg(&a), &config)
+            .output()
+            .unwrap(),
+    );
+    let dir = PathBuf::from(fs(&config, &["where", DB]).trim());
+    let data = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "data"))
+        .expect("a data file");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let toc = std::fs::read(dir.join("toc")).unwrap();
+    let o = with_config(
+        Command::new(env!("CARGO_BIN_EXE_fieldstore")).args(["convert", DB, "--to", "fieldstore"]),
+        &config,
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("past the end of the data file"), "{err}");
+    assert!(err.contains(&*data.to_string_lossy()), "{err}");
+    assert_eq!(std::fs::read(dir.join("toc")).unwrap(), toc);
+    assert!(fs(&config, &["where", DB, "--show-format"])
+        .trim_end()
+        .ends_with("\tfdb5"));
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".converting."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

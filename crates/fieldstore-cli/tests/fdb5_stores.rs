@@ -1406,3 +1406,39 @@ fn a_multi_page_btree_lists_and_its_damaged_pages_are_named() {
         refused(&env, what, &index, offset, detail, &read);
     }
 }
+
+/// fdb-list with several requests lists a key the first time a request names it, and never
+/// again for a later one; a single request keeps no record of what it listed (regression: the
+/// fdb-list name kept every line of a million-field listing in a set).
+#[test]
+fn fdb_list_with_overlapping_requests_lists_each_key_once_as_fdb5() {
+    let test = "fdb_list_with_overlapping_requests_lists_each_key_once_as_fdb5";
+    if !have_fdb5() {
+        return skip::skip(test, "FDB5's tools", true);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let env = Env::flat(&live_config(d.path(), &root), &d.path().join("home"));
+    let a = sample(
+        d.path(),
+        "a.grib",
+        &["--params", "t/u", "--levels", "1000/500", "--steps", "0/6"],
+    );
+    run(env.fdb5("fdb-write").arg(&a));
+    let requests = [
+        format!("{D22},type=fc,levtype=pl,param=130"),
+        format!("{D22},type=fc,levtype=pl,step=0"),
+        format!("{D22},type=fc,levtype=pl"),
+    ];
+    for args in [vec!["--porcelain"], vec!["--porcelain", "--full"], vec![]] {
+        let theirs = run(env.fdb5("fdb-list").args(&args).args(&requests));
+        let ours = run(env.ours("fdb-list").args(&args).args(&requests));
+        assert_eq!(
+            ours, theirs,
+            "fdb-list {args:?}: ours (left), FDB5's (right)"
+        );
+        if args == ["--porcelain"] {
+            assert_eq!(theirs.lines().count(), 8, "{theirs}");
+        }
+    }
+}

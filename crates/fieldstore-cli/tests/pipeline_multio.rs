@@ -3,7 +3,7 @@
 //! (window, steps, operation, param) agree. Where MultIO has a known defect the series keeps
 //! clear of it (docs/pipelines.md; each divergence has its own unit test).
 //!
-//! MultIO comes from PyPI (`multiolib`) in target/py-venv-multio, made by scripts/test;
+//! MultIO comes from PyPI (`multiolib`) in target/py-venv-multio, made by scripts/multio-install (run by scripts/test);
 //! without it the test is skipped, unless FIELDSTORE_NEED_MULTIO=1 (scripts/test) makes that a
 //! failure.
 
@@ -53,7 +53,7 @@ fn multio_or_skip(test: &str) -> Option<Multio> {
         );
         skip::skip(
             test,
-            "MultIO (PyPI multiolib in target/py-venv-multio, made by scripts/test)",
+            "MultIO (PyPI multiolib in target/py-venv-multio, made by scripts/multio-install)",
             false,
         );
     }

@@ -9,6 +9,7 @@ mod errors;
 mod fdb;
 mod listing;
 mod message;
+mod pipeline;
 mod reader;
 mod results;
 mod strings;
@@ -56,6 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<subscription::WaitingReader>()?;
     results::register(m)?;
     message::register(m)?;
+    pipeline::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
     Ok(())

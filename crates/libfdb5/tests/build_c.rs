@@ -1,6 +1,6 @@
 //! scripts/build-c: builds both libraries and installs them with their headers under
-//! target/fdb5 and target/fdb5-5.10, with the sonames programs record, and prints lines that
-//! build and run a program against each.
+//! target/fdb5 and target/fdb5-5.10 (and MultIO's C API under target/multio), with the sonames
+//! programs record, and prints lines that build and run a program against each.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,6 +106,18 @@ fn build_c_installs_both_libraries_and_prints_how_to_use_them() {
         );
     }
 
+    // MultIO's C API (crates/libmultio-api), installed beside them.
+    let mio = workspace().join("target/multio");
+    assert_eq!(
+        soname(&mio.join("lib/libmultio-api.so")),
+        "libmultio-api.so"
+    );
+    assert_eq!(
+        std::fs::read(mio.join("include/multio_c.h")).unwrap(),
+        std::fs::read(workspace().join("crates/libmultio-api/include/multio_c.h")).unwrap(),
+        "the installed multio_c.h differs from crates/libmultio-api/include/multio_c.h"
+    );
+
     // The printed lines build and run a program against each library, as printed.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("prog.c"), PROGRAM).unwrap();
@@ -136,4 +148,39 @@ fn build_c_installs_both_libraries_and_prints_how_to_use_them() {
             "{run}"
         );
     }
+    std::fs::write(dir.path().join("prog.c"), MULTIO_PROGRAM).unwrap();
+    let heading = "MultIO's C API for fields";
+    let build = printed(&stdout, heading, "build");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{build} -o prog"))
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{build}");
+    let run = printed(&stdout, heading, "run");
+    let run = run.split("  ").next().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(run)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{run}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2.12.0",
+        "{run}"
+    );
 }
+
+const MULTIO_PROGRAM: &str = r#"
+#include <stdio.h>
+#include "multio_c.h"
+int main(void) {
+    const char* v = NULL;
+    if (multio_initialise() != MULTIO_SUCCESS || multio_version(&v) != MULTIO_SUCCESS) return 1;
+    printf("%s\n", v);
+    return 0;
+}
+"#;

@@ -18,6 +18,11 @@ pub enum PipelineCmd {
     Run(RunArgs),
     /// Load a plan file and list its plans and actions (checks it without running it).
     Check { plan: PathBuf },
+    /// Run a plan on the store's stream of flushed fields, writing its outputs back, exactly
+    /// once across restarts (`--state DIR` keeps where it is).
+    Follow(super::pipeline_store::FollowArgs),
+    /// Run a plan over fields already stored (a new statistic over a past run).
+    Replay(super::pipeline_store::ReplayArgs),
     /// Run a plan file over messages given as JSON lines (`{"field": {"metadata": {...},
     /// "values": [...]}}`, `{"flush": {...}}`, `{"notification": {...}}`; `-`: standard input):
     /// what a model sends through MultIO's API, replayed.
@@ -39,6 +44,8 @@ pub struct RunArgs {
 pub fn run(cmd: PipelineCmd, session: &Session) -> Result<()> {
     match cmd {
         PipelineCmd::Run(a) => run_plan(a, session),
+        PipelineCmd::Follow(a) => super::pipeline_store::follow(a, session),
+        PipelineCmd::Replay(a) => super::pipeline_store::replay(a, session),
         PipelineCmd::Feed { plan, messages } => feed_json(&plan, &messages, session),
         PipelineCmd::Check { plan } => {
             let set = PlanSet::from_file(&plan, context(session))?;

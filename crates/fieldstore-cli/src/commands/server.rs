@@ -174,7 +174,16 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
                 }
             }
         })?;
-    server.run()?;
+    // The config's pipelines follow the store it serves, on threads of their own; a pipeline
+    // that fails is logged and stops alone, the server goes on.
+    let pipelines_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pipelines = super::pipeline_store::spawn_config_pipelines(session, &pipelines_stop)?;
+    let served = server.run();
+    pipelines_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for p in pipelines {
+        let _ = p.join();
+    }
+    served?;
     Ok(())
 }
 

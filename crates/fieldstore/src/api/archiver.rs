@@ -50,6 +50,13 @@ pub enum ArchiveError {
         #[source]
         cause: std::io::Error,
     },
+    /// An S3 object could not be adopted (not found, refused, unreachable...).
+    #[error("cannot adopt {uri}")]
+    Adopt {
+        uri: String,
+        #[source]
+        cause: Box<ApiError>,
+    },
     /// One of the pipeline's threads died: a bug, not bad input.
     #[error("the {0} thread of the archive pipeline panicked")]
     Thread(&'static str),
@@ -60,7 +67,7 @@ impl ArchiveError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             ArchiveError::Framing(e) => e.kind(),
-            ArchiveError::Message { cause, .. } => cause.kind(),
+            ArchiveError::Message { cause, .. } | ArchiveError::Adopt { cause, .. } => cause.kind(),
             ArchiveError::Input { cause, .. } => match cause.kind() {
                 std::io::ErrorKind::NotFound => crate::ErrorKind::NotFound,
                 std::io::ErrorKind::PermissionDenied => crate::ErrorKind::Permission,
@@ -305,6 +312,24 @@ impl<'a> Archiver<'a> {
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| failed("map", e))?;
         self.adopting = Some(crate::storage::adopted_object(&full, meta.len(), modified));
         let result = self.archive_slice(&map, &name);
+        self.adopting = None;
+        result
+    }
+
+    /// Indexes every message of an S3 object where it lies (`fieldstore adopt s3://BUCKET/KEY`):
+    /// as [`Archiver::adopt_path`], with the object's size and ETag recorded. The object is
+    /// streamed by ranged GETs (never held whole), each insisting on the ETag its HEAD gave, so
+    /// an object written anew while it is being adopted fails the adoption.
+    pub fn adopt_object(&mut self, uri: &str) -> Result<ArchiveSummary, ArchiveError> {
+        let source = self
+            .fdb
+            .open_adoptable(uri)
+            .map_err(|cause| ArchiveError::Adopt {
+                uri: uri.to_string(),
+                cause: Box::new(cause),
+            })?;
+        self.adopting = Some(source.object);
+        let result = self.archive_reader(source.reader, &source.uri);
         self.adopting = None;
         result
     }

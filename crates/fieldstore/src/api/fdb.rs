@@ -46,7 +46,8 @@ pub trait Fdb: Send + Sync {
 
     /// Indexes one GRIB field of a file adopted where it lies (`fieldstore adopt`): the catalogue
     /// points at `offset` of the store's `object` (see [`crate::storage::adopted_object`]) and no
-    /// byte is copied; `data` is the field's bytes there, for its checksum. Local POSIX stores.
+    /// byte is copied; `data` is the field's bytes there, for its checksum. Files: local POSIX
+    /// stores; S3 objects ([`Fdb::open_adoptable`]): local stores of files or S3.
     fn adopt_grib(
         &self,
         mars_key: &Key,
@@ -55,6 +56,14 @@ pub trait Fdb: Send + Sync {
         data: &[u8],
     ) -> Result<(), ApiError> {
         forward(self, Operation::Archive)?.adopt_grib(mars_key, object, offset, data)
+    }
+
+    /// Opens an object of an S3 bucket (`s3://BUCKET/KEY`) to be adopted where it lies: the
+    /// store's name for it (with its size and ETag, see [`crate::storage::adopted`]) and its
+    /// bytes, streamed, for the archiver to frame and index through [`Fdb::adopt_grib`]. Local
+    /// stores of files or S3, whose handle knows which S3 server adopted objects are read from.
+    fn open_adoptable(&self, uri: &str) -> Result<crate::storage::adopted::Adoptable, ApiError> {
+        forward(self, Operation::Archive)?.open_adoptable(uri)
     }
 
     /// As [`Fdb::archive_grib`], for a field whose `length` bytes come from `src`: a server

@@ -104,7 +104,10 @@ pub struct LocalFdb {
     catalogue: Arc<dyn Catalogue>,
     /// The same catalogue when it is the toc one: tiers and `move` are its own.
     toc: Option<Arc<TocCatalogue>>,
+    /// The configured store, wrapped so objects adopted from S3 buckets are read where they lie.
     store: Arc<dyn Store>,
+    /// The S3 server objects adopted from buckets are read from (docs/adopt.md).
+    adopted: Arc<crate::storage::adopted::AdoptedS3>,
     /// By database key, so the root is chosen once per database, not per field. The map is
     /// locked only to find or insert a database; each database has locks of its own.
     writers: RwLock<HashMap<Key, Arc<DbSlot>>>,
@@ -182,6 +185,11 @@ impl LocalFdb {
                     )))
                 }
             };
+        let adopted = Arc::new(crate::storage::adopted::AdoptedS3::from_config(&config));
+        let store: Arc<dyn Store> = Arc::new(crate::storage::adopted::AdoptingStore::new(
+            store,
+            adopted.clone(),
+        ));
         Ok(LocalFdb {
             config,
             schema,
@@ -193,6 +201,7 @@ impl LocalFdb {
             catalogue,
             toc,
             store,
+            adopted,
             writers: RwLock::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
         })
@@ -276,6 +285,19 @@ impl LocalFdb {
                     object,
                     offset,
                     data,
+                } if crate::storage::adopted::is_adopted_object(object)
+                    && self.catalogue.db_format(&slot.db) == Some("fdb5") =>
+                {
+                    return Err(ApiError::Invalid(format!(
+                        "database {} is kept in FDB5's format, and FDB5's programs cannot read S3 objects adopted where they lie ({}): adopt them into a database in fieldstore's format (a config or root without format: fdb5), or copy them in with `fieldstore write`",
+                        slot.db.id,
+                        self.store.uri(&slot.db, object)
+                    )));
+                }
+                FieldBytes::Adopted {
+                    object,
+                    offset,
+                    data,
                 } => Ok(crate::storage::FieldRef {
                     object: object.to_string(),
                     offset: *offset,
@@ -320,6 +342,17 @@ impl LocalFdb {
                     attempts += 1;
                 }
             }
+        }
+    }
+
+    /// S3 objects are adopted into stores that keep entries naming them for as long as the
+    /// catalogue does: files or S3, not memory (whose catalogue is gone with the process).
+    fn may_adopt_objects(&self) -> Result<(), ApiError> {
+        match self.store.kind() {
+            "file" | "s3" => Ok(()),
+            other => Err(ApiError::Invalid(format!(
+                "adopting S3 objects needs a store of files or S3 (store: file or s3), not {other}"
+            ))),
         }
     }
 
@@ -1339,7 +1372,9 @@ impl Fdb for LocalFdb {
         offset: u64,
         data: &[u8],
     ) -> Result<(), ApiError> {
-        if self.store.kind() != "file" {
+        if crate::storage::adopted::is_adopted_object(object) {
+            self.may_adopt_objects()?;
+        } else if self.store.kind() != "file" {
             return Err(ApiError::Invalid(format!(
                 "adopting files needs a store of files (store: file), not {}",
                 self.store.kind()
@@ -1354,6 +1389,16 @@ impl Fdb for LocalFdb {
                 data,
             },
         )
+    }
+
+    fn open_adoptable(&self, uri: &str) -> Result<crate::storage::adopted::Adoptable, ApiError> {
+        if !self.config.actions.archive {
+            return Err(ApiError::Invalid(
+                "archive is disabled by this config (archive: false / writable: false)".into(),
+            ));
+        }
+        self.may_adopt_objects()?;
+        Ok(self.adopted.open_for_adoption(uri)?)
     }
 
     /// Database by database, each on its own locks (see [`DbSlot`]): archives go on meanwhile,
@@ -1612,7 +1657,17 @@ impl Fdb for LocalFdb {
                 doit,
                 masked_fields: r.masked_fields as u64,
                 indexes: r.indexes.iter().map(|f| format!("{}/{f}", db.id)).collect(),
-                objects: r.objects.iter().map(|o| self.store.uri(&db, o)).collect(),
+                // Adopted files and objects are the user's: forgotten, never removed, so not
+                // reported among what goes.
+                objects: r
+                    .objects
+                    .iter()
+                    .filter(|o| {
+                        !crate::storage::adopted::is_adopted_object(o)
+                            && crate::storage::posix::split_adopted(o).1.is_none()
+                    })
+                    .map(|o| self.store.uri(&db, o))
+                    .collect(),
                 db: db.key,
             });
         }
@@ -1874,9 +1929,39 @@ impl Fdb for LocalFdb {
         if !options.dry_run {
             self.may_change(&dbs, "convert")?;
         }
+        if to == crate::model::config::DbFormat::Fdb5 {
+            // FDB5's format names data by path: an S3 object adopted where it lies would be
+            // written as a path no FDB5 program (nor fieldstore, reading FDB5's format) can open.
+            for db in &dbs {
+                let objects = self.catalogue.objects(db)?;
+                if let Some(o) = objects
+                    .iter()
+                    .find(|o| crate::storage::adopted::is_adopted_object(o))
+                {
+                    return Err(ApiError::Invalid(format!(
+                        "database {} holds fields of S3 objects adopted where they lie ({}), which FDB5's format cannot name: it stays in fieldstore's format",
+                        db.id,
+                        self.store.uri(db, o)
+                    )));
+                }
+            }
+        }
         let mut out = Vec::new();
+        let mut reports = Vec::new();
         for db in dbs {
-            let r = toc.convert_database(&db, to, options)?;
+            let r = match toc.convert_database(&db, to, options) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Those converted before are: their old files still go.
+                    let fs = toc.file_system();
+                    let _ = crate::storage::toc::convert::remove_old_catalogues(
+                        &*fs,
+                        &reports,
+                        options.grace,
+                    );
+                    return Err(e.into());
+                }
+            };
             // This handle's writers for it go: the next archive opens the new catalogue.
             if r.done {
                 self.detach(&db)?;
@@ -1890,7 +1975,10 @@ impl Fdb for LocalFdb {
                 indexes: r.indexes,
                 done: r.done,
             });
+            reports.push(r);
         }
+        let fs = toc.file_system();
+        crate::storage::toc::convert::remove_old_catalogues(&*fs, &reports, options.grace)?;
         Ok(out)
     }
 }

@@ -51,6 +51,17 @@ pub struct ActionConfig {
 }
 
 impl ActionConfig {
+    /// A file the action reads: beside the config when it is there, else as given (relative to
+    /// the working directory, as MultIO reads it; `{~}/name` always means beside the config).
+    pub(crate) fn input_path(&self, name: &str) -> PathBuf {
+        let beside = self.dir.join(name);
+        if beside.exists() {
+            beside
+        } else {
+            PathBuf::from(name)
+        }
+    }
+
     pub(crate) fn error(&self, message: impl Into<String>) -> PipelineError {
         PipelineError::Config {
             origin: self.origin.clone(),
@@ -89,6 +100,11 @@ pub fn load_str(
     side: Side,
     env: Env,
 ) -> Result<PlanSetConfig, PipelineError> {
+    // `{~}` is the directory as an absolute path: a plan named by a relative path (`sub/plan.yaml`)
+    // would otherwise give `{~}/out` = `sub/out`, which joined again with the directory
+    // (includes, templates, mappings) named `sub/sub/out`.
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = absolute.as_path();
     let mut root = node::parse(text, origin)?;
     root.map_strings(&|s| substitute(s, dir, env));
     let reader = Reader { origin, dir, env };

@@ -22,6 +22,9 @@ pub struct Context {
     pub out: Arc<Mutex<dyn Write + Send>>,
     /// Reads environment variables (`{ENV}` substitution, config look-up).
     pub env: SharedEnv,
+    /// File sinks append to what is there, whatever `append:` says: a follower resuming from
+    /// a checkpoint continues its files (cut back to the checkpoint).
+    pub continue_files: bool,
 }
 
 impl Default for Context {
@@ -31,6 +34,7 @@ impl Default for Context {
             fdb_config: None,
             out: Arc::new(Mutex::new(std::io::stdout())),
             env: Arc::new(|k: &str| std::env::var(k).ok()),
+            continue_files: false,
         }
     }
 }

@@ -47,7 +47,7 @@ impl Encode {
                 let name = t
                     .as_str()
                     .ok_or_else(|| cfg.error_at(t, "template: must be a path"))?;
-                let path = cfg.dir.join(name);
+                let path = cfg.input_path(name);
                 let bytes = std::fs::read(&path).map_err(|e| {
                     cfg.error_at(t, format!("cannot read template {}: {e}", path.display()))
                 })?;

@@ -33,7 +33,7 @@ impl MetadataMapping {
         let name = m
             .as_str()
             .ok_or_else(|| cfg.error_at(m, "mapping: must be a path"))?;
-        let path = cfg.dir.join(name);
+        let path = cfg.input_path(name);
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| cfg.error_at(m, format!("cannot read mapping file {origin}: {e}")))?;

@@ -9,15 +9,18 @@ pub mod context;
 pub mod encode;
 pub mod error;
 pub mod feed;
+pub mod follow;
 pub mod message;
 pub mod metadata;
 pub mod metadata_mapping;
 pub mod node;
 pub mod plan;
+pub mod replay;
 pub mod scale;
 pub mod select;
 pub mod sink;
 pub mod statistics;
+pub mod trigger;
 
 pub use config::Side;
 pub use context::Context;

@@ -32,6 +32,7 @@ pub const KNOWN_ACTIONS: &[&str] = &[
     "sink",
     "print",
     "null",
+    "single-field-sink",
 ];
 
 /// MultIO action types refused, with the reason.
@@ -43,7 +44,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("interpolate-mtg2", "regridding needs MIR, which fieldstore does not link"),
     ("renumber-healpix", "it needs atlas' HEALPix cache"),
     ("encode-mtg2", "it needs metkit's mars2grib encoder; use encode with a template"),
-    ("single-field-sink", "not implemented yet; use sink with a file"),
     ("debug-sink", "MultIO's in-memory test queue; use print"),
 ];
 
@@ -55,8 +55,13 @@ enum Action {
     MetadataMapping(MetadataMapping),
     Scale(Scale),
     Encode(Encode),
-    Print { prefix: String, only_fields: bool },
+    Print {
+        prefix: String,
+        only_fields: bool,
+    },
     Sink(Sink),
+    /// A file per field, `<root_path><level>::<param>::<step>`.
+    SingleFieldSink(String),
     Null,
 }
 
@@ -94,7 +99,10 @@ impl PlanSet {
             let mut steps = Vec::new();
             for (i, a) in p.actions.iter().enumerate() {
                 let action = build(a, &ctx)?;
-                let terminal = matches!(action, Action::Sink(_) | Action::Null);
+                let terminal = matches!(
+                    action,
+                    Action::Sink(_) | Action::SingleFieldSink(_) | Action::Null
+                );
                 steps.push(Step {
                     site: Site {
                         plan: p.name.clone(),
@@ -182,6 +190,20 @@ impl PlanSet {
                 _ => true,
             })
         })
+    }
+
+    /// The files the plans' sinks write.
+    /// (path, appends) for each.
+    pub fn sink_files(&self) -> Vec<(std::path::PathBuf, bool)> {
+        let mut out = Vec::new();
+        for p in &self.plans {
+            for s in &p.steps {
+                if let Action::Sink(sink) = &s.action {
+                    out.extend(sink.files().map(|(p, a)| (p.clone(), a)));
+                }
+            }
+        }
+        out
     }
 
     /// The open statistics windows.
@@ -293,8 +315,16 @@ impl Step {
             } => {
                 if !*only_fields || matches!(msg, Message::Field(_)) {
                     let size = match &msg {
+                        // As MultIO counts it: the bytes of the values in the field's
+                        // precision (values are kept as doubles here either way).
                         Message::Field(f) => match &f.payload {
-                            super::message::Payload::Values(v) => v.len() * 8,
+                            super::message::Payload::Values(v) => {
+                                let single = matches!(
+                                    f.metadata.get("misc-precision"),
+                                    Some(super::metadata::Value::String(p)) if p == "single"
+                                );
+                                v.len() * if single { 4 } else { 8 }
+                            }
                             super::message::Payload::Encoded(b) => b.len(),
                         },
                         _ => 0,
@@ -317,6 +347,30 @@ impl Step {
                 out.push(msg);
             }
             Action::Sink(s) => s.handle(site, msg)?,
+            Action::SingleFieldSink(root) => {
+                if let Message::Field(f) = &msg {
+                    let md = &f.metadata;
+                    let part = |keys: &[&str]| {
+                        keys.iter()
+                            .find_map(|k| md.text(k).ok().flatten())
+                            .unwrap_or_default()
+                    };
+                    let path = format!(
+                        "{root}{}::{}::{}",
+                        part(&["level", "levelist"]),
+                        part(&["param", "paramId"]),
+                        part(&["step"])
+                    );
+                    let bytes = match &f.payload {
+                        super::message::Payload::Encoded(b) => b.clone(),
+                        super::message::Payload::Values(v) => {
+                            v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+                        }
+                    };
+                    std::fs::write(&path, bytes)
+                        .map_err(|e| site.sink_error(&path, format!("write: {e}")))?;
+                }
+            }
             Action::Null => {}
         }
         Ok(())
@@ -353,6 +407,15 @@ fn build(a: &ActionConfig, ctx: &Context) -> Result<Action, PipelineError> {
         },
         "sink" => Action::Sink(Sink::from_config(a, ctx)?),
         "null" => Action::Null,
+        "single-field-sink" => {
+            let root = a
+                .node
+                .get("root_path")
+                .and_then(|n| n.scalar_text())
+                .unwrap_or_default();
+            // Output paths are relative to the working directory, as in MultIO.
+            Action::SingleFieldSink(root)
+        }
         other => {
             if let Some((_, reason)) = REFUSED.iter().find(|(n, _)| *n == other) {
                 return Err(PipelineError::Refused {
@@ -486,5 +549,25 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn single_field_sink_writes_a_file_per_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = "plans:\n  - actions:\n      - {type: single-field-sink, root_path: '{~}/f-'}\n";
+        let cfg = config::load_str(yaml, "p", dir.path(), Side::Client, &|_| None).unwrap();
+        let mut s = PlanSet::new(&cfg, Context::default()).unwrap();
+        let mut md = Metadata::new();
+        md.set("level", 500i64);
+        md.set("param", "130");
+        md.set("step", 6i64);
+        assert!(s
+            .process(Message::Field(super::super::message::Field::values(
+                md,
+                vec![1.5]
+            )))
+            .is_empty());
+        let bytes = std::fs::read(dir.path().join("f-500::130::6")).unwrap();
+        assert_eq!(bytes, 1.5f64.to_ne_bytes());
     }
 }

@@ -11,6 +11,7 @@ use super::context::Context;
 use super::error::{PipelineError, Site};
 use super::message::{Field, Message, Payload};
 use super::node::Node;
+use super::trigger::Trigger;
 use crate::api::Fdb;
 
 pub enum DataSink {
@@ -18,6 +19,8 @@ pub enum DataSink {
         path: PathBuf,
         file: Option<File>,
         append: bool,
+        /// Written since the last flush (a flush then syncs; one per step otherwise).
+        dirty: bool,
     },
     Fdb {
         name: String,
@@ -27,17 +30,28 @@ pub enum DataSink {
 
 pub struct Sink {
     sinks: Vec<DataSink>,
+    triggers: Vec<Trigger>,
 }
 
 impl Sink {
     pub fn from_config(cfg: &ActionConfig, ctx: &Context) -> Result<Sink, PipelineError> {
-        if cfg.node.get("triggers").is_some() {
-            return Err(PipelineError::Refused {
-                origin: cfg.origin.clone(),
-                line: cfg.node.get("triggers").map(|n| n.line),
-                name: "sink: triggers".into(),
-                reason: "MetadataChange/NotifyMetadata events are not implemented yet".into(),
-            });
+        let mut triggers = Vec::new();
+        if let Some(t) = cfg.node.get("triggers") {
+            let list = t
+                .as_seq()
+                .ok_or_else(|| cfg.error_at(t, "triggers: must be a list"))?;
+            for n in list {
+                triggers.push(Trigger::from_node(cfg, n)?);
+            }
+        }
+        // MultIO also reads triggers from MULTIO_CONFIG_TRIGGERS (YAML with a triggers: list).
+        if let Some(text) = (ctx.env)("MULTIO_CONFIG_TRIGGERS") {
+            let root = super::node::parse(&text, "MULTIO_CONFIG_TRIGGERS")?;
+            if let Some(list) = root.get("triggers").and_then(Node::as_seq) {
+                for n in list {
+                    triggers.push(Trigger::from_node(cfg, n)?);
+                }
+            }
         }
         let list = cfg
             .node
@@ -71,10 +85,9 @@ impl Sink {
                         .get("path")
                         .and_then(Node::scalar_text)
                         .ok_or_else(|| cfg.error_at(s, "a file sink needs path:"))?;
-                    let mut path = cfg.dir.join(&p);
-                    if p.starts_with('/') {
-                        path = PathBuf::from(&p);
-                    }
+                    // A relative path is relative to the working directory, as MultIO's file
+                    // sink opens it (`{~}/...` names the plan's directory).
+                    let mut path = PathBuf::from(&p);
                     if flag("per-server")? {
                         let base = path
                             .file_name()
@@ -85,7 +98,9 @@ impl Sink {
                     sinks.push(DataSink::File {
                         path,
                         file: None,
-                        append: flag("append")?,
+                        // A follower resuming after a checkpoint continues its files.
+                        append: flag("append")? || ctx.continue_files,
+                        dirty: false,
                     });
                 }
                 "fdb5" | "fdb" => {
@@ -113,7 +128,15 @@ impl Sink {
                 }
             }
         }
-        Ok(Sink { sinks })
+        Ok(Sink { sinks, triggers })
+    }
+
+    /// The files this sink writes, and whether it appends to them.
+    pub fn files(&self) -> impl Iterator<Item = (&PathBuf, bool)> {
+        self.sinks.iter().filter_map(|s| match s {
+            DataSink::File { path, append, .. } => Some((path, *append)),
+            DataSink::Fdb { .. } => None,
+        })
     }
 
     pub fn handle(&mut self, site: &Site, msg: Message) -> Result<(), PipelineError> {
@@ -121,6 +144,9 @@ impl Sink {
             Message::Field(f) => {
                 for s in &mut self.sinks {
                     s.write(site, &f)?;
+                }
+                for t in &mut self.triggers {
+                    t.field(&f).map_err(|e| site.sink_error("trigger", e))?;
                 }
                 Ok(())
             }
@@ -130,7 +156,13 @@ impl Sink {
                 }
                 Ok(())
             }
-            Message::Notification(_) => Ok(()),
+            Message::Notification(md) => {
+                for t in &mut self.triggers {
+                    t.notification(&md)
+                        .map_err(|e| site.sink_error("trigger", e))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -161,7 +193,12 @@ impl DataSink {
     fn write(&mut self, site: &Site, f: &Field) -> Result<(), PipelineError> {
         let name = self.name();
         match self {
-            DataSink::File { path, file, append } => {
+            DataSink::File {
+                path,
+                file,
+                append,
+                dirty,
+            } => {
                 if file.is_none() {
                     let opened = if *append {
                         OpenOptions::new().create(true).append(true).open(&*path)
@@ -175,6 +212,7 @@ impl DataSink {
                 if let Some(out) = file {
                     out.write_all(&raw_bytes(f))
                         .map_err(|e| site.sink_error(&name, format!("write: {e}")))?;
+                    *dirty = true;
                 }
                 Ok(())
             }
@@ -194,10 +232,11 @@ impl DataSink {
     fn flush(&mut self, site: &Site) -> Result<(), PipelineError> {
         let name = self.name();
         match self {
-            DataSink::File { file, .. } => {
-                if let Some(f) = file {
+            DataSink::File { file, dirty, .. } => {
+                if let (Some(f), true) = (file, *dirty) {
                     f.sync_data()
                         .map_err(|e| site.sink_error(&name, format!("sync: {e}")))?;
+                    *dirty = false;
                 }
                 Ok(())
             }

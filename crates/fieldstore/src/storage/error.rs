@@ -42,6 +42,10 @@ pub enum StorageError {
     /// A file adopted where it lay changed or went since (`fieldstore adopt`).
     #[error("{path} was adopted and has changed since: {detail} (adopt it again, or restore it)")]
     AdoptedChanged { path: PathBuf, detail: String },
+    /// An S3 object adopted where it lay (`fieldstore adopt s3://...`) was written anew or
+    /// deleted since: its ETag no longer matches the one recorded at adoption.
+    #[error("{uri} was adopted and has changed since: {detail} (adopt it again, or restore it)")]
+    AdoptedObjectChanged { uri: String, detail: String },
     #[error("{dir} holds {files} fieldstore index/data files but no journal (toc): this database cannot be read (was its toc deleted?); restore the toc or remove the directory")]
     MissingJournal { dir: PathBuf, files: usize },
     /// Index files in a database's directory were written after its journal held more than it
@@ -140,6 +144,7 @@ impl StorageError {
             | StorageError::FieldChecksum { .. }
             | StorageError::MissingJournal { .. }
             | StorageError::AdoptedChanged { .. }
+            | StorageError::AdoptedObjectChanged { .. }
             | StorageError::LostFlushes { .. } => ErrorKind::Corrupt,
             StorageError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             StorageError::NameTaken { .. } => ErrorKind::Config,

@@ -5,6 +5,7 @@
 //! The toc catalogue keeps one directory per database on a POSIX filesystem (see
 //! `docs/toc-format.md`); the POSIX store appends bytes to per-writer files in that directory.
 
+pub mod adopted;
 pub(crate) mod catalogue;
 pub(crate) mod dump;
 pub(crate) mod error;

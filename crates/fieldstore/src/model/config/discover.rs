@@ -70,6 +70,8 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         memory: None,
         spaces_source: None,
         s3: None,
+        adopt_s3: None,
+        pipelines: Vec::new(),
         creator: None,
     })
 }

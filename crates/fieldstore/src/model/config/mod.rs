@@ -163,9 +163,31 @@ pub struct LocalConfig {
     pub spaces_source: Option<SpacesSource>,
     /// `engine: s3` or `store: s3`: the `s3:` section (required then, refused otherwise).
     pub s3: Option<S3Config>,
+    /// `adopt: {s3: {...}}`: the server objects adopted where they lie are read from, when it
+    /// is not the store's own (docs/adopt.md).
+    pub adopt_s3: Option<AdoptS3Config>,
+    /// `pipelines:`: MultIO plans run on this store's stream of flushed fields
+    /// (`fieldstore pipeline follow`, docs/pipelines.md).
+    pub pipelines: Vec<PipelineConfig>,
     /// Not read from the file: the server identity databases created through this handle are
     /// recorded as made by ([`FdbConfig::acting_for`], docs/authorization.md).
     pub creator: Option<String>,
+}
+
+/// One entry of `pipelines:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineConfig {
+    /// Unique among the config's pipelines: names its state directory.
+    pub name: String,
+    /// The MultIO plan file (relative to the config file's directory).
+    pub plan: PathBuf,
+    /// Which flushed fields feed it (a partial request; empty: all).
+    pub request: String,
+    /// Checkpoint and provenance log; `None`: `.pipelines/NAME` in the first root.
+    pub state: Option<PathBuf>,
+    /// Without a checkpoint, start with the fields stored already (`from: beginning`, the
+    /// default) or with those flushed from then on (`from: now`).
+    pub from_beginning: bool,
 }
 
 /// The `s3:` section: where an S3 catalogue or store keeps its objects (see docs/s3.md).
@@ -240,6 +262,39 @@ impl S3Config {
             grace: Self::DEFAULT_GRACE,
             ca_bundle: None,
         }
+    }
+}
+
+/// The `adopt: {s3: {...}}` section: the S3 server that `fieldstore adopt s3://BUCKET/KEY`
+/// and every later read of such a field talk to. The bucket comes from each object's URI, so
+/// there is none here; what is left unset comes from the environment as the AWS tools read it
+/// (docs/adopt.md), so a user's existing AWS setup works without it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct AdoptS3Config {
+    /// Else `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, else AWS's own for the region.
+    pub endpoint: Option<String>,
+    /// Else `AWS_REGION`, else `AWS_DEFAULT_REGION`, else [`S3Config::DEFAULT_REGION`].
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub profile: Option<String>,
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AdoptS3Config {
+    /// Never prints the secret key: configs end up in logs and error reports.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdoptS3Config")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("profile", &self.profile)
+            .field("ca_bundle", &self.ca_bundle)
+            .finish()
     }
 }
 

@@ -7,9 +7,9 @@ use serde_json::{Map, Value};
 
 use super::env::{process_env, Env};
 use super::{
-    Actions, ConfigError, DbFormat, DistHash, DistLane, FdbConfig, LocalConfig, MemoryConfig,
-    RemoteTls, Root, S3Config, SelectLane, Space, SpacesSource, WhenFull, HANDLERS, TYPES,
-    UNSUPPORTED_HANDLERS,
+    Actions, AdoptS3Config, ConfigError, DbFormat, DistHash, DistLane, FdbConfig, LocalConfig,
+    MemoryConfig, RemoteTls, Root, S3Config, SelectLane, Space, SpacesSource, WhenFull, HANDLERS,
+    TYPES, UNSUPPORTED_HANDLERS,
 };
 
 /// Parses config text using the process environment; relative paths are taken as they are.
@@ -604,6 +604,8 @@ impl Walk<'_> {
                         "fdb_home",
                         "memory",
                         "s3",
+                        "adopt",
+                        "pipelines",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -963,8 +965,129 @@ impl Walk<'_> {
             memory,
             spaces_source: None,
             s3,
+            adopt_s3: match m.get("adopt") {
+                None | Some(Value::Null) => None,
+                Some(v) => self.adopt(v, &join(path, "adopt"))?,
+            },
+            pipelines: self.pipelines(m, path)?,
             creator: None,
         })
+    }
+
+    /// `pipelines: [{name, plan, request, state, from}]`.
+    fn pipelines(
+        &self,
+        m: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<super::PipelineConfig>, ConfigError> {
+        if matches!(m.get("pipelines"), None | Some(Value::Null)) {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<super::PipelineConfig> = Vec::new();
+        for (i, v) in self.children(m, "pipelines", path)?.iter().enumerate() {
+            let p = format!("{}[{i}]", join(path, "pipelines"));
+            let e = self.map(v, &p, &["name", "plan", "request", "state", "from"])?;
+            let name = self
+                .string(e, "name", &p)?
+                .filter(|n| !n.trim().is_empty())
+                .ok_or_else(|| self.err(&p, "a pipeline needs a name"))?;
+            if name.contains('/') || name.starts_with('.') {
+                return Err(self.err(
+                    &join(&p, "name"),
+                    format!("'{name}' names a directory: no '/', no leading '.'"),
+                ));
+            }
+            if out.iter().any(|o| o.name == name) {
+                return Err(self.err(
+                    &join(&p, "name"),
+                    format!("a second pipeline named '{name}'"),
+                ));
+            }
+            let plan = match self.string(e, "plan", &p)? {
+                Some(s) => self.path_value(&s, None, &join(&p, "plan"))?,
+                None => return Err(self.err(&p, "a pipeline needs a plan: (a MultIO plan file)")),
+            };
+            let state = match self.string(e, "state", &p)? {
+                Some(s) => Some(self.path_value(&s, None, &join(&p, "state"))?),
+                None => None,
+            };
+            let from_beginning = match self.string(e, "from", &p)?.as_deref() {
+                None | Some("beginning") => true,
+                Some("now") => false,
+                Some(other) => {
+                    return Err(self.err(
+                        &join(&p, "from"),
+                        format!("'{other}' is not beginning or now"),
+                    ))
+                }
+            };
+            out.push(super::PipelineConfig {
+                name,
+                plan,
+                request: self.string(e, "request", &p)?.unwrap_or_default(),
+                state,
+                from_beginning,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `adopt: {s3: {endpoint: http://host:9000, region: ..., profile: ...}}`: where objects
+    /// adopted where they lie are read (docs/adopt.md). No bucket: each object's URI names it.
+    fn adopt(&self, v: &Value, path: &str) -> Result<Option<AdoptS3Config>, ConfigError> {
+        let m = self.map(v, path, &["s3"])?;
+        let path = join(path, "s3");
+        let s3 = match m.get("s3") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(v) => self.map(
+                v,
+                &path,
+                &[
+                    "endpoint",
+                    "region",
+                    "access_key_id",
+                    "secret_access_key",
+                    "profile",
+                    "ca_bundle",
+                ],
+            )?,
+        };
+        let opt = |key: &str| -> Result<Option<String>, ConfigError> {
+            Ok(self
+                .string(s3, key, &path)?
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty()))
+        };
+        let endpoint = opt("endpoint")?;
+        if let Some(e) = &endpoint {
+            let scheme_ok = ["http://", "https://"]
+                .iter()
+                .any(|p| e.len() > p.len() && e[..p.len()].eq_ignore_ascii_case(p));
+            if !scheme_ok {
+                return Err(self.err(
+                    &join(&path, "endpoint"),
+                    format!("'{e}' is not an http:// or https:// URL"),
+                ));
+            }
+        }
+        let (id, secret) = (opt("access_key_id")?, opt("secret_access_key")?);
+        if id.is_some() != secret.is_some() {
+            return Err(self.err(
+                &path,
+                "set both access_key_id and secret_access_key, or neither (to use the environment or ~/.aws/credentials)",
+            ));
+        }
+        Ok(Some(AdoptS3Config {
+            endpoint: endpoint.map(|e| e.trim_end_matches('/').to_string()),
+            region: opt("region")?,
+            access_key_id: id,
+            secret_access_key: secret,
+            profile: opt("profile")?,
+            ca_bundle: match opt("ca_bundle")? {
+                Some(p) => Some(self.path_value(&p, None, &join(&path, "ca_bundle"))?),
+                None => None,
+            },
+        }))
     }
 
     /// `s3: {endpoint: http://host:9000, bucket: fdb, prefix: ops/, ...}`.
@@ -1339,6 +1462,87 @@ mod tests {
         match c {
             FdbConfig::Local(l) => l,
             other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pipelines_section() {
+        let base = "engine: toc\nspaces: [{roots: [{path: /a}]}]\n";
+        assert!(local(parse(base).unwrap()).pipelines.is_empty());
+        let l = local(
+            parse(&format!(
+                "{base}pipelines:\n- {{name: daily, plan: /p/daily.yaml, request: 'class=od,param=167', from: now}}\n- {{name: monthly, plan: /p/m.yaml, state: /s/m}}\n"
+            ))
+            .unwrap(),
+        );
+        assert_eq!(l.pipelines.len(), 2);
+        assert_eq!(l.pipelines[0].name, "daily");
+        assert_eq!(l.pipelines[0].plan, PathBuf::from("/p/daily.yaml"));
+        assert_eq!(l.pipelines[0].request, "class=od,param=167");
+        assert!(!l.pipelines[0].from_beginning);
+        assert!(l.pipelines[1].from_beginning);
+        assert_eq!(l.pipelines[1].state, Some(PathBuf::from("/s/m")));
+        for (bad, says) in [
+            ("pipelines: [{plan: /p}]", "needs a name"),
+            ("pipelines: [{name: a}]", "needs a plan"),
+            (
+                "pipelines: [{name: a, plan: /p}, {name: a, plan: /q}]",
+                "a second pipeline",
+            ),
+            ("pipelines: [{name: ../x, plan: /p}]", "names a directory"),
+            (
+                "pipelines: [{name: a, plan: /p, from: yesterday}]",
+                "not beginning or now",
+            ),
+            (
+                "pipelines: [{name: a, plan: /p, every: 1}]",
+                "unknown key 'every'",
+            ),
+        ] {
+            let e = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn adopt_section() {
+        let base = "engine: toc\nspaces: [{roots: [{path: /a}]}]\n";
+        let l = local(parse(base).unwrap());
+        assert_eq!(l.adopt_s3, None);
+        let l = local(
+            parse(&format!(
+                "{base}adopt: {{s3: {{endpoint: 'https://s3.example/', region: eu, access_key_id: AK, secret_access_key: SK, profile: p, ca_bundle: /etc/ca.pem}}}}"
+            ))
+            .unwrap(),
+        );
+        let a = l.adopt_s3.unwrap();
+        assert_eq!(a.endpoint.as_deref(), Some("https://s3.example"));
+        assert_eq!(
+            (
+                a.region.as_deref(),
+                a.access_key_id.as_deref(),
+                a.profile.as_deref()
+            ),
+            (Some("eu"), Some("AK"), Some("p"))
+        );
+        assert!(
+            !format!("{a:?}").contains("SK"),
+            "the secret is never printed"
+        );
+        for (bad, says) in [
+            (
+                "adopt: {s3: {endpoint: s3.example}}",
+                "not an http:// or https:// URL",
+            ),
+            (
+                "adopt: {s3: {access_key_id: AK}}",
+                "both access_key_id and secret_access_key",
+            ),
+            ("adopt: {s3: {bucket: b}}", "unknown key 'bucket'"),
+            ("adopt: {files: {}}", "unknown key 'files'"),
+        ] {
+            let e = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

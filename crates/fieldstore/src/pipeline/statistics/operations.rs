@@ -493,6 +493,22 @@ mod tests {
         );
     }
 
+    /// MultIO counts a valid sample once per operation under a threshold (258.67 beside a
+    /// minimum instead of 262.5); the counts here are the window's, once per sample.
+    #[test]
+    fn thresholded_mean_beside_other_operations() {
+        let mut s = OpSet::new(&[OpKind::Average, OpKind::Minimum], 1, Some(20));
+        for x in 1..=24 {
+            s.update(&Sample {
+                values: &[250.0 + f64::from(x)],
+                missing: Some(9999.0),
+            });
+        }
+        let r = s.results(1.0);
+        assert!((r[0][0] - 262.5).abs() < 1e-9, "{}", r[0][0]);
+        assert_eq!(r[1][0], 251.0);
+    }
+
     #[test]
     fn baselines_roll() {
         let mut s = OpSet::new(&[OpKind::Difference], 1, None);

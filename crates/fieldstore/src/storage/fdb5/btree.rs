@@ -70,7 +70,11 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 /// The fingerprint stored in a key slot: its bytes up to the first NUL.
 fn key_text(slot: &[u8]) -> String {
     let end = slot.iter().position(|&c| c == 0).unwrap_or(slot.len());
-    String::from_utf8_lossy(&slot[..end]).into_owned()
+    // Fingerprints are ASCII: checked once, copied once (the lossy form only when they are not).
+    match std::str::from_utf8(&slot[..end]) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(&slot[..end]).into_owned(),
+    }
 }
 
 /// A fingerprint padded as a key slot; `None` if it cannot be one (too long).
@@ -244,6 +248,24 @@ impl Tree {
             };
         }
         Err(self.corrupt(self.base, "the tree's pages loop".into()))
+    }
+
+    /// How many entries the tree holds: its leaves' counts, no entry decoded.
+    pub fn entry_count(&self) -> Result<u64, StorageError> {
+        let mut id = self.leftmost_leaf()?;
+        let mut n = 0u64;
+        for _ in 0..self.page_limit() {
+            let page = self.page(id)?;
+            if page.node {
+                return Err(self.corrupt(self.base, format!("leaf link leads to node page {id}")));
+            }
+            n += page.count as u64;
+            if page.right == 0 {
+                return Ok(n);
+            }
+            id = page.right;
+        }
+        Err(self.corrupt(self.base, "the tree's leaf links loop".into()))
     }
 
     /// Every entry in key order, a leaf at a time.

@@ -70,6 +70,10 @@ pub struct ObjectMeta {
     pub key: String,
     pub size: u64,
     pub last_modified: SystemTime,
+    /// As the server gives it, quotes included (`"9b2cf5..."`, `"...-3"` for a multipart
+    /// upload): what `If-Match` compares against, so an adopted object can be told from
+    /// another one written under its key (`None` when the server sent none).
+    pub etag: Option<String>,
 }
 
 /// Counters since the client was connected (shared by its clones).
@@ -186,6 +190,15 @@ impl S3Client {
         client.ensure_bucket(cfg.create_bucket)?;
         client.probe_conditional_create(cfg.allow_unconditional_writes)?;
         Ok(client)
+    }
+
+    /// A client that only reads objects someone else owns (objects adopted where they lie,
+    /// docs/adopt.md): credentials are resolved as for [`S3Client::connect`], but no request
+    /// is sent. The bucket is neither checked nor created and no probe object is written,
+    /// since the user's credentials may allow reading the bucket and nothing more.
+    pub fn for_reading(cfg: &S3Config) -> Result<S3Client, StorageError> {
+        let keys = credentials::resolve(cfg)?;
+        S3Client::with_keys(cfg, keys)
     }
 
     fn with_keys(cfg: &S3Config, keys: credentials::Keys) -> Result<S3Client, StorageError> {
@@ -353,17 +366,34 @@ impl S3Client {
 
     /// Reads up to `buf.len()` bytes at `offset`; fewer only at the object's end (0 past it).
     pub fn get_range(&self, key: &str, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        self.get_range_matching(key, offset, buf, None)
+    }
+
+    /// As [`S3Client::get_range`], but only from the object whose ETag is `if_match` (sent as
+    /// `If-Match`): the server compares and reads in one step, so the bytes can never come from
+    /// another object written under the key meanwhile. Another ETag is an error with status
+    /// 412, no object one with status 404.
+    pub fn get_range_matching(
+        &self,
+        key: &str,
+        offset: u64,
+        buf: &mut [u8],
+        if_match: Option<&str>,
+    ) -> Result<usize, StorageError> {
         if buf.is_empty() {
             return Ok(0);
         }
         let url = self.object_url(key, ObjectOp::Get)?;
         let last = offset.saturating_add(buf.len() as u64 - 1);
         self.run("get_range", key, || {
-            let req = self
+            let mut req = self
                 .inner
                 .agent
                 .get(url.as_str())
                 .header("Range", format!("bytes={offset}-{last}"));
+            if let Some(etag) = if_match {
+                req = req.header("If-Match", etag);
+            }
             let resp = self.send(req.call(), None)?;
             match resp.status().as_u16() {
                 416 => {
@@ -401,6 +431,7 @@ impl S3Client {
                         key: key.to_string(),
                         size,
                         last_modified,
+                        etag: header(&resp, "etag"),
                     }))
                 }
                 _ => Err(self.fatal(resp, "head", key)),
@@ -1142,6 +1173,7 @@ impl ObjectList {
                 key: self.client.relative(&c.key)?,
                 size: c.size,
                 last_modified,
+                etag: Some(c.etag).filter(|e| !e.is_empty()),
             });
         }
         match page.next_continuation_token {

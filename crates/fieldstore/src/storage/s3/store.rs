@@ -108,6 +108,7 @@ impl Store for S3Store {
         Ok(Box::new(S3Object {
             client: self.client.clone(),
             key: Self::key(db, object),
+            if_match: None,
             window: Mutex::new(Window::default()),
         }))
     }
@@ -340,7 +341,22 @@ struct Window {
 struct S3Object {
     client: S3Client,
     key: String,
+    /// The ETag every GET must find (an object adopted where it lies): a read of an object
+    /// written anew under the key fails instead of mixing its bytes with the old one's.
+    if_match: Option<String>,
     window: Mutex<Window>,
+}
+
+/// `key` of `client`'s bucket opened for reads with the store's read-ahead, every GET sent
+/// with `If-Match: etag` (see [`S3Client::get_range_matching`]): how objects adopted where they
+/// lie are read, with the same request pattern as the store's own.
+pub(crate) fn open_matching(client: S3Client, key: &str, etag: &str) -> Box<dyn ObjectReader> {
+    Box::new(S3Object {
+        client,
+        key: key.to_string(),
+        if_match: Some(etag.to_string()),
+        window: Mutex::new(Window::default()),
+    })
 }
 
 /// A read at least this large is split into ranged GETs in flight together: one HTTP stream
@@ -350,11 +366,16 @@ const PARALLEL_READ: usize = 4 << 20;
 const MIN_RANGE: usize = 2 << 20;
 
 impl S3Object {
+    fn get_range(&self, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        self.client
+            .get_range_matching(&self.key, pos, buf, self.if_match.as_deref())
+    }
+
     /// Fills `buf` from `pos` with up to [`PARTS_IN_FLIGHT`] GETs at once, each into its own
     /// part of the caller's buffer; short only at the object's end.
     fn get_parallel(&self, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         if buf.len() < PARALLEL_READ {
-            return self.client.get_range(&self.key, pos, buf);
+            return self.get_range(pos, buf);
         }
         let range = buf.len().div_ceil(PARTS_IN_FLIGHT).max(MIN_RANGE);
         let results: Vec<(usize, Result<usize, StorageError>)> = std::thread::scope(|s| {
@@ -364,10 +385,7 @@ impl S3Object {
                 .map(|(i, chunk)| {
                     let len = chunk.len();
                     let at = pos + (i * range) as u64;
-                    (
-                        len,
-                        s.spawn(move || self.client.get_range(&self.key, at, chunk)),
-                    )
+                    (len, s.spawn(move || self.get_range(at, chunk)))
                 })
                 .collect();
             handles
@@ -436,7 +454,7 @@ impl ObjectReader for S3Object {
             // The old window goes first, so only one is held at a time.
             w.data = Vec::new();
             let mut data = vec![0u8; size];
-            let n = self.client.get_range(&self.key, pos, &mut data)?;
+            let n = self.get_range(pos, &mut data)?;
             data.truncate(n);
             if n < size {
                 w.end = Some(pos + n as u64);

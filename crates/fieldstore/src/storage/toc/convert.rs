@@ -2,24 +2,32 @@
 //! readers. Both formats keep raw field bytes in data files that neither rewrites, so only the
 //! catalogue is rebuilt: the new format's index files and toc are written into a hidden
 //! directory beside the database (each of the old format's visible indexes becoming one of the
-//! new, oldest first, so masking and `list --full` are kept), checked entry by entry against
-//! the old catalogue, then renamed in, the toc last (one rename: readers see the old catalogue
-//! or the new one). Every field's bytes are read once for its CRC-32C, which fieldstore's format
-//! records and FDB5's cannot. The old catalogue's files go after a grace period. A conversion
-//! killed part way leaves only the hidden directory, which the next one removes.
+//! new, oldest first, so masking and `list --full` are kept), checked against the old
+//! catalogue, then renamed in, the toc last (one rename: readers see the old catalogue or the
+//! new one). Every field's bytes are read once for its CRC-32C, which fieldstore's format
+//! records and FDB5's cannot. The old catalogue's files go after a grace period, one for all
+//! the databases of a request. A conversion killed part way leaves only the hidden directory,
+//! which the next one removes; databases it finished are in the new format and skipped.
+//!
+//! From FDB5's format, indexes are converted on all cores straight from their B-trees (a tree
+//! holds each fingerprint once, in order; its toc record has its axes): no key is built per
+//! entry, so conversion runs at about the speed of reading the data files.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::catalogue::TocCatalogue;
+use super::index::{IndexEntry, IndexFile, SEP};
+use super::journal::{JournalMark, Record};
 use super::maintenance;
 use super::reader::DbReader;
 use super::writer::{ensure_database, DbWriter};
 use crate::model::config::DbFormat;
 use crate::storage::catalogue::{Catalogue, CatalogueReader, CatalogueWriter};
-use crate::storage::fdb5::reader::Fdb5Reader;
+use crate::storage::fdb5::reader::{datum_key, Fdb5Reader, RawIndex};
 use crate::storage::fdb5::writer::{create as create_fdb5, Fdb5Writer};
 use crate::storage::fs::{FileSystem, Mapped};
 use crate::storage::names::unique_name;
@@ -61,6 +69,25 @@ pub struct ConvertReport {
     pub entries: u64,
     pub indexes: u64,
     pub done: bool,
+    /// The old catalogue's files, unreferenced now: `remove_old_catalogues` deletes them once
+    /// readers had their grace period (empty with `keep`).
+    pub old_files: Vec<PathBuf>,
+}
+
+/// Deletes what conversions left of the old catalogues, after one grace period for all.
+pub fn remove_old_catalogues(
+    fs: &dyn FileSystem,
+    reports: &[ConvertReport],
+    grace: Duration,
+) -> Result<(), StorageError> {
+    if reports.iter().all(|r| r.old_files.is_empty()) {
+        return Ok(());
+    }
+    std::thread::sleep(grace);
+    for p in reports.iter().flat_map(|r| &r.old_files) {
+        crate::storage::fs::remove_if_exists(fs, p).map_err(io("remove", p))?;
+    }
+    Ok(())
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StorageError {
@@ -158,8 +185,17 @@ fn files_in(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError
         .collect())
 }
 
+/// What a conversion reads its entries from.
+enum Source<'a> {
+    /// FDB5's B-trees, read raw.
+    Fdb5(&'a Fdb5Reader),
+    /// A catalogue's entries, listed (fieldstore's format, to FDB5's).
+    Listed(&'a [OldIndex]),
+}
+
 impl TocCatalogue {
     /// Converts the database `db` to `to`; a database already in that format is left alone.
+    /// The old catalogue's files are left for `remove_old_catalogues`.
     pub fn convert_database(
         &self,
         db: &DbRef,
@@ -177,14 +213,35 @@ impl TocCatalogue {
             DbFormat::Fdb5 => Box::new(Fdb5Reader::open(&fs, &dir)?),
             DbFormat::Fieldstore => Box::new(DbReader::open(&fs, &dir)?),
         };
-        let old = old_indexes(&*reader)?;
+        let fdb5 = (from == DbFormat::Fdb5 && to == DbFormat::Fieldstore)
+            .then(|| Fdb5Reader::open(&fs, &dir))
+            .transpose()?;
+        let listed = match &fdb5 {
+            Some(_) => Vec::new(),
+            None => old_indexes(&*reader)?,
+        };
+        let source = match &fdb5 {
+            Some(r) => Source::Fdb5(r),
+            None => Source::Listed(&listed),
+        };
+        let entries = match source {
+            Source::Fdb5(r) => {
+                let mut n = 0;
+                for pos in 0..r.indexes().len() {
+                    n += r.raw_index(pos)?.entry_count()?;
+                }
+                n
+            }
+            Source::Listed(old) => old.iter().map(|i| i.entries.len() as u64).sum(),
+        };
         let mut report = ConvertReport {
             dir: dir.clone(),
             from,
             to,
-            entries: old.iter().map(|i| i.entries.len() as u64).sum(),
-            indexes: old.len() as u64,
+            entries,
+            indexes: reader.indexes().len() as u64,
             done: false,
+            old_files: Vec::new(),
         };
         if from == to || opts.dry_run {
             return Ok(report);
@@ -215,25 +272,33 @@ impl TocCatalogue {
         std::fs::write(&lock, format!("{LOCK_TAG}{}", std::process::id()))
             .map_err(io("create", &lock))?;
         let work = parent.join(format!("{prefix}{}", unique_name()));
-        let result = self.convert_locked(db, &dir, &work, &old, to, opts);
+        let result = self.convert_locked(db, &dir, &work, &*reader, source, entries, to, opts);
         let _ = std::fs::remove_dir_all(&work);
         let _ = std::fs::remove_file(&lock);
         // The reader cache must not hand out the old catalogue's reader.
         self.forget_readers(&dir);
-        result?;
+        report.old_files = result?;
+        if opts.keep {
+            report.old_files.clear();
+        }
         report.done = true;
         Ok(report)
     }
 
+    /// Writes the new catalogue into `work`, checks it, renames it in; returns the old
+    /// catalogue's files.
+    #[allow(clippy::too_many_arguments)]
     fn convert_locked(
         &self,
         db: &DbRef,
         dir: &Path,
         work: &Path,
-        old: &[OldIndex],
+        old_reader: &dyn CatalogueReader,
+        source: Source<'_>,
+        total: u64,
         to: DbFormat,
         opts: &ConvertOptions,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Vec<PathBuf>, StorageError> {
         let fs = self.file_system();
         let schema_text = String::from_utf8_lossy(
             &fs.read(&dir.join("schema"))
@@ -241,17 +306,10 @@ impl TocCatalogue {
         )
         .into_owned();
         let before = files_in(&*fs, dir)?;
-        let total: u64 = old.iter().map(|i| i.entries.len() as u64).sum();
-        let mut done = 0u64;
-        let mut bytes = Bytes {
-            fs: &*fs,
-            dir,
-            maps: HashMap::new(),
-        };
         // The new catalogue, written in the work directory; its entries name the data files
         // by their names in the database's directory, where the index files will join them.
-        let mut writer: Box<dyn CatalogueWriter> = match to {
-            DbFormat::Fieldstore => {
+        match (to, source) {
+            (DbFormat::Fieldstore, source) => {
                 ensure_database(
                     &*fs,
                     work,
@@ -259,53 +317,39 @@ impl TocCatalogue {
                     &schema_text,
                     self.creator(db)?.as_deref(),
                 )?;
-                Box::new(DbWriter::open_existing(&fs, work)?)
+                let mut writer = DbWriter::open_existing(&fs, work)?;
+                let seen = writer.mark()?;
+                let job = Job {
+                    fs: &*fs,
+                    dir,
+                    work,
+                    seen: &seen,
+                    unique: unique_name(),
+                    maps: Mutex::new(HashMap::new()),
+                    done: AtomicU64::new(0),
+                    total,
+                    progress: opts.progress.clone(),
+                };
+                let Source::Fdb5(r) = source else {
+                    return Err(config(
+                        "fieldstore's format is converted from FDB5's".into(),
+                    ));
+                };
+                let converted = job.convert_fdb5(r)?;
+                let records = converted.iter().map(|c| c.record.clone()).collect();
+                writer.publish(records)?;
+                drop(writer);
+                check_sample(old_reader, &DbReader::open(&fs, work)?, &converted, total)?;
             }
-            DbFormat::Fdb5 => {
-                create_fdb5(&*fs, work, &db.key, &schema_text)?;
-                Box::new(Fdb5Writer::open(&fs, work)?)
-            }
-        };
-        for ix in old {
-            for (datum, field) in &ix.entries {
-                let mut f = field.clone();
-                let crc = bytes.crc(field)?;
-                if to == DbFormat::Fieldstore {
-                    f.checksum = Some(crc);
-                }
-                writer.add(&ix.key, datum, f)?;
-                done += 1;
-                if let Some(p) = &opts.progress {
-                    if done.is_multiple_of(4096) || done == total {
-                        p(done, total);
-                    }
-                }
-            }
-            writer.commit()?;
-        }
-        drop(writer);
-        // Checked entry by entry before anything is renamed in.
-        let new_reader: Box<dyn CatalogueReader> = match to {
-            DbFormat::Fdb5 => Box::new(Fdb5Reader::open(&fs, work)?),
-            DbFormat::Fieldstore => Box::new(DbReader::open(&fs, work)?),
-        };
-        let newest = newest_of(old);
-        for ((index, datum), field) in &newest {
-            let got = new_reader.lookup(index, datum)?;
-            let same = got.as_ref().is_some_and(|g| {
-                g.object == field.object && g.offset == field.offset && g.length == field.length
-            });
-            if !same {
-                return Err(StorageError::Corrupt {
-                    path: work.to_path_buf(),
-                    offset: 0,
-                    detail: format!(
-                        "the converted catalogue gives {index}{datum} as {got:?}, the original as {field:?}: nothing was changed"
-                    ),
-                });
+            (DbFormat::Fdb5, source) => {
+                let Source::Listed(old) = source else {
+                    return Err(config(
+                        "FDB5's format is converted from entries listed".into(),
+                    ));
+                };
+                self.to_fdb5(dir, work, db, &schema_text, old, total, opts)?;
             }
         }
-        drop(new_reader);
         if files_in(&*fs, dir)? != before {
             return Err(config(format!(
                 "{} changed while it was converted (a writer that opened it before the conversion is still archiving): stop it and convert again",
@@ -325,21 +369,425 @@ impl TocCatalogue {
         fs.rename(&work.join("toc"), &dir.join("toc"))
             .map_err(io("rename", &work.join("toc")))?;
         fs.sync_dir(dir).map_err(io("sync directory", dir))?;
-        if !opts.keep {
-            std::thread::sleep(opts.grace);
-            for f in before {
+        Ok(before
+            .into_iter()
+            .filter(|f| {
                 let old_catalogue = match to {
                     // FDB5's index files and sub-tocs.
                     DbFormat::Fieldstore => f.ends_with(".index") || f.starts_with("toc."),
                     DbFormat::Fdb5 => f.ends_with(".idx") || f == "compaction.flock",
                 };
-                if old_catalogue && !new_files.contains(&f) {
-                    let p = dir.join(&f);
-                    crate::storage::fs::remove_if_exists(&*fs, &p).map_err(io("remove", &p))?;
+                old_catalogue && !new_files.contains(f)
+            })
+            .map(|f| dir.join(f))
+            .collect())
+    }
+
+    /// The FDB5-format catalogue of the listed indexes, written and checked key by key.
+    #[allow(clippy::too_many_arguments)]
+    fn to_fdb5(
+        &self,
+        dir: &Path,
+        work: &Path,
+        db: &DbRef,
+        schema_text: &str,
+        old: &[OldIndex],
+        total: u64,
+        opts: &ConvertOptions,
+    ) -> Result<(), StorageError> {
+        let fs = self.file_system();
+        let mut bytes = Bytes {
+            fs: &*fs,
+            dir,
+            maps: HashMap::new(),
+        };
+        create_fdb5(&*fs, work, &db.key, schema_text)?;
+        let mut writer = Fdb5Writer::open(&fs, work)?;
+        let mut done = 0u64;
+        for ix in old {
+            for (datum, field) in &ix.entries {
+                bytes.crc(field)?;
+                writer.add(&ix.key, datum, field.clone())?;
+                done += 1;
+                if let Some(p) = &opts.progress {
+                    if done.is_multiple_of(4096) || done == total {
+                        p(done, total);
+                    }
                 }
+            }
+            writer.commit()?;
+        }
+        drop(writer);
+        let new_reader = Fdb5Reader::open(&fs, work)?;
+        let newest = newest_of(old);
+        for ((index, datum), field) in &newest {
+            let got = new_reader.lookup(index, datum)?;
+            if !got.as_ref().is_some_and(|g| same_place(g, field)) {
+                return Err(mismatch(
+                    work,
+                    &format!("{index}{datum}"),
+                    &got,
+                    &Some(field),
+                ));
             }
         }
         Ok(())
+    }
+}
+
+fn same_place(a: &FieldRef, b: &FieldRef) -> bool {
+    a.object == b.object && a.offset == b.offset && a.length == b.length
+}
+
+fn mismatch(
+    work: &Path,
+    what: &str,
+    new: &Option<impl std::fmt::Debug>,
+    old: &Option<impl std::fmt::Debug>,
+) -> StorageError {
+    StorageError::Corrupt {
+        path: work.to_path_buf(),
+        offset: 0,
+        detail: format!(
+            "the converted catalogue gives {what} as {new:?}, the original as {old:?}: nothing was changed"
+        ),
+    }
+}
+
+/// What the workers converting one database's indexes share.
+struct Job<'a> {
+    fs: &'a dyn FileSystem,
+    dir: &'a Path,
+    work: &'a Path,
+    seen: &'a JournalMark,
+    unique: String,
+    /// Data files mapped so far (fields' bytes are read for their checksums).
+    maps: Mutex<HashMap<String, Arc<Mapped>>>,
+    done: AtomicU64,
+    total: u64,
+    progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
+}
+
+/// An index written: its journal record, and keys of it to look up once all are.
+struct Converted {
+    record: Record,
+    index_key: crate::model::Key,
+    samples: Vec<crate::model::Key>,
+}
+
+/// A new index, ready to be written: its entries sorted, no key twice.
+struct NewIndex {
+    key: crate::model::Key,
+    keywords: Vec<String>,
+    objects: Vec<String>,
+    entries: Vec<IndexEntry>,
+    timestamp: u64,
+    axes: Vec<(String, Vec<String>)>,
+}
+
+impl Job<'_> {
+    fn map(&self, object: &str) -> Result<Arc<Mapped>, StorageError> {
+        if let Some(m) = self.maps.lock().ok().and_then(|m| m.get(object).cloned()) {
+            return Ok(m);
+        }
+        // Adopted files and overlays lie elsewhere: their path, without what adoption noted.
+        let p = self
+            .dir
+            .join(crate::storage::posix::split_adopted(object).0);
+        let m = Arc::new(self.fs.map(&p).map_err(io("open", &p))?);
+        if let Ok(mut maps) = self.maps.lock() {
+            maps.insert(object.to_string(), m.clone());
+        }
+        Ok(m)
+    }
+
+    /// Fills in each entry's checksum from its field's bytes (checking one it carries).
+    fn checksums(&self, ix: &mut NewIndex) -> Result<(), StorageError> {
+        let maps = ix
+            .objects
+            .iter()
+            .map(|o| self.map(o))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, e) in ix.entries.iter_mut().enumerate() {
+            let object = &ix.objects[e.file as usize];
+            let m = &maps[e.file as usize];
+            let slice = usize::try_from(e.offset)
+                .ok()
+                .zip(usize::try_from(e.length).ok())
+                .and_then(|(o, n)| m.get(o..o.checked_add(n)?));
+            let Some(bytes) = slice else {
+                return Err(past_end(self.dir, object, e.offset, e.length, m.len()));
+            };
+            let crc = crate::checksum::crc32c(bytes);
+            if let Some(expected) = e.checksum.filter(|&c| c != crc) {
+                return Err(StorageError::FieldChecksum {
+                    object: self.dir.join(object).display().to_string(),
+                    offset: e.offset,
+                    length: e.length,
+                    key: e.values.replace(SEP, ","),
+                    expected,
+                    found: crc,
+                });
+            }
+            e.checksum = Some(crc);
+            if (i + 1) % 4096 == 0 {
+                self.advance(4096);
+            }
+        }
+        self.advance((ix.entries.len() % 4096) as u64);
+        Ok(())
+    }
+
+    fn advance(&self, n: u64) {
+        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(p) = &self.progress {
+            p(done, self.total);
+        }
+    }
+
+    /// Writes one index file and reads it back whole; returns its journal record.
+    fn write(&self, seq: usize, mut ix: NewIndex) -> Result<Converted, StorageError> {
+        self.checksums(&mut ix)?;
+        // Nearly in order already (a fingerprint sorts by `:`, a key by `SEP`): a run-aware
+        // sort is close to one pass.
+        ix.entries.sort_by(|a, b| a.values.cmp(&b.values));
+        // A key twice (a damaged tree) is refused by `write_sorted`, naming it.
+        let count = ix.entries.len() as u64;
+        // Checked again through the readers, after all is written (`check_sample`).
+        let samples = ix
+            .entries
+            .iter()
+            .step_by(997)
+            .map(|e| {
+                crate::model::Key::from_pairs(
+                    ix.keywords
+                        .iter()
+                        .map(String::as_str)
+                        .zip(e.values.split(SEP)),
+                )
+            })
+            .collect();
+        let name = format!("{}.{}.{seq}.idx", super::disk_name(&ix.key), self.unique);
+        let path = self.work.join(&name);
+        IndexFile::write_sorted(
+            self.fs,
+            &path,
+            &ix.key.to_string(),
+            &ix.keywords,
+            &ix.objects,
+            &ix.entries,
+            Some(self.seen),
+        )?;
+        // Read back as readers will, every block checked, and compared entry by entry with
+        // what was meant.
+        let back = IndexFile::read(self.fs, &path)?;
+        let differs = |detail: String| StorageError::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            detail: format!(
+                "the index written does not read back as converted: {detail}: nothing was changed"
+            ),
+        };
+        if back.len() as u64 != count || back.data_files != ix.objects {
+            return Err(differs(format!(
+                "{} entries and data files {:?}, meant {count} and {:?}",
+                back.len(),
+                back.data_files,
+                ix.objects
+            )));
+        }
+        for (got, want) in back.entries().zip(&ix.entries) {
+            let got = got?;
+            if got.values != want.values
+                || got.file != want.file
+                || got.offset != want.offset
+                || got.length != want.length
+                || got.checksum != want.checksum
+                || got.masked
+            {
+                return Err(differs(format!("{got:?}, meant {want:?}")));
+            }
+        }
+        let mut axes = ix.axes;
+        for (kw, v) in ix.key.iter() {
+            if !axes.iter().any(|(k, _)| k == kw) {
+                axes.push((kw.to_string(), vec![v.to_string()]));
+            }
+        }
+        Ok(Converted {
+            record: Record::Index {
+                file: name,
+                index_key: ix.key.to_string(),
+                entries: count,
+                timestamp: ix.timestamp,
+                axes,
+                slot: None,
+            },
+            index_key: ix.key,
+            samples,
+        })
+    }
+
+    /// Every visible FDB5 index, oldest first, on all cores.
+    fn convert_fdb5(&self, reader: &Fdb5Reader) -> Result<Vec<Converted>, StorageError> {
+        let n = reader.indexes().len();
+        self.parallel(n, |k| {
+            // Oldest first: visible indexes are numbered newest first.
+            let raw = reader.raw_index(n - 1 - k)?;
+            self.write(k, fdb5_index(&raw)?)
+        })
+    }
+
+    /// `one(k)` for k in 0..n on up to as many threads as cores, results in order; the first
+    /// error stops the others.
+    fn parallel(
+        &self,
+        n: usize,
+        one: impl Fn(usize) -> Result<Converted, StorageError> + Sync,
+    ) -> Result<Vec<Converted>, StorageError> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .clamp(1, 8)
+            .min(n.max(1));
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let results: Vec<Mutex<Option<Result<Converted, StorageError>>>> =
+            (0..n).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= n || failed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = one(k);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    if let Ok(mut slot) = results[k].lock() {
+                        *slot = Some(r);
+                    }
+                });
+            }
+        });
+        let mut out = Vec::with_capacity(n);
+        for (k, slot) in results.into_iter().enumerate() {
+            match slot.into_inner().ok().flatten() {
+                Some(r) => out.push(r?),
+                None => {
+                    return Err(config(format!(
+                        "index {k} of {} was not converted (another failed first)",
+                        self.dir.display()
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// An FDB5 index's entries, straight from its tree: a fingerprint is the datum values joined
+/// by `:` in the rule's order, fieldstore's key the same values joined by `SEP`.
+fn fdb5_index(raw: &RawIndex) -> Result<NewIndex, StorageError> {
+    let keywords: &[String] = &raw.keywords;
+    let mut entries = Vec::new();
+    for e in raw.entries() {
+        let (fp, loc) = e?;
+        entries.push(IndexEntry {
+            values: values_of(keywords, fp),
+            file: raw.object_of(&loc)?,
+            offset: loc.offset,
+            length: loc.length,
+            masked: false,
+            checksum: None,
+        });
+    }
+    Ok(NewIndex {
+        key: raw.index_key.clone(),
+        keywords: keywords.to_vec(),
+        objects: raw.objects.clone(),
+        entries,
+        timestamp: raw.timestamp,
+        axes: raw.axes.clone(),
+    })
+}
+
+/// A fingerprint's values joined by `SEP`. A value may hold `:` itself (FDB5's `quantile`):
+/// then the fingerprint is split as the reader splits it.
+fn values_of(keywords: &[String], fp: String) -> String {
+    let colons = fp.bytes().filter(|&b| b == b':').count();
+    if colons + 1 == keywords.len() {
+        let mut b = fp.into_bytes();
+        for c in b.iter_mut().filter(|c| **c == b':') {
+            *c = SEP as u8;
+        }
+        // One ASCII byte for another: still UTF-8.
+        match String::from_utf8(b) {
+            Ok(v) => return v,
+            Err(e) => return String::from_utf8_lossy(e.as_bytes()).replace(SEP, ":"),
+        }
+    }
+    let key = datum_key(keywords, &fp);
+    let mut v = String::with_capacity(fp.len());
+    for (i, kw) in keywords.iter().enumerate() {
+        if i > 0 {
+            v.push(SEP);
+        }
+        v.push_str(key.get(kw).unwrap_or(""));
+    }
+    v
+}
+
+/// The new catalogue, through the reader every command uses, against the old one: as many
+/// indexes and entries, and a spread of keys (the first of each index and one in every 997
+/// after it) resolved to the same field as the old catalogue resolves them.
+fn check_sample(
+    old: &dyn CatalogueReader,
+    new: &DbReader,
+    converted: &[Converted],
+    total: u64,
+) -> Result<(), StorageError> {
+    let dir = Path::new(&new.db().id);
+    if new.indexes().len() != old.indexes().len() {
+        return Err(mismatch(
+            dir,
+            "the number of indexes",
+            &Some(new.indexes().len()),
+            &Some(old.indexes().len()),
+        ));
+    }
+    let count: u64 = new.indexes().iter().map(|s| s.entries).sum();
+    if count != total {
+        return Err(mismatch(
+            dir,
+            "the number of entries",
+            &Some(count),
+            &Some(total),
+        ));
+    }
+    for c in converted {
+        for datum in &c.samples {
+            let key = &c.index_key;
+            let (got, want) = (new.lookup(key, datum)?, old.lookup(key, datum)?);
+            let same = match (&got, &want) {
+                (Some(g), Some(w)) => same_place(g, w),
+                _ => false,
+            };
+            if !same {
+                return Err(mismatch(dir, &format!("{key}{datum}"), &got, &want));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn past_end(dir: &Path, object: &str, offset: u64, length: u64, size: usize) -> StorageError {
+    StorageError::Corrupt {
+        path: dir.join(object),
+        offset,
+        detail: format!(
+            "a field of {length} bytes at offset {offset} lies past the end of the data file ({size} bytes)"
+        ),
     }
 }
 

@@ -233,6 +233,54 @@ impl IndexFile {
                 _ => dedup.push(e),
             }
         }
+        Self::encode_sorted(index_key, datum_keywords, data_files, &dedup, version, seen)
+    }
+
+    /// Writes entries already in index order, no key twice (a conversion's): nothing is
+    /// sorted or copied. Out of order entries are refused.
+    pub fn write_sorted(
+        fs: &dyn FileSystem,
+        path: &Path,
+        index_key: &str,
+        datum_keywords: &[String],
+        data_files: &[String],
+        entries: &[IndexEntry],
+        seen: Option<&JournalMark>,
+    ) -> Result<(), StorageError> {
+        if let Some(w) = entries.windows(2).find(|w| w[0].values >= w[1].values) {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: 0,
+                detail: format!(
+                    "index entries out of order or repeated at '{}'",
+                    w[1].values.replace(SEP, ",")
+                ),
+            });
+        }
+        let buf = Self::encode_sorted(
+            index_key,
+            datum_keywords,
+            data_files,
+            entries,
+            VERSION,
+            seen,
+        );
+        let f = fs
+            .open(path, OpenMode::CreateNew)
+            .map_err(StorageError::io("create", path))?;
+        f.append(&buf).map_err(StorageError::io("write", path))?;
+        f.sync_data().map_err(StorageError::io("sync", path))?;
+        Ok(())
+    }
+
+    fn encode_sorted(
+        index_key: &str,
+        datum_keywords: &[String],
+        data_files: &[String],
+        dedup: &[IndexEntry],
+        version: u32,
+        seen: Option<&JournalMark>,
+    ) -> Vec<u8> {
         let header = serde_json::to_vec(&Header {
             index_key: index_key.to_string(),
             datum_keywords: datum_keywords.to_vec(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::index::{IndexEntry, IndexFile, SEP};
-use super::journal::{self, JournalState, Record};
+use super::journal::{self, JournalMark, JournalState, Record};
 use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
@@ -167,6 +167,25 @@ impl DbWriter {
         {
             tracing::warn!(db = %self.dir.display(), "could not withdraw the indexes of a failed flush: {e}");
         }
+    }
+}
+
+impl DbWriter {
+    /// What index files made for `publish` must carry as `seen` (see `commit`).
+    pub(crate) fn mark(&self) -> Result<JournalMark, StorageError> {
+        self.journal.mark(&*self.toc_file, &self.dir.join("toc"))
+    }
+
+    /// Makes index files already written into the database's directory visible, in this order
+    /// (oldest first), with one journal append and no compaction: a conversion's catalogue,
+    /// made whole elsewhere.
+    pub(crate) fn publish(&mut self, records: Vec<Record>) -> Result<(), StorageError> {
+        let toc = self.dir.join("toc");
+        sync_dir(&*self.fs, &self.dir)?;
+        let appended = journal::append(&*self.fs, &toc, self.journal.end, &records)?;
+        self.journal.apply(appended.others, self.journal.end);
+        self.journal.apply(appended.ours, appended.end);
+        Ok(())
     }
 }
 
