@@ -160,8 +160,14 @@ impl PlanSet {
     /// most); the plans go on.
     pub fn process(&mut self, msg: Message) -> Vec<PipelineError> {
         let mut failures = Vec::new();
-        for plan in &mut self.plans {
-            let m = match msg.clone() {
+        let last = self.plans.len().saturating_sub(1);
+        let mut msg = Some(msg);
+        for (i, plan) in self.plans.iter_mut().enumerate() {
+            // The last plan takes the message itself: a field's values are copied only for the
+            // plans before it.
+            let m = if i == last { msg.take() } else { msg.clone() };
+            let Some(m) = m else { break };
+            let m = match m {
                 Message::Flush(mut md) => {
                     md.set("clientPlanName", plan.name.as_str());
                     Message::Flush(md)
