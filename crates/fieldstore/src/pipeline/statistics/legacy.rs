@@ -30,6 +30,10 @@ pub struct LegacyOptions {
     pub backward: bool,
     pub reset_every: Option<Unit>,
     pub threshold: Option<u64>,
+    /// A window that got fewer samples than its length holds (`incomplete-windows`, a
+    /// fieldstore option): `emit` it as MultIO does (the default) or `drop` it; either way it
+    /// is reported (a warning naming the field, the window and the count).
+    pub emit_incomplete: bool,
 }
 
 /// One `mapping-param` rule.
@@ -182,7 +186,17 @@ impl LegacyOptions {
             other => return Err(cfg.error(format!("solver-reset-accumulate-fields-every '{other}' is not hour, day, month, year or never"))),
         };
         let threshold = opt_int(cfg, opts, "value-count-threshold", -1)?;
+        let emit_incomplete = match opts
+            .and_then(|o| o.get("incomplete-windows"))
+            .map(|n| (n, n.scalar_text()))
+        {
+            None => true,
+            Some((_, Some(t))) if t == "emit" => true,
+            Some((_, Some(t))) if t == "drop" => false,
+            Some((n, _)) => return Err(cfg.error_at(n, "incomplete-windows: must be emit or drop")),
+        };
         Ok(LegacyOptions {
+            emit_incomplete,
             period,
             frequency_text,
             ops,
@@ -435,6 +449,34 @@ impl Legacy {
 
     fn emit(&self, w: &LegacyWindow, trigger: &Field, out: &mut Vec<Message>) {
         let seconds = (w.end - w.creation) as f64;
+        // Samples come every `step_seconds` after the window's start, the last at its end.
+        let ts = trigger
+            .metadata
+            .int("timeStep")
+            .ok()
+            .flatten()
+            .unwrap_or(self.opts.time_step);
+        let sf = trigger
+            .metadata
+            .int("step-frequency")
+            .ok()
+            .flatten()
+            .unwrap_or(self.opts.step_frequency);
+        let step_seconds = ts.saturating_mul(sf).max(1);
+        let expected = u64::try_from((w.end - w.creation) / step_seconds).unwrap_or(0);
+        if w.ops.count < expected {
+            let (sd, st) = date_time_of(w.creation);
+            let (ed, et) = date_time_of(w.end);
+            tracing::warn!(
+                field = %trigger.metadata.describe(),
+                "statistics window {sd} {st:06} to {ed} {et:06} got {} of its {expected} samples: {}",
+                w.ops.count,
+                if self.opts.emit_incomplete { "emitted (incomplete-windows: emit)" } else { "dropped (incomplete-windows: drop)" }
+            );
+            if !self.opts.emit_incomplete {
+                return;
+            }
+        }
         let results = w.ops.results(seconds);
         let ts = trigger
             .metadata
@@ -572,6 +614,42 @@ mod tests {
         assert_eq!(md.int("currentDate").unwrap(), Some(20250102));
         assert_eq!(md.int("step-frequency").unwrap(), Some(24));
         assert_eq!(md.int("step").unwrap(), Some(24));
+    }
+
+    /// A day missing an hour is emitted as MultIO does (and reported), or dropped on request.
+    #[test]
+    fn a_window_missing_inputs_is_emitted_or_dropped_as_the_plan_says() {
+        let steps = || (0..=48).filter(|s| *s != 30);
+        let run = |a: &mut Legacy| {
+            let mut out = Vec::new();
+            for s in steps() {
+                a.handle(field(s, 0, vec![250.0 + s as f64]), &mut out)
+                    .unwrap();
+            }
+            out.into_iter()
+                .filter(|m| matches!(m, Message::Field(_)))
+                .count()
+        };
+        assert_eq!(run(&mut action(DAILY)), 4, "two days, two operations");
+        let dropping = DAILY.replace(
+            "initial-condition-present: true}",
+            "initial-condition-present: true, incomplete-windows: drop}",
+        );
+        assert_eq!(run(&mut action(&dropping)), 2, "the second day is dropped");
+        let text = format!(
+            "plans:\n  - actions:\n      - type: statistics\n{}",
+            DAILY.replace(
+                "use-current-time: true",
+                "use-current-time: true, incomplete-windows: sometimes"
+            )
+        );
+        let c = load_str(&text, "t", Path::new("."), Side::Client, &|_| None).unwrap();
+        let e = LegacyOptions::from_config(&c.plans[0].actions[0]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("incomplete-windows: must be emit or drop"),
+            "{e}"
+        );
     }
 
     /// MultIO drops the first sample when step 0 is not sent (263.0 instead of 262.5).
