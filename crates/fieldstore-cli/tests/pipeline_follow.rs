@@ -442,3 +442,37 @@ fn a_changed_plan_or_a_damaged_checkpoint_is_refused_naming_the_state() {
         "{out}"
     );
 }
+
+#[test]
+fn a_replay_of_nothing_and_a_missing_plan_are_errors_naming_them() {
+    let d = tempfile::tempdir().unwrap();
+    let (config, plan) = setup(d.path());
+    let o = Command::new(FS)
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "pipeline",
+            "replay",
+            "-q",
+            plan.to_str().unwrap(),
+            "class=od,expver=9999",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("nothing stored matches class=od,expver=9999"),
+        "{err}"
+    );
+    let missing = d.path().join("no-such-plan.yaml");
+    let o = follow(&config, &missing, &d.path().join("state"), "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: cannot read the plan file", missing.display())),
+        "{err}"
+    );
+}

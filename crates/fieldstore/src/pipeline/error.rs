@@ -45,8 +45,9 @@ pub enum PipelineError {
         sink: String,
         message: String,
     },
-    /// Saved window state that does not fit the plan set it is restored into.
-    #[error("window state: {0}")]
+    /// Saved state that does not fit the plan set it is restored into, or the store a
+    /// follower or replay reads failing: the message says which.
+    #[error("{0}")]
     State(String),
 }
 

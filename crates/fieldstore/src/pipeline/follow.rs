@@ -266,8 +266,11 @@ impl Follower {
         spec: FollowSpec,
         ctx: Context,
     ) -> Result<Follower, PipelineError> {
-        let plan_text =
-            std::fs::read(&spec.plan).map_err(|e| state_err("cannot read", &spec.plan, e))?;
+        let plan_text = std::fs::read(&spec.plan).map_err(|e| PipelineError::Config {
+            origin: spec.plan.display().to_string(),
+            line: None,
+            message: format!("cannot read the plan file: {e}"),
+        })?;
         let plan_hash = hex_sha256(&plan_text);
         std::fs::create_dir_all(&spec.state_dir)
             .map_err(|e| state_err("cannot create", &spec.state_dir, e))?;

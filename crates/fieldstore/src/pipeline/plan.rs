@@ -216,7 +216,7 @@ impl PlanSet {
                     Action::Mtg2(a) => serde_json::to_value(&a.windows),
                     _ => continue,
                 };
-                let v = v.map_err(|e| PipelineError::State(e.to_string()))?;
+                let v = v.map_err(|e| PipelineError::State(format!("window state: {e}")))?;
                 state.actions.insert(format!("{}/{i}", p.name), v);
             }
         }
@@ -231,7 +231,8 @@ impl PlanSet {
                 let Some(v) = state.actions.get(&key) else {
                     continue;
                 };
-                let bad = |e: serde_json::Error| PipelineError::State(format!("{key}: {e}"));
+                let bad =
+                    |e: serde_json::Error| PipelineError::State(format!("window state {key}: {e}"));
                 match &mut s.action {
                     Action::Statistics(a) => {
                         a.windows = serde_json::from_value(v.clone()).map_err(bad)?
@@ -241,7 +242,7 @@ impl PlanSet {
                     }
                     _ => {
                         return Err(PipelineError::State(format!(
-                            "{key} is not a statistics action in this plan set"
+                            "window state {key}: not a statistics action in this plan set"
                         )))
                     }
                 }

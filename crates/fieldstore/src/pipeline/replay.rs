@@ -52,8 +52,11 @@ pub fn replay(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<FollowCounts, PipelineError> {
     let api = |e: ApiError| PipelineError::State(format!("reading the store: {e}"));
-    let text = std::fs::read(plan)
-        .map_err(|e| PipelineError::State(format!("cannot read {}: {e}", plan.display())))?;
+    let text = std::fs::read(plan).map_err(|e| PipelineError::Config {
+        origin: plan.display().to_string(),
+        line: None,
+        message: format!("cannot read the plan file: {e}"),
+    })?;
     let gate = Arc::new(Gate::new(
         store.clone(),
         None,
@@ -80,6 +83,11 @@ pub fn replay(
         keys.push(el.map_err(api)?.key.combined());
     }
     let when = forecast_time;
+    if keys.is_empty() {
+        return Err(PipelineError::State(format!(
+            "nothing stored matches {request}: no field to replay the plan over"
+        )));
+    }
     keys.sort_by_cached_key(|k| (when(k), k.to_string()));
     let total = keys.len() as u64;
     let mut counts = FollowCounts::default();
