@@ -205,12 +205,7 @@ impl IndexFile {
             VERSION,
             seen,
         );
-        let f = fs
-            .open(path, OpenMode::CreateNew)
-            .map_err(StorageError::io("create", path))?;
-        f.append(&buf).map_err(StorageError::io("write", path))?;
-        f.sync_data().map_err(StorageError::io("sync", path))?;
-        Ok(())
+        write_new(fs, path, &buf)
     }
 
     /// The file's bytes in block format `version` (2 or 3; 2 only for tests that older files
@@ -265,12 +260,7 @@ impl IndexFile {
             VERSION,
             seen,
         );
-        let f = fs
-            .open(path, OpenMode::CreateNew)
-            .map_err(StorageError::io("create", path))?;
-        f.append(&buf).map_err(StorageError::io("write", path))?;
-        f.sync_data().map_err(StorageError::io("sync", path))?;
-        Ok(())
+        write_new(fs, path, &buf)
     }
 
     fn encode_sorted(
@@ -594,6 +584,16 @@ impl IndexFile {
         }
         Ok(None)
     }
+}
+
+/// A new index file with these bytes, synced: it must not exist yet.
+fn write_new(fs: &dyn FileSystem, path: &Path, buf: &[u8]) -> Result<(), StorageError> {
+    let f = fs
+        .open(path, OpenMode::CreateNew)
+        .map_err(StorageError::io("create", path))?;
+    f.append(buf).map_err(StorageError::io("write", path))?;
+    f.sync_data().map_err(StorageError::io("sync", path))?;
+    Ok(())
 }
 
 #[cfg(test)]
