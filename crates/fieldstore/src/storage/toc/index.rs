@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::journal::JournalMark;
-use crate::storage::fs::{FileSystem, Mapped, OpenMode};
+use crate::storage::fs::{FileSystem, FsFile, Mapped, OpenMode};
 use crate::storage::StorageError;
 
 const MAGIC: &[u8; 4] = b"FSIX";
@@ -232,7 +232,10 @@ impl IndexFile {
     }
 
     /// Writes entries already in index order, no key twice (a conversion's): nothing is
-    /// sorted or copied. Out of order entries are refused.
+    /// sorted or copied. Out of order entries are refused. The file is not yet durable: its
+    /// writeback has started, and the caller must `sync_data` the file returned before any
+    /// journal record names it (a conversion writes many, then syncs them together, so the
+    /// disk works while the CPU makes the next).
     pub fn write_sorted(
         fs: &dyn FileSystem,
         path: &Path,
@@ -241,7 +244,7 @@ impl IndexFile {
         data_files: &[String],
         entries: &[IndexEntry],
         seen: Option<&JournalMark>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Box<dyn FsFile>, StorageError> {
         if let Some(w) = entries.windows(2).find(|w| w[0].values >= w[1].values) {
             return Err(StorageError::Corrupt {
                 path: path.to_path_buf(),
@@ -260,7 +263,12 @@ impl IndexFile {
             VERSION,
             seen,
         );
-        write_new(fs, path, &buf)
+        let f = fs
+            .open(path, OpenMode::CreateNew)
+            .map_err(StorageError::io("create", path))?;
+        f.append(&buf).map_err(StorageError::io("write", path))?;
+        f.start_writeback(0, buf.len() as u64);
+        Ok(f)
     }
 
     fn encode_sorted(
