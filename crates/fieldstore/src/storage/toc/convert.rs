@@ -669,6 +669,7 @@ impl Job<'_> {
                 || got.offset != want.offset
                 || got.length != want.length
                 || got.checksum != want.checksum
+                || got.extract != want.extract.as_deref()
                 || got.masked
             {
                 return Err(differs(format!("{got:?}, meant {want:?}")));
@@ -768,6 +769,7 @@ fn fdb5_index(raw: &RawIndex) -> Result<NewIndex, StorageError> {
             length: loc.length,
             masked: false,
             checksum: None,
+            extract: None,
         });
     }
     Ok(NewIndex {
