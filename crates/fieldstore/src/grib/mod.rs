@@ -9,6 +9,7 @@ pub(crate) mod framing;
 mod handle;
 pub(crate) mod keys;
 mod log;
+pub mod native;
 pub mod params;
 pub mod sample;
 mod sections;
