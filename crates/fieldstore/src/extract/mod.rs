@@ -18,6 +18,8 @@ mod geometry;
 mod info;
 mod range;
 mod simple;
+#[cfg(test)]
+mod tests;
 
 pub use error::ExtractError;
 pub use geometry::Grid;

@@ -158,6 +158,7 @@ mod tests {
             let got: Vec<u64> = out.iter().map(|v| *v as u64).collect();
             assert_eq!(got, vals, "{bits} bits");
         }
-        assert_eq!(set_bits(&[0xff, 0x0f, 0xff], 4, 16), 8);
+        assert_eq!(set_bits(&[0xff, 0x0f, 0xff], 4, 16), 12);
+        assert_eq!(set_bits(&[0xff; 20], 3, 150), 150);
     }
 }

@@ -6,7 +6,7 @@ pub mod encode;
 mod error;
 mod ffi;
 pub(crate) mod framing;
-mod handle;
+pub(crate) mod handle;
 pub(crate) mod keys;
 mod log;
 pub mod native;
