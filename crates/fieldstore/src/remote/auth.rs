@@ -61,7 +61,7 @@ impl AuthOp {
             | MsgType::List
             | MsgType::Explain
             | MsgType::Expand => AuthOp::List,
-            MsgType::Retrieve | MsgType::Subscribe => AuthOp::Retrieve,
+            MsgType::Retrieve | MsgType::Subscribe | MsgType::Extract => AuthOp::Retrieve,
             MsgType::Archive | MsgType::Flush => AuthOp::Archive,
             MsgType::Wipe | MsgType::Purge | MsgType::Compact => AuthOp::Wipe,
             MsgType::Control => AuthOp::Control,

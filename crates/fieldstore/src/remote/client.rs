@@ -1061,6 +1061,18 @@ impl Fdb for RemoteFdb {
         Ok(pairs.into_iter().map(Key::from_pairs).collect())
     }
 
+    /// Extracted by the server, where the data is: only the values come back.
+    fn extract(
+        &self,
+        request: &Request,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Vec<crate::api::Extraction>, ApiError> {
+        let mut q = Query::new(request);
+        q.ranges = ranges.iter().map(|r| (r.start, r.end)).collect();
+        let wire: Vec<crate::remote::protocol::WireExtraction> = self.call(MsgType::Extract, &q)?;
+        Ok(wire.into_iter().map(|w| w.into_api()).collect())
+    }
+
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
         let mut q = Query::new(request);
         q.depth = depth;

@@ -71,6 +71,8 @@ pub enum MsgType {
     Subscribe = 29,
     /// The full keys a retrieve names, without their data (`Fdb::wanted_fields`).
     Expand = 30,
+    /// Values at ranges of grid points, extracted where the data is (`Fdb::extract`).
+    Extract = 31,
     Reply = 32,
     Data = 33,
     Entries = 34,
@@ -84,7 +86,7 @@ pub enum MsgType {
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 25] = [
+    pub const ALL: [MsgType; 26] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -103,6 +105,7 @@ impl MsgType {
         MsgType::Explain,
         MsgType::Subscribe,
         MsgType::Expand,
+        MsgType::Extract,
         MsgType::Reply,
         MsgType::Data,
         MsgType::Entries,
@@ -135,6 +138,8 @@ impl MsgType {
             MsgType::Subscribe => Operation::Subscribe,
             // The first half of a `retrieve --wait`: locked and counted as a retrieve.
             MsgType::Expand => Operation::Retrieve,
+            // Reads fields' values: locked and counted as a retrieve.
+            MsgType::Extract => Operation::Retrieve,
             MsgType::Hello
             | MsgType::Welcome
             | MsgType::Error
@@ -172,6 +177,9 @@ impl MsgType {
     pub fn op_name(self) -> &'static str {
         if self == MsgType::Expand {
             return "expand";
+        }
+        if self == MsgType::Extract {
+            return "extract";
         }
         if let Some(op) = self.operation() {
             return op.name();
@@ -575,6 +583,72 @@ pub struct Query {
     pub action: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub identifiers: Vec<String>,
+    /// An extraction's grid-point ranges, `[lo, hi)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<(u64, u64)>,
+}
+
+/// One field of an extraction on the wire: values `null` where missing (JSON has no NaN; a
+/// finite f64 goes through serde_json's shortest round-trip form, so values arrive bit-exact).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireExtraction {
+    pub key: Vec<(String, String)>,
+    pub ranges: Vec<WireRange>,
+    pub bytes_read: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid_md5: Option<[u8; 16]>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireRange {
+    pub values: Vec<Option<f64>>,
+    pub mask: Vec<u64>,
+}
+
+impl WireExtraction {
+    pub fn from_api(e: &crate::api::Extraction) -> WireExtraction {
+        WireExtraction {
+            key: e
+                .key
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ranges: e
+                .ranges
+                .iter()
+                .map(|r| WireRange {
+                    values: r
+                        .values
+                        .iter()
+                        .map(|v| v.is_finite().then_some(*v))
+                        .collect(),
+                    mask: r.mask.clone(),
+                })
+                .collect(),
+            bytes_read: e.bytes_read,
+            grid_md5: e.grid_md5,
+        }
+    }
+
+    pub fn into_api(self) -> crate::api::Extraction {
+        crate::api::Extraction {
+            key: crate::model::Key::from_pairs(self.key),
+            ranges: self
+                .ranges
+                .into_iter()
+                .map(|r| crate::extract::RangeValues {
+                    values: r
+                        .values
+                        .into_iter()
+                        .map(|v| v.unwrap_or(f64::NAN))
+                        .collect(),
+                    mask: r.mask,
+                })
+                .collect(),
+            bytes_read: self.bytes_read,
+            grid_md5: self.grid_md5,
+        }
+    }
 }
 
 fn is_zero(v: &u8) -> bool {
@@ -594,6 +668,7 @@ impl Query {
             doit: false,
             action: None,
             identifiers: Vec::new(),
+            ranges: Vec::new(),
         }
     }
 }
@@ -1042,6 +1117,34 @@ mod tests {
     }
 
     #[test]
+    fn extractions_cross_the_wire_bit_exact_with_missing_values() {
+        let e = crate::api::Extraction {
+            key: Key::from_pairs([("class", "od"), ("step", "6")]),
+            ranges: vec![crate::extract::RangeValues {
+                values: vec![0.1 + 0.2, f64::NAN, -1e-300, 273.15000000000003],
+                mask: vec![0b1101],
+            }],
+            bytes_read: 42,
+            grid_md5: Some([7; 16]),
+        };
+        let w: WireExtraction = from_json("e", &to_json(&vec![WireExtraction::from_api(&e)]))
+            .map(|mut v: Vec<WireExtraction>| v.remove(0))
+            .unwrap();
+        let back = w.into_api();
+        assert_eq!(back.key, e.key);
+        assert_eq!(back.bytes_read, 42);
+        assert_eq!(back.grid_md5, e.grid_md5);
+        let (got, want) = (&back.ranges[0], &e.ranges[0]);
+        assert_eq!(got.mask, want.mask);
+        for (g, w) in got.values.iter().zip(&want.values) {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{g} {w}"
+            );
+        }
+    }
+
+    #[test]
     fn request_types_and_operations_map_both_ways() {
         for op in Operation::ALL {
             let t = MsgType::request(op);
@@ -1052,10 +1155,13 @@ mod tests {
             .iter()
             .filter(|t| t.operation().is_some())
             .count();
-        // Every operation's, and expand (a retrieve's first half).
-        assert_eq!(requests, Operation::ALL.len() + 1);
+        // Every operation's, expand (a retrieve's first half) and extract (a partial retrieve).
+        assert_eq!(requests, Operation::ALL.len() + 2);
         assert_eq!(MsgType::from_u16(30), Some(MsgType::Expand));
         assert_eq!(MsgType::Expand.op_name(), "expand");
+        assert_eq!(MsgType::from_u16(31), Some(MsgType::Extract));
+        assert_eq!(MsgType::Extract.op_name(), "extract");
+        assert_eq!(MsgType::Extract.operation(), Some(Operation::Retrieve));
         assert_eq!(MsgType::Reply.operation(), None);
         // Wire codes never move.
         assert_eq!(MsgType::request(Operation::Wipe) as u16, 24);

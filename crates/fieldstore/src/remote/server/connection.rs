@@ -269,6 +269,7 @@ impl<'a> Connection<'a> {
                 | MsgType::Compact
                 | MsgType::Explain => self.simple(h)?,
                 MsgType::Expand => self.expand(h.request)?,
+                MsgType::Extract => self.extract(h.request)?,
                 MsgType::Subscribe => self.subscribe(h.request)?,
                 MsgType::Archive | MsgType::Flush => {
                     self.send_error(h.request, kinds::BAD_REQUEST, "archive and flush go on an archive connection (role \"archive\" in the hello)")?;

@@ -242,6 +242,47 @@ impl Connection<'_> {
     /// Streams the fields in `Data` frames. A reader thread fills chunks from the store while
     /// this one writes the previous chunk: a channel of one chunk, and two spare buffers cycling
     /// back, bound the memory to three chunks however slow the client.
+    /// Extraction where the data is: only the values travel.
+    pub(super) fn extract(&mut self, request: u64) -> Result<bool, Broken> {
+        let Some(q) = self.query(request)? else {
+            return Ok(false);
+        };
+        let req = q.request.to_request();
+        let everywhere = self.who.may_everywhere(AuthOp::Retrieve);
+        if !everywhere && !self.may_read(request, AuthOp::Retrieve, &req)? {
+            return Ok(false);
+        }
+        let ranges: Vec<std::ops::Range<u64>> = q.ranges.iter().map(|&(a, b)| a..b).collect();
+        match self.shared.fdb.extract(&req, &ranges) {
+            Ok(mut fields) => {
+                if !everywhere {
+                    // A grant names database keywords, which every field's full key holds.
+                    let before = fields.len();
+                    fields.retain(|f| self.who.may(AuthOp::Retrieve, &f.key));
+                    if before > 0 && fields.is_empty() {
+                        let msg = format!(
+                            "identity '{}' may not retrieve {}: its grants cover none of the {before} fields it names ({})",
+                            self.who.name,
+                            request_text(&req),
+                            self.who.grants_for(AuthOp::Retrieve)
+                        );
+                        self.refuse(request, AuthOp::Retrieve, None, &msg)?;
+                        return Ok(false);
+                    }
+                }
+                let wire: Vec<p::WireExtraction> =
+                    fields.iter().map(p::WireExtraction::from_api).collect();
+                self.send(MsgType::Reply, request, &[&p::to_json(&wire)])?;
+                self.writer.flush()?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.send_api_error(request, &e)?;
+                Ok(false)
+            }
+        }
+    }
+
     pub(super) fn retrieve(&mut self, request: u64) -> Result<bool, Broken> {
         let Some(q) = self.query(request)? else {
             return Ok(false);
