@@ -15,6 +15,7 @@ pub mod list;
 pub(crate) mod reader;
 pub(crate) mod request;
 pub(crate) mod strings;
+pub mod extract;
 pub mod subscribe;
 pub(crate) mod user_config;
 pub mod version;
@@ -42,6 +43,11 @@ pub use reader::{
 pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
+};
+pub use extract::{
+    fieldstore_delete_extraction, fieldstore_extract, fieldstore_extraction_count,
+    fieldstore_extraction_key, fieldstore_extraction_mask, fieldstore_extraction_t,
+    fieldstore_extraction_values,
 };
 pub use subscribe::{
     fieldstore_delete_subscription, fieldstore_retrieve_wait, fieldstore_subscribe,

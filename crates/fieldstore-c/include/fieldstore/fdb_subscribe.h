@@ -1,6 +1,6 @@
 /*
- * fieldstore/fdb_subscribe.h -- fieldstore's extensions to FDB5's C API: subscriptions and
- * retrieve-and-wait (docs/subscribe.md). Not part of FDB5: the functions are named
+ * fieldstore/fdb_subscribe.h -- fieldstore's extensions to FDB5's C API: subscriptions,
+ * retrieve-and-wait (docs/subscribe.md) and extraction (docs/extraction.md). Not part of FDB5: the functions are named
  * fieldstore_*, and both libfdb5.so builds (upstream's API and Debian's 5.10) export them.
  * Include after fdb5/api/fdb_c.h. Conventions as fdb_c.h's: every function returns an
  * FdbErrorValues code, fdb_error_string(code) gives the message, objects are freed by their
@@ -54,6 +54,32 @@ int fieldstore_delete_subscription(fieldstore_subscription_t* sub);
  * fieldstore_error_kind() says "timeout". */
 int fieldstore_retrieve_wait(fdb_handle_t* fdb, fdb_request_t* req, long timeout_ms,
                              fdb_datareader_t* dr);
+
+/* Values at ranges of grid points (GribJump's extraction) of every field a request names, in
+ * retrieve's order, reading only the bytes those points need where the store kept how each
+ * field is packed. `ranges` holds `n` pairs lo, hi: grid points lo..hi-1 in the field's point
+ * order, sorted and apart. */
+typedef struct fieldstore_extraction_t fieldstore_extraction_t;
+
+int fieldstore_extract(fdb_handle_t* fdb, const fdb_request_t* req, const size_t* ranges,
+                       size_t n, fieldstore_extraction_t** ex);
+
+/* How many fields the request named. */
+int fieldstore_extraction_count(fieldstore_extraction_t* ex, size_t* fields);
+
+/* Field `field`'s full key, {class=od,expver=0001,...}. */
+int fieldstore_extraction_key(fieldstore_extraction_t* ex, size_t field, const char** key);
+
+/* The values of range `range` of field `field`: `*count` doubles, NaN where missing. Valid
+ * until fieldstore_delete_extraction. */
+int fieldstore_extraction_values(fieldstore_extraction_t* ex, size_t field, size_t range,
+                                 const double** values, size_t* count);
+
+/* The same range's mask: bit j of word i set when point i*64+j of the range is present. */
+int fieldstore_extraction_mask(fieldstore_extraction_t* ex, size_t field, size_t range,
+                               const unsigned long long** mask, size_t* words);
+
+int fieldstore_delete_extraction(fieldstore_extraction_t* ex);
 
 /* The kind of the calling thread's last failure, a stable name: "timeout", "fell-behind" (a
  * position whose history the store no longer keeps), "not-found", "bad-request", ... ("" if
