@@ -6,6 +6,8 @@
 //! - [`checksum`]: CRC-32C, used by the on-disk formats and the wire protocol;
 //! - [`model`]: keys, MARS requests, key types, steps, the schema language and the FDB5 config;
 //! - [`grib`]: GRIB framing and MARS key extraction through ecCodes (keys are `model` keys);
+//! - [`extract`]: decoding any range of a field's grid points without reading the rest (GribJump's
+//!   extraction), and the grid geometry that turns places into ranges;
 //! - [`storage`]: the `Catalogue` and `Store` traits, the file-system seam, the toc + POSIX and
 //!   memory backends;
 //! - [`api`]: the `Fdb` trait, the local frontend over a catalogue and a store, the composing
@@ -22,6 +24,8 @@ mod fill;
 pub mod model;
 
 pub mod grib;
+
+pub mod extract;
 
 pub mod storage;
 

@@ -34,6 +34,7 @@ fn field(object: &str) -> FieldRef {
         offset: 0,
         length: 10,
         checksum: None,
+        extract: None,
     }
 }
 

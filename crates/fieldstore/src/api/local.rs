@@ -303,6 +303,7 @@ impl LocalFdb {
                     offset: *offset,
                     length: data.len() as u64,
                     checksum: Some(crate::checksum::crc32c(data)),
+                    extract: None,
                 }),
                 FieldBytes::Stream(length, src) => {
                     let r = open.batch.store.append_from(*length, &mut **src);

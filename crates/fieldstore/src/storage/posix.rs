@@ -437,6 +437,7 @@ impl StoreWriter for PosixWriter {
             offset,
             length: data.len() as u64,
             checksum: Some(checksum),
+            extract: None,
         })
     }
 
@@ -495,6 +496,7 @@ impl StoreWriter for PosixWriter {
             offset,
             length,
             checksum: Some(crc.value()),
+            extract: None,
         })
     }
 

@@ -15,6 +15,11 @@ pub struct FieldRef {
     /// Lets readers tell damaged bytes from good ones; `None` for fields a catalogue recorded
     /// before it kept checksums (they are returned unchecked).
     pub checksum: Option<u32>,
+    /// How the field's values are packed (`crate::extract::ExtractInfo`, encoded), taken when
+    /// it was archived: lets an extraction read only the bytes a few points need. Opaque to
+    /// the storage layer; `None` where it was not taken (older catalogues, FDB5's format, not
+    /// GRIB), and an extraction then reads the field's header first.
+    pub extract: Option<std::sync::Arc<[u8]>>,
 }
 
 impl FieldRef {

@@ -274,6 +274,7 @@ impl Fdb5Reader {
             offset: loc.offset,
             length: loc.length,
             checksum: None,
+            extract: None,
         })
     }
 

@@ -201,6 +201,7 @@ impl StoreWriter for MemStoreWriter {
                 offset,
                 length: data.len() as u64,
                 checksum: Some(checksum),
+                extract: None,
             });
         }
         self.shared.release(wanted);

@@ -180,6 +180,35 @@ pub fn rank_micros(rank: &str) -> Option<u64> {
     (t.len() == 17).then(|| t.parse().ok()).flatten()
 }
 
+/// Bytes as a hex string in a JSON body (small: a field's extraction information).
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(v: &Option<Arc<[u8]>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => s.serialize_str(&b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<[u8]>>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let t = text.as_bytes();
+        if t.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd-length hex"));
+        }
+        let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        t.chunks(2)
+            .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+            .collect::<Option<Vec<u8>>>()
+            .map(|v| Some(Arc::from(v)))
+            .ok_or_else(|| serde::de::Error::custom("not hex"))
+    }
+}
+
 /// One field of a flush or compaction: values in the index's keyword order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -189,6 +218,9 @@ pub struct Entry {
     pub length: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<u32>,
+    /// The field's extraction information (`FieldRef::extract`), in hex.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_bytes")]
+    pub extract: Option<std::sync::Arc<[u8]>>,
     /// The rank of the flush that wrote it (kept through compactions, so masking stays exact).
     /// Absent in a flush marker, whose rank is its name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +234,7 @@ impl Entry {
             offset: self.offset,
             length: self.length,
             checksum: self.checksum,
+            extract: self.extract.clone(),
         }
     }
 }
@@ -368,6 +401,7 @@ mod tests {
                     offset: 0,
                     length: 4,
                     checksum: Some(9),
+                    extract: Some(std::sync::Arc::from(&[0u8, 0x7f, 0xff][..])),
                     rank: None,
                 }],
             }],

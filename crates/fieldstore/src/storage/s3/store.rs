@@ -299,6 +299,7 @@ impl StoreWriter for S3Writer {
             offset,
             length: data.len() as u64,
             checksum: Some(checksum),
+            extract: None,
         })
     }
 

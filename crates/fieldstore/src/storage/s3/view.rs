@@ -199,6 +199,7 @@ impl View {
                     offset: e.field.offset,
                     length: e.field.length,
                     checksum: e.field.checksum,
+                    extract: e.field.extract.clone(),
                     rank: Some(e.rank.to_string()),
                 });
             }
@@ -295,6 +296,7 @@ mod tests {
                     offset: 0,
                     length: 1,
                     checksum: None,
+                    extract: None,
                     rank: r.map(str::to_string),
                 })
                 .collect(),

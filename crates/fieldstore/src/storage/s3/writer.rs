@@ -101,6 +101,7 @@ impl CatalogueWriter for S3CatalogueWriter {
                         offset: f.offset,
                         length: f.length,
                         checksum: f.checksum,
+                        extract: f.extract,
                         rank: None,
                     })
                     .collect(),

@@ -202,6 +202,7 @@ fn flushed(
                 offset: e.offset,
                 length: e.length,
                 checksum: e.checksum,
+                extract: e.extract.map(std::sync::Arc::from),
             },
         });
     }
@@ -254,6 +255,7 @@ mod tests {
                 offset: u64::from(s) * 10,
                 length: 10,
                 checksum: None,
+                extract: None,
             };
             w.add(&index(), &datum(s), field).unwrap();
         }
@@ -331,6 +333,7 @@ mod tests {
             offset: 0,
             length: 10,
             checksum: None,
+            extract: None,
         };
         w.add(&index(), &datum(12), field).unwrap();
         std::fs::write(Path::new(&root).join("producer.ready"), b"").unwrap();
@@ -581,6 +584,7 @@ mod polling_tests {
             offset: 0,
             length: 1,
             checksum: None,
+            extract: None,
         };
         w.add(
             &Key::parse("{type=fc}").unwrap(),

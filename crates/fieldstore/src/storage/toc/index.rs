@@ -17,12 +17,22 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::journal::JournalMark;
-use crate::storage::fs::{FileSystem, Mapped, OpenMode};
+use crate::storage::fs::{FileSystem, FsFile, Mapped, OpenMode};
 use crate::storage::StorageError;
 
 const MAGIC: &[u8; 4] = b"FSIX";
 const TRAILER_MAGIC: &[u8; 4] = b"XISF";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
+
+/// The version a file of these entries is written in: 3 unless an entry carries extraction
+/// information, so stores without it stay readable by builds that predate version 4.
+fn version_for(entries: &[IndexEntry]) -> u32 {
+    if entries.iter().any(|e| e.extract.is_some()) {
+        VERSION
+    } else {
+        3
+    }
+}
 /// Entries per block: a lookup checks and decodes this many (about 50 KiB of small keys).
 const BLOCK: usize = 1024;
 /// Trailer: table offset (u64), block count (u32), checksum of header + table (u32), magic.
@@ -42,6 +52,8 @@ pub struct IndexEntry {
     /// CRC-32C of the field's bytes; `None` for entries from version 1 and 2 indexes, which
     /// compaction carries over without one.
     pub checksum: Option<u32>,
+    /// The field's extraction information (see `FieldRef::extract`); version 4 only.
+    pub extract: Option<std::sync::Arc<[u8]>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -92,6 +104,7 @@ pub struct EntryRef<'a> {
     pub length: u64,
     pub masked: bool,
     pub checksum: Option<u32>,
+    pub extract: Option<&'a [u8]>,
 }
 
 impl EntryRef<'_> {
@@ -103,6 +116,7 @@ impl EntryRef<'_> {
             length: self.length,
             masked: self.masked,
             checksum: self.checksum,
+            extract: self.extract.map(std::sync::Arc::from),
         }
     }
 }
@@ -122,6 +136,22 @@ const MIN_FIXED: usize = 21;
 /// Entry flags (version 3; versions 1 and 2 only ever wrote 0 or 1, "masked").
 const FLAG_MASKED: u8 = 1;
 const FLAG_CHECKSUM: u8 = 2;
+/// Version 4: the fixed part is followed by extraction information (u32 length, bytes).
+const FLAG_EXTRACT: u8 = 4;
+/// The most extraction information one entry may carry: far beyond what any field's packing
+/// needs (a CCSDS field of 100 million points has 25,000 intervals), and it bounds what a
+/// damaged length can make a reader skip.
+pub(crate) const MAX_EXTRACT: usize = 1 << 20;
+
+/// Bytes an entry takes after its fixed part: version 4's extraction information, if flagged.
+fn extra_len(rec_tail: &[u8], version: u32, flags: u8) -> Option<usize> {
+    if version >= 4 && flags & FLAG_EXTRACT != 0 {
+        let n = usize::try_from(le(rec_tail.get(..4)?)).ok()?;
+        (n <= MAX_EXTRACT).then_some(4 + n)
+    } else {
+        Some(0)
+    }
+}
 
 fn le(bytes: &[u8]) -> u64 {
     bytes
@@ -144,8 +174,16 @@ fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry, version: u32) {
             } else {
                 0
             };
-        buf.push(flags);
+        let extract = e
+            .extract
+            .as_deref()
+            .filter(|x| version >= 4 && x.len() <= MAX_EXTRACT);
+        buf.push(flags | if extract.is_some() { FLAG_EXTRACT } else { 0 });
         buf.extend_from_slice(&e.checksum.unwrap_or(0).to_le_bytes());
+        if let Some(x) = extract {
+            buf.extend_from_slice(&(x.len() as u32).to_le_bytes());
+            buf.extend_from_slice(x);
+        }
     } else {
         buf.push(u8::from(e.masked));
     }
@@ -157,8 +195,9 @@ fn scan(
     mut pos: usize,
     n: usize,
     data_files: usize,
-    fixed: usize,
+    version: u32,
 ) -> Result<(Vec<u32>, usize), (usize, &'static str)> {
+    let fixed = fixed_len(version);
     let mut starts = Vec::with_capacity(n);
     let mut previous: Option<&[u8]> = None;
     for _ in 0..n {
@@ -178,9 +217,18 @@ fn scan(
         if previous.is_some_and(|p| p > values) {
             return Err((at, "entries out of order"));
         }
+        let extra = extra_len(
+            body.get(pos + 2 + len + fixed..).unwrap_or_default(),
+            version,
+            rec[len + 20],
+        )
+        .ok_or((at, "entry's extraction information truncated or too long"))?;
+        if body.len() < pos + 2 + len + fixed + extra {
+            return Err((at, "truncated entry"));
+        }
         previous = Some(values);
         starts.push(u32::try_from(at).map_err(|_| (at, "entry beyond 4 GiB"))?);
-        pos += 2 + len + fixed;
+        pos += 2 + len + fixed + extra;
     }
     Ok((starts, pos))
 }
@@ -197,18 +245,19 @@ impl IndexFile {
         entries: Vec<IndexEntry>,
         seen: Option<&JournalMark>,
     ) -> Result<(), StorageError> {
+        let version = version_for(&entries);
         let buf = Self::encode(
             index_key,
             datum_keywords,
             data_files,
             entries,
-            VERSION,
+            version,
             seen,
         );
         write_new(fs, path, &buf)
     }
 
-    /// The file's bytes in block format `version` (2 or 3; 2 only for tests that older files
+    /// The file's bytes in block format `version` (2 to 4; 2 only for tests that older files
     /// still read).
     fn encode(
         index_key: &str,
@@ -232,7 +281,10 @@ impl IndexFile {
     }
 
     /// Writes entries already in index order, no key twice (a conversion's): nothing is
-    /// sorted or copied. Out of order entries are refused.
+    /// sorted or copied. Out of order entries are refused. The file is not yet durable: its
+    /// writeback has started, and the caller must `sync_data` the file returned before any
+    /// journal record names it (a conversion writes many, then syncs them together, so the
+    /// disk works while the CPU makes the next).
     pub fn write_sorted(
         fs: &dyn FileSystem,
         path: &Path,
@@ -241,7 +293,7 @@ impl IndexFile {
         data_files: &[String],
         entries: &[IndexEntry],
         seen: Option<&JournalMark>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Box<dyn FsFile>, StorageError> {
         if let Some(w) = entries.windows(2).find(|w| w[0].values >= w[1].values) {
             return Err(StorageError::Corrupt {
                 path: path.to_path_buf(),
@@ -257,10 +309,15 @@ impl IndexFile {
             datum_keywords,
             data_files,
             entries,
-            VERSION,
+            version_for(entries),
             seen,
         );
-        write_new(fs, path, &buf)
+        let f = fs
+            .open(path, OpenMode::CreateNew)
+            .map_err(StorageError::io("create", path))?;
+        f.append(&buf).map_err(StorageError::io("write", path))?;
+        f.start_writeback(0, buf.len() as u64);
+        Ok(f)
     }
 
     fn encode_sorted(
@@ -335,7 +392,7 @@ impl IndexFile {
                 }
                 (body.get(12..12 + hlen), 12 + hlen, None)
             }
-            2 | 3 => {
+            2..=4 => {
                 if buf.len() < 12 + TRAILER || &buf[buf.len() - 4..] != TRAILER_MAGIC {
                     return Err(corrupt(buf.len(), "truncated: no trailer"));
                 }
@@ -383,14 +440,8 @@ impl IndexFile {
         let blocks = match tail {
             None => {
                 // Version 1: checked as a whole above; decode it all now.
-                let (starts, _) = scan(
-                    &buf[..buf.len() - 4],
-                    header_end,
-                    count,
-                    nfiles,
-                    fixed_len(version),
-                )
-                .map_err(|(at, d)| corrupt(at, d))?;
+                let (starts, _) = scan(&buf[..buf.len() - 4], header_end, count, nfiles, version)
+                    .map_err(|(at, d)| corrupt(at, d))?;
                 let mut blocks = Vec::new();
                 for chunk in starts.chunks(BLOCK) {
                     let first = chunk[0] as usize;
@@ -490,13 +541,7 @@ impl IndexFile {
                     ));
                 }
             }
-            match scan(
-                bytes,
-                block.start,
-                n,
-                self.data_files.len(),
-                fixed_len(self.version),
-            ) {
+            match scan(bytes, block.start, n, self.data_files.len(), self.version) {
                 Ok((starts, end)) if end == block.end || block.crc.is_none() => {
                     Ok(starts.into_boxed_slice())
                 }
@@ -525,6 +570,11 @@ impl IndexFile {
         } else {
             (flags != 0, None)
         };
+        let tail = at + 2 + len + fixed_len(self.version);
+        let extract = match extra_len(b.get(tail..)?, self.version, flags)? {
+            0 => None,
+            n => Some(b.get(tail + 4..tail + n)?),
+        };
         Some(EntryRef {
             values: std::str::from_utf8(&rec[..len]).ok()?,
             file: le(&rec[len..len + 4]) as u32,
@@ -532,6 +582,7 @@ impl IndexFile {
             length: le(&rec[len + 12..len + 20]),
             masked,
             checksum,
+            extract,
         })
     }
 
@@ -609,6 +660,7 @@ mod tests {
             length: 10,
             masked: false,
             checksum: Some(o as u32 ^ 0xdead_beef),
+            extract: None,
         }
     }
 
@@ -623,6 +675,54 @@ mod tests {
             None,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn extraction_information_rides_in_version_4_entries_only_when_present() {
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("plain.idx");
+        write(
+            &plain,
+            (0..3000).map(|i| e(&format!("{i:05}"), i)).collect(),
+        );
+        let i = IndexFile::read(&OsFs, &plain).unwrap();
+        assert_eq!(i.version, 3, "no entry carries extraction information");
+        assert!(i.entries().all(|e| e.unwrap().extract.is_none()));
+
+        let with = d.path().join("with.idx");
+        let info = |n: u64| -> Option<std::sync::Arc<[u8]>> {
+            // Some entries carry none; sizes vary across block boundaries.
+            (n % 3 != 0).then(|| (0..(n % 700) as u8).collect::<Vec<u8>>().into())
+        };
+        let entries: Vec<IndexEntry> = (0..3000)
+            .map(|n| IndexEntry {
+                extract: info(n),
+                ..e(&format!("{n:05}"), n)
+            })
+            .collect();
+        write(&with, entries.clone());
+        let i = IndexFile::read(&OsFs, &with).unwrap();
+        assert_eq!(i.version, 4);
+        for (got, want) in i.entries().zip(&entries) {
+            let got = got.unwrap();
+            assert_eq!(got.extract, want.extract.as_deref(), "{}", want.values);
+            assert_eq!((got.offset, got.checksum), (want.offset, want.checksum));
+        }
+        let hit = i.lookup("02999").unwrap().unwrap();
+        assert_eq!(hit.extract, info(2999).as_deref());
+
+        // A damaged length is an error naming the block, never a read past the entry.
+        let mut bytes = std::fs::read(&with).unwrap();
+        let at = bytes.windows(5).position(|w| w == b"00001").unwrap();
+        // key length u16 precedes the key; the fixed part (25 bytes) follows it.
+        let len_at = at + 5 + 25;
+        bytes[len_at..len_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let bad = d.path().join("bad.idx");
+        std::fs::write(&bad, &bytes).unwrap();
+        let refused = IndexFile::read(&OsFs, &bad)
+            .map(|i| i.entries().any(|e| e.is_err()))
+            .unwrap_or(true);
+        assert!(refused, "a damaged extraction length must be refused");
     }
 
     #[test]

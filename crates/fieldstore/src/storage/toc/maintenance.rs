@@ -571,6 +571,7 @@ fn merge(
                 length: e.length,
                 masked,
                 checksum: e.checksum,
+                extract: e.extract.map(std::sync::Arc::from),
             });
         }
     }
@@ -670,6 +671,7 @@ mod tests {
                 offset: i as u64,
                 length: 1,
                 checksum: None,
+                extract: None,
             };
             w.add(&ik(), &dk(s), f).unwrap();
         }
@@ -872,6 +874,7 @@ mod tests {
                             offset: next_offset,
                             length: 1,
                             checksum: None,
+                            extract: None,
                         };
                         next_offset += 1;
                         newest.insert(field.clone(), loc(&f));

@@ -212,6 +212,7 @@ impl CatalogueReader for DbReader {
                     offset: e.offset,
                     length: e.length,
                     checksum: e.checksum,
+                    extract: e.extract.map(std::sync::Arc::from),
                 }));
             }
         }
@@ -274,6 +275,7 @@ impl Iterator for Entries {
                     offset: e.offset,
                     length: e.length,
                     checksum: e.checksum,
+                    extract: e.extract.map(std::sync::Arc::from),
                 },
                 masked,
             }));

@@ -275,6 +275,7 @@ mod tests {
             offset: 0,
             length: 1,
             checksum: None,
+            extract: None,
         };
         w.add(
             &Key::from_pairs([("type", "fc")]),

@@ -238,6 +238,7 @@ impl CatalogueWriter for DbWriter {
             length: field.length,
             masked: false,
             checksum: field.checksum,
+            extract: field.extract,
         });
         Ok(())
     }

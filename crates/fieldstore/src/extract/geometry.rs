@@ -1,0 +1,2 @@
+//! geometry
+pub struct Grid;
