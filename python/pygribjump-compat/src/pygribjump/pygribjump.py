@@ -430,7 +430,7 @@ class GribJump:
         merge_default_context(ctx, "pygribjump_extract_single")
         ranges, shape = _check_ranges(ranges)
         req = _request_dict(request)
-        found = self._fdb_extract(req, ranges, "gribjump_extract_single")
+        found = [e for e in self._fdb_extract(req, ranges, "gribjump_extract_single") if self._exists(e)]
         expected = _cardinality(req)
         if expected is not None and len(found) != expected:
             raise _error("gribjump_extract_single", _not_found(len(found), expected, [req]))
@@ -454,15 +454,19 @@ class GribJump:
                 raise _error("gribjump_extract_from_paths",
                              f"Bad value: only local files (scheme 'file', no host) are supported, "
                              f"not {r.scheme}://{r.host}:{r.port}")
+            _check_order(r.ranges, "gribjump_extract_from_paths")
             message = _read_message(r.path, r.offset)
-            if not self._ignore_grid:
-                actual = fieldstore.Message(message).metadata("md5GridSection")
-                _compare_hash(r.gridHash, actual, i, f"file {r.path}", "gribjump_extract_from_paths")
             if native is not None:
-                got = native(message, r.ranges)
-                values, masks = got.values, got.masks
+                try:
+                    got = native(message, r.ranges)
+                except fieldstore.Error as exc:
+                    raise _error("gribjump_extract_from_paths", f"{type(exc).__name__}: {exc}") from exc
+                values, masks, actual = got.values, got.masks, got.grid_hash
             else:
                 values, masks = _decode_extract(message, r.ranges)
+                actual = None if self._ignore_grid else fieldstore.Message(message).metadata("md5GridSection")
+            if not self._ignore_grid:
+                _compare_hash(r.gridHash, actual, i, f"file {r.path}", "gribjump_extract_from_paths")
             out.append(ExtractionResult(values, masks, r.shape))
         return ExtractionIteratorFromPath(out)
 
@@ -499,7 +503,7 @@ class GribJump:
         missing = 0
         for r in requests:
             _check_order(r.ranges, function)
-            got = self._fdb_extract(r.request, r.ranges, function)
+            got = [e for e in self._fdb_extract(r.request, r.ranges, function) if self._exists(e)]
             if len(got) != 1:
                 # GribJump counts the fields matched across the whole call and fails it when any
                 # request names no field, or more than one (extract_single is for those).
@@ -528,6 +532,19 @@ class GribJump:
             raise _error(function, f"{type(exc).__name__}: {exc}") from exc
         except ValueError as exc:
             raise _error(function, f"Bad value: {exc}") from exc
+
+    def _exists(self, extraction) -> bool:
+        """Whether an extraction is of a stored field. A library may answer a field it does not
+        have with NaN everywhere (nothing present): only then is the store asked."""
+        if any(np.any(np.asarray(m)) for m in extraction.masks):
+            return True
+        key = getattr(extraction, "key", None)
+        if not key:
+            return True
+        try:
+            return next(iter(self.fdb.list(key)), None) is not None
+        except fieldstore.Error:
+            return True
 
     def _check_hash(self, extraction, request, expected, item, function):
         if self._ignore_grid:
