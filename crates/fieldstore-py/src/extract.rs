@@ -1,29 +1,17 @@
-//! `FDB.extract(request, ranges)`: values of ranges of grid points of every field a request
-//! names, without reading whole fields (issue 30). The `pygribjump` compatibility package
-//! (python/pygribjump-compat) is built on it.
+//! Extraction of ranges of grid points (issue 30): the `Extraction` result class, the ranges
+//! argument, and `extract_message` (one GRIB message in memory, no store). `FDB.extract` is in
+//! `fdb_extract.rs`. The `pygribjump` compatibility package (python/pygribjump-compat) is built
+//! on them.
 
 use std::ops::Range;
 
-use fieldstore::api;
-use fieldstore::model::request::Request;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use fieldstore::extract::{ExtractError, ExtractInfo, RangeValues};
 
 use crate::buffer::WritableBuffer;
-use crate::results::key_dict;
-
-/// The library call this binding wraps: `api::Fdb::extract` (one `Extraction` per field the
-/// request names, in request order; per range the values, NaN where missing, and the mask
-/// words, bit j of word k set when point k*64+j of the range is present). Kept in this one
-/// place so that a change of the library's signature is a change here only.
-fn library_extract(
-    fdb: &dyn api::Fdb,
-    request: &Request,
-    ranges: &[Range<u64>],
-) -> Result<Vec<api::Extraction>, api::ApiError> {
-    fdb.extract(request, ranges)
-}
 
 /// Half-open grid-point ranges from a list of `(lo, hi)` pairs: `lo < hi`, ascending and not
 /// overlapping (what GribJump requires; said here, by index, rather than by the library).
@@ -87,22 +75,30 @@ fn u64_bytes(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
 }
 
-/// What `FDB.extract` gives for one field: its full MARS key, and per range asked for the
+/// What `FDB.extract` gives for one field (and `extract_message` for one message): its full MARS key, and per range asked for the
 /// values (float64, NaN where the field has no value) and the presence mask (uint64 words;
 /// bit j of word k set when point k*64+j of the range has a value).
 #[pyclass(frozen, module = "fieldstore._native")]
 pub struct Extraction {
-    key: Py<PyDict>,
-    values: Py<PyList>,
-    masks: Py<PyList>,
+    pub(crate) key: Option<Py<PyDict>>,
+    pub(crate) values: Py<PyList>,
+    pub(crate) masks: Py<PyList>,
+    pub(crate) grid_hash: Option<String>,
 }
 
 #[pymethods]
 impl Extraction {
-    /// The field's MARS key (dict of str).
+    /// The field's MARS key (dict of str); None for a message extracted without a store.
     #[getter]
-    fn key(&self, py: Python<'_>) -> Py<PyDict> {
-        self.key.clone_ref(py)
+    fn key(&self, py: Python<'_>) -> Option<Py<PyDict>> {
+        self.key.as_ref().map(|k| k.clone_ref(py))
+    }
+
+    /// The md5 of the field's grid section (ecCodes' `md5GridSection`, what GribJump checks
+    /// requests against), when known.
+    #[getter]
+    fn grid_hash(&self) -> Option<String> {
+        self.grid_hash.clone()
     }
 
     /// One float64 numpy array per range, missing points NaN.
@@ -124,45 +120,80 @@ impl Extraction {
             .iter()
             .map(|a| a.len().unwrap_or(0))
             .sum();
+        let key = match &self.key {
+            Some(k) => k.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+            None => "None".to_string(),
+        };
         format!(
-            "Extraction(key={}, ranges={}, values={n})",
-            self.key.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+            "Extraction(key={key}, ranges={}, values={n})",
             self.values.bind(py).len()
         )
     }
 }
 
-fn to_python(py: Python<'_>, e: &api::Extraction) -> PyResult<Extraction> {
+pub(crate) fn arrays(py: Python<'_>, ranges: &[RangeValues]) -> PyResult<(Py<PyList>, Py<PyList>)> {
     let values = PyList::empty(py);
     let masks = PyList::empty(py);
-    for r in &e.ranges {
+    for r in ranges {
         values.append(array(py, "float64", r.values.len(), &f64_bytes(&r.values))?)?;
         masks.append(array(py, "uint64", r.mask.len(), &u64_bytes(&r.mask))?)?;
     }
+    Ok((values.unbind(), masks.unbind()))
+}
+
+/// The values of ranges of grid points of one GRIB message in memory (bytes or any buffer,
+/// from `GRIB` to `7777`), without a store: an `Extraction` with `key` None and `grid_hash` set
+/// (None for a GRIB1 field on a predefined grid). Packings without a range decoder are decoded
+/// whole by ecCodes.
+#[pyfunction]
+pub fn extract_message<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    ranges: &Bound<'py, PyAny>,
+) -> PyResult<Extraction> {
+    let ranges = self::ranges(ranges)?;
+    // bytes are immutable, so read in place with the GIL released; anything else is copied.
+    let owned;
+    let bytes: &Bound<'_, PyBytes> = if let Ok(b) = data.cast::<PyBytes>() {
+        b
+    } else {
+        owned = py
+            .import("builtins")?
+            .getattr("bytes")?
+            .call1((data,))
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "extract_message needs bytes or a buffer holding one GRIB message, not {}",
+                    data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ))
+            })?
+            .cast_into::<PyBytes>()?;
+        &owned
+    };
+    let slice = bytes.as_bytes();
+    let (found, hash) = py
+        .detach(|| {
+            // As fieldstore::extract::extract_message, keeping the info for its grid hash.
+            let info = ExtractInfo::build(slice)?;
+            let len = info.total_length;
+            let whole = slice.get(..len as usize).ok_or_else(|| ExtractError::Corrupt {
+                offset: 0,
+                reason: "shorter than its announced length".into(),
+            })?;
+            let values = info.extract(&ranges, &[(0..len, whole)])?;
+            Ok::<_, ExtractError>((values, info.md5_grid_section_hex()))
+        })
+        .map_err(crate::errors::to_py)?;
+    let (values, masks) = arrays(py, &found)?;
     Ok(Extraction {
-        key: key_dict(py, &e.key)?.unbind(),
-        values: values.unbind(),
-        masks: masks.unbind(),
+        key: None,
+        values,
+        masks,
+        grid_hash: hash,
     })
 }
 
-/// `FDB.extract`'s body: the request and ranges checked, the extraction with the GIL released.
-pub fn extract<'py>(
-    py: Python<'py>,
-    fdb: &dyn api::Fdb,
-    request: Request,
-    ranges: Vec<Range<u64>>,
-) -> PyResult<Bound<'py, PyList>> {
-    let found = py
-        .detach(|| library_extract(fdb, &request, &ranges))
-        .map_err(crate::errors::to_py)?;
-    let out = PyList::empty(py);
-    for e in &found {
-        out.append(Bound::new(py, to_python(py, e)?)?)?;
-    }
-    Ok(out)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Extraction>()
+    m.add_class::<Extraction>()?;
+    m.add_function(wrap_pyfunction!(extract_message, m)?)
 }
