@@ -7,6 +7,7 @@ mod buffer;
 mod convert;
 mod errors;
 mod extract;
+mod fdb_extract;
 mod fdb;
 mod listing;
 mod message;
