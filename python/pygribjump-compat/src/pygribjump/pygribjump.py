@@ -628,13 +628,47 @@ def _compare_hash(expected, actual, item, where, function):
 
 
 def _grid_hash_of(fdb, key) -> str | None:
-    """md5GridSection of a stored field, by retrieving it (for stores whose extraction does not
-    report the hash)."""
+    """md5GridSection of a stored field (for stores whose extraction does not report it): the md5
+    of its whole grid section (GRIB2 section 3, GRIB1 section 2), as ecCodes computes it, reading
+    only the message's first sections."""
     reader = fdb.retrieve(key)
-    data = reader.readall()
-    if not data:
+    try:
+        return _grid_hash_from(reader)
+    finally:
+        reader.close()
+
+
+def _grid_hash_from(reader) -> str | None:
+    import hashlib
+
+    def at(offset, n):
+        reader.seek(offset)
+        b = reader.read(n)
+        if len(b) != n:
+            raise GribJumpException(f"Bad value: truncated GRIB message (byte {offset})")
+        return b
+
+    head = reader.read(16)
+    if len(head) < 16:
         return None
-    return fieldstore.Message(data[: _message_length(data[:16], "retrieved field")]).metadata("md5GridSection")
+    total = _message_length(head, "retrieved field")
+    if head[7] == 1:
+        len1 = int.from_bytes(at(8, 3), "big")
+        flags = at(8 + 7, 1)[0]
+        if not flags & 0x80:  # no grid description: a predefined grid
+            return None
+        len2 = int.from_bytes(at(8 + len1, 3), "big")
+        return hashlib.md5(at(8 + len1, len2)).hexdigest()
+    pos = 16
+    while pos + 5 <= total - 4:
+        hdr = at(pos, 5)
+        length, number = int.from_bytes(hdr[:4], "big"), hdr[4]
+        if number == 3:
+            return hashlib.md5(at(pos, length)).hexdigest()
+        if length < 5:
+            break
+        pos += length
+    return None
 
 
 class _Decoded:
