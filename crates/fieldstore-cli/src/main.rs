@@ -53,6 +53,9 @@ enum Command {
     Write(WriteArgs),
     /// Retrieve the fields a request names into a file (`-`: standard output).
     Read(ReadArgs),
+    /// Values at grid points, places or boxes of the fields a request names, reading only the
+    /// bytes those points need (GribJump's extraction).
+    Extract(commands::extract::ExtractArgs),
     /// Follow fields as flushes make them visible: one line each, or a command run per field.
     Watch(commands::watch::WatchArgs),
     /// List fields, indexes or databases matching a partial request.
@@ -170,6 +173,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Request(c) => commands::request::run(c, &session),
         Command::Write(a) => commands::store::write(a, &session),
         Command::Read(a) => commands::store::read(a, &session),
+        Command::Extract(a) => commands::extract::extract(a, &session),
         Command::List(a) => commands::store::list(a, &session),
         Command::Watch(a) => commands::watch::run(a, &session),
         Command::Axes(a) => commands::store::axes(a, &session),

@@ -16,6 +16,8 @@ pub enum ApiError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Grib(#[from] GribError),
+    #[error(transparent)]
+    Extract(#[from] crate::extract::ExtractError),
     #[error("{0}")]
     Config(String),
     #[error("no writable roots available for database {db}. Configured roots: {roots}")]
@@ -79,6 +81,7 @@ impl ApiError {
             ApiError::Model(e) => e.kind(),
             ApiError::Storage(e) => e.kind(),
             ApiError::Grib(e) => e.kind(),
+            ApiError::Extract(e) => e.kind(),
             ApiError::Config(_) | ApiError::NoWritableRoot { .. } => ErrorKind::Config,
             ApiError::NothingMatched(_) => ErrorKind::NotFound,
             ApiError::KeyMismatch { .. } | ApiError::Invalid(_) => ErrorKind::BadRequest,

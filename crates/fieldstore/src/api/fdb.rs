@@ -91,6 +91,21 @@ pub trait Fdb: Send + Sync {
         forward(self, Operation::Retrieve)?.retrieve(request)
     }
 
+    /// The values at ranges of grid points (half-open, sorted, in the field's point order) of
+    /// every field a request names, in retrieve's order (`api/extract.rs`). Frontends that
+    /// keep fields where they lie override it to read only the bytes those points need; this
+    /// default reads whole fields through `retrieve`.
+    fn extract(
+        &self,
+        request: &Request,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Vec<super::extract::Extraction>, ApiError> {
+        match self.forward_to() {
+            Some(child) => child.extract(request, ranges),
+            None => super::extract::extract_retrieved(self.retrieve(request)?, ranges),
+        }
+    }
+
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         forward(self, Operation::List)?.list(request, options)

@@ -254,6 +254,14 @@ impl LocalFdb {
             .schema
             .split(key, &self.cx, strict)
             .map_err(ModelError::from)?;
+        // Taken before any lock: how the values are packed, so that extraction reads only the
+        // bytes a few points need (a CCSDS field is decoded once here, for its intervals).
+        let extract = match &data {
+            FieldBytes::Slice(d) | FieldBytes::Adopted { data: d, .. } => {
+                super::extract::info_of(d)
+            }
+            FieldBytes::Stream(..) | FieldBytes::Consumed => None,
+        };
         let mut attempts = 0;
         loop {
             let slot = match self.slot(&split.db) {
@@ -317,6 +325,10 @@ impl LocalFdb {
                     })
                 }
             }
+            .map(|mut field| {
+                field.extract = extract.clone();
+                field
+            })
             .map_err(ApiError::from);
             let added = appended.and_then(|field| {
                 Ok(open
@@ -523,6 +535,26 @@ impl LocalFdb {
         // without any flush paying for the whole database.
         *spare = Some(batch);
         Ok(())
+    }
+
+    /// The fields a request names, in FDB5's retrieve order, each once.
+    fn locate(&self, request: &Request) -> Result<VecDeque<Located>, ApiError> {
+        let mut found = Found::default();
+        for e in self.expand(request, ExpandMode::Retrieve)? {
+            let (Some(ndb), Some(nix), Some(ndt)) = (
+                e.levels[0].count(),
+                e.levels[1].count(),
+                e.levels[2].count(),
+            ) else {
+                continue;
+            };
+            if ndb.saturating_mul(nix).saturating_mul(ndt) <= ENUMERATE_LIMIT {
+                self.retrieve_by_lookup(&e, &mut found)?;
+            } else {
+                self.retrieve_by_walk(&e, ndb, &mut found)?;
+            }
+        }
+        Ok(found.locations)
     }
 
     /// A reader for a database key, once per retrieve; `None` when it does not exist.
@@ -834,11 +866,11 @@ struct OpenObject {
 }
 
 /// A field found by a retrieve: where it is, and its key for error messages.
-struct Located {
-    db: DbRef,
-    field: FieldRef,
-    index: Key,
-    datum: Key,
+pub(super) struct Located {
+    pub(super) db: DbRef,
+    pub(super) field: FieldRef,
+    pub(super) index: Key,
+    pub(super) datum: Key,
 }
 
 /// The field being streamed: how much of it is done and the checksum of that much.
@@ -1446,25 +1478,23 @@ impl Fdb for LocalFdb {
                 "retrieve is disabled by this config".into(),
             ));
         }
-        let mut found = Found::default();
-        for e in self.expand(request, ExpandMode::Retrieve)? {
-            let (Some(ndb), Some(nix), Some(ndt)) = (
-                e.levels[0].count(),
-                e.levels[1].count(),
-                e.levels[2].count(),
-            ) else {
-                continue;
-            };
-            if ndb.saturating_mul(nix).saturating_mul(ndt) <= ENUMERATE_LIMIT {
-                self.retrieve_by_lookup(&e, &mut found)?;
-            } else {
-                self.retrieve_by_walk(&e, ndb, &mut found)?;
-            }
-        }
         Ok(Box::new(FieldStream::new(
             self.store.clone(),
-            found.locations.into(),
+            self.locate(request)?.into(),
         )))
+    }
+
+    fn extract(
+        &self,
+        request: &Request,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Vec<super::extract::Extraction>, ApiError> {
+        if !self.config.actions.retrieve {
+            return Err(ApiError::Invalid(
+                "retrieve (and so extract) is disabled by this config".into(),
+            ));
+        }
+        super::extract::extract_located(&*self.store, &self.locate(request)?, ranges)
     }
 
     fn subscribe(

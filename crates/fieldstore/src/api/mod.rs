@@ -3,6 +3,7 @@
 pub(crate) mod archiver;
 pub(crate) mod element;
 pub(crate) mod error;
+mod extract;
 pub(crate) mod fdb;
 pub(crate) mod feed;
 pub mod frontends;
@@ -21,6 +22,7 @@ pub use element::{
     ListElement, ListOptions, Location,
 };
 pub use error::{ApiError, RemoteFailure};
+pub use extract::{extract_selections, Extraction, SelectedField, SelectedValues, Selection};
 pub use fdb::{Fdb, ListIter};
 pub use local::{Clock, LocalFdb};
 pub use operation::{Operation, UnknownOperation};
