@@ -84,6 +84,7 @@ pub struct Extraction {
     pub(crate) values: Py<PyList>,
     pub(crate) masks: Py<PyList>,
     pub(crate) grid_hash: Option<String>,
+    pub(crate) bytes_read: Option<u64>,
 }
 
 #[pymethods]
@@ -99,6 +100,13 @@ impl Extraction {
     #[getter]
     fn grid_hash(&self) -> Option<String> {
         self.grid_hash.clone()
+    }
+
+    /// Bytes of the field read to answer (its length when it was read whole); None for
+    /// `extract_message`.
+    #[getter]
+    fn bytes_read(&self) -> Option<u64> {
+        self.bytes_read
     }
 
     /// One float64 numpy array per range, missing points NaN.
@@ -190,6 +198,7 @@ pub fn extract_message<'py>(
         values,
         masks,
         grid_hash: hash,
+        bytes_read: None,
     })
 }
 

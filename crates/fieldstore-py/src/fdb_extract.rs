@@ -12,9 +12,8 @@ use crate::extract::{arrays, Extraction};
 use crate::results::key_dict;
 
 /// The library call this binding wraps: `api::Fdb::extract` (one `Extraction` per field the
-/// request names, in request order; per range the values, NaN where missing, and the mask
-/// words, bit j of word k set when point k*64+j of the range is present). Kept in this one
-/// place so that a change of the library's signature is a change here only.
+/// request names, in retrieve's order; per range the values, NaN where missing, and the mask
+/// words, bit j of word k set when point k*64+j of the range is present).
 fn library_extract(
     fdb: &dyn api::Fdb,
     request: &Request,
@@ -29,9 +28,10 @@ fn to_python(py: Python<'_>, e: &api::Extraction) -> PyResult<Extraction> {
         key: Some(key_dict(py, &e.key)?.unbind()),
         values,
         masks,
-        // The library's extraction does not report the grid hash (yet): the pygribjump
-        // package computes it from the field when it has to check one.
-        grid_hash: None,
+        grid_hash: e
+            .grid_md5
+            .map(|m| m.iter().map(|b| format!("{b:02x}")).collect()),
+        bytes_read: Some(e.bytes_read),
     })
 }
 

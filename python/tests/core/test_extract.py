@@ -37,15 +37,20 @@ def check(extraction, message, ranges):
 
 
 @needs_fdb_extract
-def test_extract_every_field_in_request_order(store, sample_fields):
+def test_extract_every_field_in_retrieve_order(store, sample_fields):
     request = dict(BASE_KEY, param="131/130", levelist="500", step="12/0")
     found = store.extract(request, RANGES)
+    # retrieve's order, each field once.
     order = [(f.key["param"], f.key["step"]) for f in found]
-    assert order == [("131", "12"), ("131", "0"), ("130", "12"), ("130", "0")]
+    assert order == [(i.key["param"], i.key["step"]) for i in store.retrieve(request).fields]
+    assert sorted(order) == [("130", "0"), ("130", "12"), ("131", "0"), ("131", "12")]
     by_key = {(k["param"], k["levelist"], k["step"]): data for k, data in sample_fields}
     for f in found:
         assert f.key["levelist"] == "500" and f.key["class"] == "od"
-        check(f, by_key[(f.key["param"], "500", f.key["step"])], RANGES)
+        data = by_key[(f.key["param"], "500", f.key["step"])]
+        check(f, data, RANGES)
+        assert f.grid_hash == fieldstore.Message(data).metadata("md5GridSection")
+        assert 0 < f.bytes_read <= len(data)
 
 
 @needs_fdb_extract
