@@ -39,6 +39,11 @@ impl Kinded for GribError {
         self.kind()
     }
 }
+impl Kinded for fieldstore::extract::ExtractError {
+    fn error_kind(&self) -> ErrorKind {
+        self.kind()
+    }
+}
 impl Kinded for ConfigError {
     fn error_kind(&self) -> ErrorKind {
         ErrorKind::Config

@@ -14,6 +14,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 use serde_json::Value;
 
 use crate::convert::{self, from_json};
+use crate::extract;
+use crate::fdb_extract;
 use crate::errors::{bad_request, to_py};
 use crate::listing::ListIterator;
 use crate::reader::Reader;
@@ -319,6 +321,28 @@ impl Fdb {
             d.set_item(k, PyList::new(py, vals)?)?;
         }
         Ok(d)
+    }
+
+    /// The values of ranges of grid points of every field the request (dict or MARS string)
+    /// names, without reading whole fields: a list with one `Extraction` per field, in request
+    /// order, each with `.key` (its MARS key), `.values` (one float64 numpy array per range,
+    /// NaN where missing) and `.masks` (one uint64 numpy array per range: bit j of word k set
+    /// when point k*64+j of the range is present). `ranges`: (lo, hi) pairs, half-open
+    /// [lo, hi) indexes into the field's grid points, ascending and not overlapping.
+    fn extract<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+        ranges: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if request.is_none() {
+            return Err(PyTypeError::new_err(
+                "extract needs a request (a dict or a MARS string), not None",
+            ));
+        }
+        let request = convert::request(Some(request))?;
+        let ranges = extract::ranges(ranges)?;
+        fdb_extract::extract(py, &*self.inner, request, ranges)
     }
 
     /// The databases matching a partial request and where they are.

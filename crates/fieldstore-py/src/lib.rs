@@ -6,6 +6,8 @@
 mod buffer;
 mod convert;
 mod errors;
+mod extract;
+mod fdb_extract;
 mod fdb;
 mod listing;
 mod message;
@@ -57,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<subscription::WaitingReader>()?;
     results::register(m)?;
     message::register(m)?;
+    extract::register(m)?;
     pipeline::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
