@@ -182,6 +182,90 @@ fn c_program_subscribes_and_waits_through_the_extension_header() {
     assert!(out.stdout.is_empty(), "the library printed on stdout");
 }
 
+#[test]
+fn c_program_extracts_values_equal_to_eccodes_through_the_extension_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let fields = support::three_fields();
+    std::fs::write(dir.path().join("fields.grib"), fields.concat()).unwrap();
+    let exe = dir.path().join("test_extract");
+    compile("test_extract.c", &exe, &[]);
+    let out = Command::new(&exe)
+        .arg(&root)
+        .arg(dir.path().join("fields.grib"))
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "test_extract failed:\n{stderr}");
+    // Each field's values, as ecCodes decodes them, by (step, param).
+    let truth: Vec<(String, String, Vec<f64>)> = fields
+        .iter()
+        .map(|m| {
+            let d = fieldstore::grib::Decoded::new(m).unwrap();
+            let k = d.mars_keys().unwrap();
+            (
+                k.get("step").unwrap().to_string(),
+                k.get("param").unwrap().to_string(),
+                d.values().unwrap(),
+            )
+        })
+        .collect();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut current: Option<&Vec<f64>> = None;
+    let mut checked = 0;
+    for line in stdout.lines() {
+        if let Some(key) = line.strip_prefix("field ") {
+            let get = |kw: &str| {
+                key.trim_matches(|c| c == '{' || c == '}')
+                    .split(',')
+                    .find_map(|p| p.strip_prefix(&format!("{kw}=")).map(str::to_string))
+                    .unwrap()
+            };
+            let (step, param) = (get("step"), get("param"));
+            current = truth
+                .iter()
+                .find(|(s, p, _)| *s == step && *p == param)
+                .map(|t| &t.2);
+            assert!(current.is_some(), "no such field: {key}");
+            continue;
+        }
+        let (i, hex) = line.split_once(' ').unwrap();
+        let i: usize = i.parse().unwrap();
+        let want = current.unwrap()[i];
+        assert_eq!(hex, hex_float(want), "point {i}");
+        checked += 1;
+    }
+    assert_eq!(checked, 3 * 13, "{stdout}");
+}
+
+/// C's `%a` form of a double, as glibc prints it.
+fn hex_float(v: f64) -> String {
+    if v == 0.0 {
+        return if v.is_sign_negative() {
+            "-0x0p+0"
+        } else {
+            "0x0p+0"
+        }
+        .into();
+    }
+    let bits = v.to_bits();
+    let sign = if bits >> 63 == 1 { "-" } else { "" };
+    let exp = ((bits >> 52) & 0x7ff) as i64;
+    let mant = bits & ((1u64 << 52) - 1);
+    let mut digits = format!("{mant:013x}");
+    while digits.ends_with('0') {
+        digits.pop();
+    }
+    let frac = if digits.is_empty() {
+        String::new()
+    } else {
+        format!(".{digits}")
+    };
+    format!("{sign}0x1{frac}p{:+}", exp - 1023)
+}
+
 /// The `fieldstore_*` extensions fieldstore/fdb_subscribe.h declares are what libfdb5.so
 /// exports under that prefix.
 #[test]
@@ -212,7 +296,7 @@ fn exports_the_extensions_the_extension_header_declares() {
         })
         .collect();
     exported.sort();
-    assert_eq!(declared.len(), 9, "{declared:?}");
+    assert_eq!(declared.len(), 15, "{declared:?}");
     assert_eq!(exported, declared);
 }
 
