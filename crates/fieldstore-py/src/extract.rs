@@ -54,24 +54,31 @@ pub fn ranges(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Range<u64>>> {
 }
 
 /// A new 1-d numpy array of `dtype` holding `data` (bytes of native-endian elements).
-fn array<'py>(py: Python<'py>, dtype: &str, n: usize, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn array<'py>(
+    py: Python<'py>,
+    dtype: &str,
+    n: usize,
+    data: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
     let np = py.import("numpy")?;
     let a = np.getattr("empty")?.call1((n, np.getattr(dtype)?))?;
     let mut view = WritableBuffer::get(&a)?;
     let out = view.as_mut_slice();
     if out.len() != data.len() {
-        return Err(PyValueError::new_err("numpy gave a buffer of the wrong size"));
+        return Err(PyValueError::new_err(
+            "numpy gave a buffer of the wrong size",
+        ));
     }
     out.copy_from_slice(data);
     drop(view);
     Ok(a)
 }
 
-fn f64_bytes(v: &[f64]) -> Vec<u8> {
+pub(crate) fn f64_bytes(v: &[f64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
 }
 
-fn u64_bytes(v: &[u64]) -> Vec<u8> {
+pub(crate) fn u64_bytes(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
 }
 
@@ -162,32 +169,35 @@ pub fn extract_message<'py>(
     let ranges = self::ranges(ranges)?;
     // bytes are immutable, so read in place with the GIL released; anything else is copied.
     let owned;
-    let bytes: &Bound<'_, PyBytes> = if let Ok(b) = data.cast::<PyBytes>() {
-        b
-    } else {
-        owned = py
-            .import("builtins")?
-            .getattr("bytes")?
-            .call1((data,))
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
+    let bytes: &Bound<'_, PyBytes> =
+        if let Ok(b) = data.cast::<PyBytes>() {
+            b
+        } else {
+            owned =
+                py.import("builtins")?
+                    .getattr("bytes")?
+                    .call1((data,))
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
                     "extract_message needs bytes or a buffer holding one GRIB message, not {}",
                     data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                 ))
-            })?
-            .cast_into::<PyBytes>()?;
-        &owned
-    };
+                    })?
+                    .cast_into::<PyBytes>()?;
+            &owned
+        };
     let slice = bytes.as_bytes();
     let (found, hash) = py
         .detach(|| {
             // As fieldstore::extract::extract_message, keeping the info for its grid hash.
             let info = ExtractInfo::build(slice)?;
             let len = info.total_length;
-            let whole = slice.get(..len as usize).ok_or_else(|| ExtractError::Corrupt {
-                offset: 0,
-                reason: "shorter than its announced length".into(),
-            })?;
+            let whole = slice
+                .get(..len as usize)
+                .ok_or_else(|| ExtractError::Corrupt {
+                    offset: 0,
+                    reason: "shorter than its announced length".into(),
+                })?;
             let values = info.extract(&ranges, &[(0..len, whole)])?;
             Ok::<_, ExtractError>((values, info.md5_grid_section_hex()))
         })

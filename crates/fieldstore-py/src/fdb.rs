@@ -14,9 +14,9 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 use serde_json::Value;
 
 use crate::convert::{self, from_json};
+use crate::errors::{bad_request, to_py};
 use crate::extract;
 use crate::fdb_extract;
-use crate::errors::{bad_request, to_py};
 use crate::listing::ListIterator;
 use crate::reader::Reader;
 use crate::results;
@@ -343,6 +343,42 @@ impl Fdb {
         let request = convert::request(Some(request))?;
         let ranges = extract::ranges(ranges)?;
         fdb_extract::extract(py, &*self.inner, request, ranges)
+    }
+
+    /// Values at places rather than grid-point numbers: `points`, (lat, lon) pairs in degrees
+    /// (the nearest grid point), and `boxes`, (north, west, south, east) in degrees (every grid
+    /// point inside), on the grid of the first field the request names (all must share it).
+    /// A list with one dict per field: `key`, `selections` (per point then per box: numpy
+    /// arrays `indices`, `latitudes`, `longitudes`, `values`, NaN where missing) and
+    /// `bytes_read`. `fieldstore.extraction` turns them into xarray objects.
+    #[pyo3(signature = (request, points = None, boxes = None))]
+    fn extract_places<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+        points: Option<Vec<(f64, f64)>>,
+        boxes: Option<Vec<(f64, f64, f64, f64)>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if request.is_none() {
+            return Err(PyTypeError::new_err(
+                "extract_places needs a request (a dict or a MARS string), not None",
+            ));
+        }
+        let request = convert::request(Some(request))?;
+        let mut selections: Vec<api::Selection> = points
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(lat, lon)| api::Selection::Point { lat, lon })
+            .collect();
+        selections.extend(boxes.unwrap_or_default().into_iter().map(
+            |(north, west, south, east)| api::Selection::Box {
+                north,
+                west,
+                south,
+                east,
+            },
+        ));
+        fdb_extract::extract_places(py, &*self.inner, request, selections)
     }
 
     /// The databases matching a partial request and where they are.

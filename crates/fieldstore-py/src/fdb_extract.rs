@@ -52,3 +52,64 @@ pub fn extract<'py>(
     Ok(out)
 }
 
+/// `FDB.extract_places`' body: points (nearest grid point) and boxes on the grid of the first
+/// field the request names, with the GIL released; per field a dict `{key, selections,
+/// bytes_read}`, each selection `{indices, latitudes, longitudes, values}` as numpy arrays.
+pub fn extract_places<'py>(
+    py: Python<'py>,
+    fdb: &dyn api::Fdb,
+    request: Request,
+    selections: Vec<api::Selection>,
+) -> PyResult<Bound<'py, PyList>> {
+    let found = py
+        .detach(|| api::extract_selections(fdb, &request, &selections))
+        .map_err(crate::errors::to_py)?;
+    let out = PyList::empty(py);
+    for f in &found {
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("key", key_dict(py, &f.key)?)?;
+        let sels = PyList::empty(py);
+        for s in &f.selections {
+            let one = pyo3::types::PyDict::new(py);
+            let n = s.indices.len();
+            one.set_item(
+                "indices",
+                crate::extract::array(py, "uint64", n, &crate::extract::u64_bytes(&s.indices))?,
+            )?;
+            let lats: Vec<f64> = s.coordinates.iter().map(|c| c.0).collect();
+            let lons: Vec<f64> = s.coordinates.iter().map(|c| c.1).collect();
+            one.set_item(
+                "latitudes",
+                crate::extract::array(
+                    py,
+                    "float64",
+                    lats.len(),
+                    &crate::extract::f64_bytes(&lats),
+                )?,
+            )?;
+            one.set_item(
+                "longitudes",
+                crate::extract::array(
+                    py,
+                    "float64",
+                    lons.len(),
+                    &crate::extract::f64_bytes(&lons),
+                )?,
+            )?;
+            one.set_item(
+                "values",
+                crate::extract::array(
+                    py,
+                    "float64",
+                    s.values.len(),
+                    &crate::extract::f64_bytes(&s.values),
+                )?,
+            )?;
+            sels.append(one)?;
+        }
+        d.set_item("selections", sels)?;
+        d.set_item("bytes_read", f.bytes_read)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
