@@ -106,9 +106,10 @@ pub extern "C" fn fieldstore_extraction_values(
 ) -> c_int {
     run(|| {
         let e = obj(ex, "extraction")?;
-        let r = e.field(field)?.ranges.get(range).ok_or_else(|| {
-            CError::Invalid(format!("range {range} asked for of field {field}"))
-        })?;
+        let r =
+            e.field(field)?.ranges.get(range).ok_or_else(|| {
+                CError::Invalid(format!("range {range} asked for of field {field}"))
+            })?;
         put(values, "values", r.values.as_ptr())?;
         put(count, "count", r.values.len())
     })
@@ -124,9 +125,10 @@ pub extern "C" fn fieldstore_extraction_mask(
 ) -> c_int {
     run(|| {
         let e = obj(ex, "extraction")?;
-        let r = e.field(field)?.ranges.get(range).ok_or_else(|| {
-            CError::Invalid(format!("range {range} asked for of field {field}"))
-        })?;
+        let r =
+            e.field(field)?.ranges.get(range).ok_or_else(|| {
+                CError::Invalid(format!("range {range} asked for of field {field}"))
+            })?;
         put(mask, "mask", r.mask.as_ptr())?;
         put(words, "words", r.mask.len())
     })

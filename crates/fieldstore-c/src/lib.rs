@@ -9,13 +9,13 @@
 
 pub(crate) mod cube;
 pub(crate) mod errors;
+pub mod extract;
 pub(crate) mod handle;
 pub(crate) mod key;
 pub mod list;
 pub(crate) mod reader;
 pub(crate) mod request;
 pub(crate) mod strings;
-pub mod extract;
 pub mod subscribe;
 pub(crate) mod user_config;
 pub mod version;
@@ -24,6 +24,11 @@ pub(crate) mod wipe;
 pub use errors::{
     fdb_error_string, fdb_failure_handler_t, fdb_set_failure_handler, fieldstore_error_kind,
     FDB_ERROR_GENERAL_EXCEPTION, FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
+};
+pub use extract::{
+    fieldstore_delete_extraction, fieldstore_extract, fieldstore_extraction_count,
+    fieldstore_extraction_key, fieldstore_extraction_mask, fieldstore_extraction_t,
+    fieldstore_extraction_values,
 };
 pub use handle::{
     fdb_archive, fdb_archive_multiple, fdb_delete_handle, fdb_flush, fdb_handle_t, fdb_new_handle,
@@ -43,11 +48,6 @@ pub use reader::{
 pub use request::{
     fdb_delete_request, fdb_expand_request, fdb_new_request, fdb_request_add, fdb_request_get,
     fdb_request_t,
-};
-pub use extract::{
-    fieldstore_delete_extraction, fieldstore_extract, fieldstore_extraction_count,
-    fieldstore_extraction_key, fieldstore_extraction_mask, fieldstore_extraction_t,
-    fieldstore_extraction_values,
 };
 pub use subscribe::{
     fieldstore_delete_subscription, fieldstore_retrieve_wait, fieldstore_subscribe,
