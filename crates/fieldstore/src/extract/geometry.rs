@@ -366,7 +366,7 @@ mod tests {
             assert!((a - lats[i]).abs() < 1e-6, "lat of {i}: {a} vs {}", lats[i]);
             let dl = (b - lons[i]).rem_euclid(360.0);
             assert!(
-                dl < 1e-6 || dl > 360.0 - 1e-6,
+                !(1e-6..=360.0 - 1e-6).contains(&dl),
                 "lon of {i}: {b} vs {}",
                 lons[i]
             );

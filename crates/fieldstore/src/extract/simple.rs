@@ -111,7 +111,7 @@ pub(crate) fn set_bits(bits: &[u8], from: u64, n: u64) -> u64 {
     let mut i = from;
     let end = from + n;
     // Leading bits to a byte boundary, whole bytes, trailing bits.
-    while i < end && i % 8 != 0 {
+    while i < end && !i.is_multiple_of(8) {
         count += u64::from(bit(bits, i));
         i += 1;
     }

@@ -289,7 +289,7 @@ fn bad_ranges_are_bad_requests() {
     let n = info.number_of_data_points;
     for bad in [
         vec![5..5],
-        vec![6..5],
+        vec![Range { start: 6, end: 5 }],
         vec![0..n + 1],
         vec![0..10, 5..20],
         vec![10..20, 0..5],
