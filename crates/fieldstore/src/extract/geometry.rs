@@ -420,6 +420,48 @@ mod tests {
         check_against_eccodes(&make("regular_gg_pl_grib1", &[], &[], None, |i| i as f64));
     }
 
+    /// Alternate row scanning: odd rows run east to west. ecCodes' `longitudes` (2.28 and 2.50
+    /// alike) ignore the flag and give every row west to east, though its `values` are in the
+    /// message's order: the values prove the order (row 1's first value continues row 0's
+    /// last one), so the native geometry mirrors ecCodes' longitudes on odd rows.
+    #[test]
+    fn alternate_row_scanning_reverses_odd_rows() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/real-grib/alternate-scanning.grib"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let (_, _, m) = crate::grib::split_slice(&bytes, "t").unwrap()[0];
+        let g = Grid::from_message(m).unwrap();
+        let d = Decoded::new(m).unwrap();
+        let (lats, lons, values) = (
+            d.latitudes().unwrap(),
+            d.longitudes().unwrap(),
+            d.values().unwrap(),
+        );
+        let ni = 291usize;
+        for i in 0..lats.len() {
+            let (row, k) = (i / ni, i % ni);
+            let mirrored = if row % 2 == 1 {
+                row * ni + ni - 1 - k
+            } else {
+                i
+            };
+            let (a, b) = g.point(i as u64).unwrap();
+            assert!((a - lats[i]).abs() < 1e-6, "lat of {i}");
+            let dl = (b - lons[mirrored]).rem_euclid(360.0);
+            assert!(
+                !(1e-6..=360.0 - 1e-6).contains(&dl),
+                "lon of {i}: {b} vs {}",
+                lons[mirrored]
+            );
+        }
+        // The field is smooth across the turn at the end of row 0.
+        assert!((values[ni] - values[ni - 1]).abs() < (values[ni] - values[0]).abs());
+        assert_eq!(g.nearest(50.9, 19.0), Some(ni as u64));
+        assert_eq!(g.nearest(50.9, -10.0), Some(2 * ni as u64 - 1));
+    }
+
     #[test]
     fn gaussian_latitudes_are_eccodes() {
         let m = make("reduced_gg_pl_80_grib2", &[], &[], None, |i| i as f64);

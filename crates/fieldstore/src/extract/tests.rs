@@ -350,3 +350,64 @@ proptest! {
         check(i, &ranges);
     }
 }
+
+/// Every message of the real files (tests/data/real-grib) extracts as ecCodes decodes it, whole
+/// and in ranges; the damaged ones (crates/fieldstore/tests/data/damaged-grib) fail cleanly.
+#[test]
+fn real_files_match_eccodes_and_damaged_ones_fail_cleanly() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for (dir, real) in [
+        (root.join("../../tests/data/real-grib"), true),
+        (root.join("tests/data/damaged-grib"), false),
+    ] {
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "grib"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let bytes = std::fs::read(&path).unwrap();
+            let Ok(messages) = crate::grib::split_slice(&bytes, "t") else {
+                continue;
+            };
+            for (k, (_, _, m)) in messages.iter().enumerate() {
+                let name = format!("{} message {k}", path.display());
+                let truth = Decoded::new(m).and_then(|d| d.values());
+                let info = ExtractInfo::build(m);
+                let _ = Grid::from_message(m).map(|g| g.nearest(10.0, 20.0));
+                let (Ok(truth), Ok(info)) = (truth, info) else {
+                    continue;
+                };
+                let n = info.number_of_data_points;
+                if truth.len() as u64 != n {
+                    assert!(!real, "{name}: {n} points, ecCodes decodes {}", truth.len());
+                    continue;
+                }
+                let step = (n / 5).max(1);
+                let ranges = vec![0..n];
+                let pieces: Vec<_> = (0..n)
+                    .step_by(step as usize)
+                    .map(|s| s..(s + step / 3 + 1).min(n))
+                    .collect();
+                for rs in [ranges, pieces] {
+                    let got = extract_message(m, &rs).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    for (r, g) in rs.iter().zip(&got) {
+                        for (j, p) in r.clone().enumerate() {
+                            let (want, have) = (truth[p as usize], g.values[j]);
+                            assert!(
+                                want.to_bits() == have.to_bits()
+                                    || (want.is_nan() && have.is_nan()),
+                                "{name} ({}): point {p}: ecCodes {want:?}, extract {have:?}",
+                                info.packing.name()
+                            );
+                        }
+                    }
+                }
+                checked += usize::from(real);
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} real messages checked");
+}
