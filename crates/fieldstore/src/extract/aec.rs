@@ -92,12 +92,16 @@ pub(crate) fn rsi_offsets(
 ) -> Result<Vec<u64>, ExtractError> {
     let mut s = Stream::new(p, data)?;
     // SAFETY: initialised stream.
-    check(unsafe { sys::aec_decode_enable_offsets(s.raw.as_mut()) }, "aec_decode_enable_offsets")?;
+    check(
+        unsafe { sys::aec_decode_enable_offsets(s.raw.as_mut()) },
+        "aec_decode_enable_offsets",
+    )?;
     let bps = p.sample_bytes();
     let mut buf = vec![0u8; (1 << 16) / bps * bps];
-    let total = samples
-        .checked_mul(bps as u64)
-        .ok_or(ExtractError::Aec { call: "aec_decode", code: sys::AEC_DATA_ERROR })?;
+    let total = samples.checked_mul(bps as u64).ok_or(ExtractError::Aec {
+        call: "aec_decode",
+        code: sys::AEC_DATA_ERROR,
+    })?;
     let mut done = 0u64;
     while done < total {
         let want = (total - done).min(buf.len() as u64) as usize;
@@ -115,7 +119,10 @@ pub(crate) fn rsi_offsets(
     }
     let mut count = 0usize;
     // SAFETY: initialised stream; `count` is written.
-    check(unsafe { sys::aec_decode_count_offsets(s.raw.as_mut(), &mut count) }, "aec_decode_count_offsets")?;
+    check(
+        unsafe { sys::aec_decode_count_offsets(s.raw.as_mut(), &mut count) },
+        "aec_decode_count_offsets",
+    )?;
     let mut offsets = vec![0usize; count];
     // SAFETY: `offsets` holds `count` entries.
     check(
@@ -136,13 +143,19 @@ pub(crate) fn decode_from_rsi(
     let mut s = Stream::new(p, input)?;
     if bit_skip > 0 {
         // SAFETY: initialised stream; libaec checks the offset against its input.
-        check(unsafe { sys::aec_buffer_seek(s.raw.as_mut(), usize::from(bit_skip)) }, "aec_buffer_seek")?;
+        check(
+            unsafe { sys::aec_buffer_seek(s.raw.as_mut(), usize::from(bit_skip)) },
+            "aec_buffer_seek",
+        )?;
     }
     let got = s.decode_into(out)?;
     if got != out.len() {
         return Err(ExtractError::corrupt(
             0,
-            format!("the CCSDS data decodes to {got} bytes where {} were expected", out.len()),
+            format!(
+                "the CCSDS data decodes to {got} bytes where {} were expected",
+                out.len()
+            ),
         ));
     }
     Ok(())

@@ -42,8 +42,15 @@ impl ExtractInfo {
             Packing::Constant => 4,
         });
         out.push(self.bits_per_value);
-        let flags = if self.bitmap.is_some() { FLAG_BITMAP } else { 0 }
-            | if self.md5_grid_section.is_some() { FLAG_MD5 } else { 0 };
+        let flags = if self.bitmap.is_some() {
+            FLAG_BITMAP
+        } else {
+            0
+        } | if self.md5_grid_section.is_some() {
+            FLAG_MD5
+        } else {
+            0
+        };
         out.push(flags);
         out.extend_from_slice(&self.reference_value.to_bits().to_le_bytes());
         put(&mut out, zigzag(i64::from(self.binary_scale_factor)));
@@ -142,10 +149,11 @@ impl ExtractInfo {
                 let flags = r.small()?;
                 let block_size = r.small()?;
                 let rsi = r.small()?;
-                let per = u64::from(block_size) * u64::from(rsi);
-                if per == 0 {
-                    return Err(r.err("CCSDS block size or RSI 0"));
+                // GRIB codes the block size in an octet; libaec allows RSIs up to 4096 blocks.
+                if !(1..=255).contains(&block_size) || !(1..=4096).contains(&rsi) {
+                    return Err(r.err(format!("CCSDS block size {block_size}, RSI {rsi}")));
                 }
+                let per = u64::from(block_size) * u64::from(rsi);
                 let offsets = r.deltas(number_of_values.div_ceil(per), None)?;
                 Packing::Ccsds(CcsdsInfo {
                     flags,
@@ -196,7 +204,10 @@ impl Reader<'_> {
     }
 
     fn byte(&mut self) -> Result<u8, ExtractError> {
-        let b = *self.bytes.get(self.pos).ok_or_else(|| self.err("cut short"))?;
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| self.err("cut short"))?;
         self.pos += 1;
         Ok(b)
     }

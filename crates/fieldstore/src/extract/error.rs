@@ -42,10 +42,12 @@ impl ExtractError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             ExtractError::Section(e) => e.kind(),
-            ExtractError::Corrupt { .. } | ExtractError::Encoding { .. } | ExtractError::Aec { .. } => {
-                ErrorKind::Corrupt
+            ExtractError::Corrupt { .. }
+            | ExtractError::Encoding { .. }
+            | ExtractError::Aec { .. } => ErrorKind::Corrupt,
+            ExtractError::BadRange { .. } | ExtractError::NotFetched { .. } => {
+                ErrorKind::BadRequest
             }
-            ExtractError::BadRange { .. } | ExtractError::NotFetched { .. } => ErrorKind::BadRequest,
             ExtractError::EcCodes(e) => e.kind(),
             ExtractError::Geometry(_) => ErrorKind::Unsupported,
         }

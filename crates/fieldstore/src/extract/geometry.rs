@@ -132,7 +132,11 @@ impl Grid {
                 } else {
                     rows.partition_point(|r| r.lat < lat)
                 };
-                for r in [j.checked_sub(1), Some(j)].into_iter().flatten().filter_map(|j| rows.get(j)) {
+                for r in [j.checked_sub(1), Some(j)]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|j| rows.get(j))
+                {
                     let t = (lon - r.lon0).rem_euclid(360.0) / r.dlon;
                     let mut cols = vec![t.floor() as u64, t.ceil() as u64, 0, r.n - 1];
                     if r.global() {
@@ -157,12 +161,19 @@ impl Grid {
     /// end), adjacent ones merged.
     pub fn box_ranges(&self, north: f64, west: f64, south: f64, east: f64) -> Vec<Range<u64>> {
         let eps = 1e-9;
-        let width = if east - west >= 360.0 { 360.0 } else { (east - west).rem_euclid(360.0) };
+        let width = if east - west >= 360.0 {
+            360.0
+        } else {
+            (east - west).rem_euclid(360.0)
+        };
         let in_lon = |lon: f64| (lon - west).rem_euclid(360.0) <= width + eps;
         let mut out: Vec<Range<u64>> = Vec::new();
         match &self.kind {
             Kind::Rows(rows) => {
-                for r in rows.iter().filter(|r| r.lat <= north + eps && r.lat >= south - eps) {
+                for r in rows
+                    .iter()
+                    .filter(|r| r.lat <= north + eps && r.lat >= south - eps)
+                {
                     let a = (west - r.lon0).rem_euclid(360.0) / r.dlon;
                     let first = (a - eps).ceil() as i64;
                     let last = ((a * r.dlon + width) / r.dlon + eps).floor() as i64;
@@ -211,11 +222,27 @@ fn rows(shape: &GridShape, j_positive: bool, alternate: bool) -> Option<Vec<Row>
     let mut start = 0u64;
     let mut push = |lat: f64, lon0: f64, dlon: f64, n: u64| {
         let reversed = alternate && rows.len() % 2 == 1;
-        rows.push(Row { lat, lon0, dlon, n, start, reversed });
+        rows.push(Row {
+            lat,
+            lon0,
+            dlon,
+            n,
+            start,
+            reversed,
+        });
         start += n;
     };
     match shape {
-        GridShape::LatLon { ni, nj, lat_first, lon_first, lat_last, lon_last, di, dj } => {
+        GridShape::LatLon {
+            ni,
+            nj,
+            lat_first,
+            lon_first,
+            lat_last,
+            lon_last,
+            di,
+            dj,
+        } => {
             if *ni == 0 || *nj == 0 || *ni > 1 << 24 || *nj > 1 << 24 {
                 return None;
             }
@@ -236,14 +263,26 @@ fn rows(shape: &GridShape, j_positive: bool, alternate: bool) -> Option<Vec<Row>
                 push(lat_first + sign * j as f64 * dlat, *lon_first, dlon, *ni);
             }
         }
-        GridShape::Gaussian { n, ni, nj, lat_first, lon_first, lat_last, lon_last, di, pl } => {
+        GridShape::Gaussian {
+            n,
+            ni,
+            nj,
+            lat_first,
+            lon_first,
+            lat_last,
+            lon_last,
+            di,
+            pl,
+        } => {
             if *n == 0 || *n > 8000 {
                 return None;
             }
             let lats = gaussian_latitudes(*n as usize);
             let (hi, lo) = (lat_first.max(*lat_last), lat_first.min(*lat_last));
-            let mut chosen: Vec<f64> =
-                lats.into_iter().filter(|l| *l <= hi + 1e-3 && *l >= lo - 1e-3).collect();
+            let mut chosen: Vec<f64> = lats
+                .into_iter()
+                .filter(|l| *l <= hi + 1e-3 && *l >= lo - 1e-3)
+                .collect();
             if j_positive {
                 chosen.reverse();
             }
@@ -251,7 +290,7 @@ fn rows(shape: &GridShape, j_positive: bool, alternate: bool) -> Option<Vec<Row>
                 return None;
             }
             match (ni, pl) {
-                (Some(ni), _) => {
+                (Some(ni), _) if *ni > 0 && *ni <= 1 << 24 => {
                     let dlon = if *ni > 1 {
                         (lon_last - lon_first).rem_euclid(360.0) / (*ni as f64 - 1.0)
                     } else {
@@ -326,11 +365,20 @@ mod tests {
             let (a, b) = g.point(i as u64).unwrap();
             assert!((a - lats[i]).abs() < 1e-6, "lat of {i}: {a} vs {}", lats[i]);
             let dl = (b - lons[i]).rem_euclid(360.0);
-            assert!(dl < 1e-6 || dl > 360.0 - 1e-6, "lon of {i}: {b} vs {}", lons[i]);
+            assert!(
+                !(1e-6..=360.0 - 1e-6).contains(&dl),
+                "lon of {i}: {b} vs {}",
+                lons[i]
+            );
             // A point is its own nearest point.
             let near = g.nearest(lats[i], lons[i]).unwrap();
             let (c, e) = g.point(near).unwrap();
-            assert!((c - lats[i]).abs() < 1e-6 && ((e - lons[i]).rem_euclid(360.0) < 1e-6 || (e - lons[i]).rem_euclid(360.0) > 360.0 - 1e-6), "nearest of {i} is {near}");
+            assert!(
+                (c - lats[i]).abs() < 1e-6
+                    && ((e - lons[i]).rem_euclid(360.0) < 1e-6
+                        || (e - lons[i]).rem_euclid(360.0) > 360.0 - 1e-6),
+                "nearest of {i} is {near}"
+            );
         }
         // A box: every point inside, none outside.
         let ranges = g.box_ranges(40.0, 350.0, -10.0, 20.0);
@@ -341,7 +389,9 @@ mod tests {
             }
         }
         for i in 0..lats.len() {
-            let want = lats[i] <= 40.0 + 1e-9 && lats[i] >= -10.0 - 1e-9 && (lons[i] - 350.0).rem_euclid(360.0) <= 30.0 + 1e-9;
+            let want = lats[i] <= 40.0 + 1e-9
+                && lats[i] >= -10.0 - 1e-9
+                && (lons[i] - 350.0).rem_euclid(360.0) <= 30.0 + 1e-9;
             assert_eq!(inside[i], want, "point {i} at {} {}", lats[i], lons[i]);
         }
         assert!(ranges.windows(2).all(|w| w[0].end < w[1].start));
@@ -350,15 +400,66 @@ mod tests {
     #[test]
     fn regular_latlon_and_gaussian_grids_match_eccodes() {
         let ll: &[(&str, i64)] = &[
-            ("Ni", 360), ("Nj", 181), ("iDirectionIncrement", 1_000_000), ("jDirectionIncrement", 1_000_000),
-            ("latitudeOfFirstGridPoint", 90_000_000), ("latitudeOfLastGridPoint", -90_000_000),
-            ("longitudeOfFirstGridPoint", 0), ("longitudeOfLastGridPoint", 359_000_000),
+            ("Ni", 360),
+            ("Nj", 181),
+            ("iDirectionIncrement", 1_000_000),
+            ("jDirectionIncrement", 1_000_000),
+            ("latitudeOfFirstGridPoint", 90_000_000),
+            ("latitudeOfLastGridPoint", -90_000_000),
+            ("longitudeOfFirstGridPoint", 0),
+            ("longitudeOfLastGridPoint", 359_000_000),
         ];
         check_against_eccodes(&make("GRIB2", &[], ll, None, |i| i as f64));
         check_against_eccodes(&make("GRIB1", &[], &[], None, |i| i as f64));
-        check_against_eccodes(&make("reduced_gg_pl_32_grib2", &[], &[], None, |i| i as f64));
-        check_against_eccodes(&make("reduced_gg_pl_48_grib1", &[], &[], None, |i| i as f64));
+        check_against_eccodes(&make("reduced_gg_pl_32_grib2", &[], &[], None, |i| {
+            i as f64
+        }));
+        check_against_eccodes(&make("reduced_gg_pl_48_grib1", &[], &[], None, |i| {
+            i as f64
+        }));
         check_against_eccodes(&make("regular_gg_pl_grib1", &[], &[], None, |i| i as f64));
+    }
+
+    /// Alternate row scanning: odd rows run east to west. ecCodes' `longitudes` (2.28 and 2.50
+    /// alike) ignore the flag and give every row west to east, though its `values` are in the
+    /// message's order: the values prove the order (row 1's first value continues row 0's
+    /// last one), so the native geometry mirrors ecCodes' longitudes on odd rows.
+    #[test]
+    fn alternate_row_scanning_reverses_odd_rows() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/real-grib/alternate-scanning.grib"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let (_, _, m) = crate::grib::split_slice(&bytes, "t").unwrap()[0];
+        let g = Grid::from_message(m).unwrap();
+        let d = Decoded::new(m).unwrap();
+        let (lats, lons, values) = (
+            d.latitudes().unwrap(),
+            d.longitudes().unwrap(),
+            d.values().unwrap(),
+        );
+        let ni = 291usize;
+        for i in 0..lats.len() {
+            let (row, k) = (i / ni, i % ni);
+            let mirrored = if row % 2 == 1 {
+                row * ni + ni - 1 - k
+            } else {
+                i
+            };
+            let (a, b) = g.point(i as u64).unwrap();
+            assert!((a - lats[i]).abs() < 1e-6, "lat of {i}");
+            let dl = (b - lons[mirrored]).rem_euclid(360.0);
+            assert!(
+                !(1e-6..=360.0 - 1e-6).contains(&dl),
+                "lon of {i}: {b} vs {}",
+                lons[mirrored]
+            );
+        }
+        // The field is smooth across the turn at the end of row 0.
+        assert!((values[ni] - values[ni - 1]).abs() < (values[ni] - values[0]).abs());
+        assert_eq!(g.nearest(50.9, 19.0), Some(ni as u64));
+        assert_eq!(g.nearest(50.9, -10.0), Some(2 * ni as u64 - 1));
     }
 
     #[test]

@@ -182,22 +182,29 @@ fn grib2(m: &Grib2<'_>) -> Result<ExtractInfo, ExtractError> {
         _ => return Ok(info),
     };
     if values > points {
-        return Err(s5.err(5, format!("{values} coded values for {points} points")).into());
+        return Err(s5
+            .err(5, format!("{values} coded values for {points} points"))
+            .into());
     }
     match &bitmap {
         Some(b) if b.checkpoints.last().copied().unwrap_or(0) > values => {
-            return Err(f.bitmap.err(
-                5,
-                format!(
+            return Err(f
+                .bitmap
+                .err(
+                    5,
+                    format!(
                     "the bitmap marks {} points present, section 5 announces {values} coded values",
                     b.checkpoints.last().copied().unwrap_or(0)
                 ),
-            )
-            .into())
+                )
+                .into())
         }
         None if values != points => {
             return Err(s5
-                .err(5, format!("{values} coded values for {points} points and no bitmap"))
+                .err(
+                    5,
+                    format!("{values} coded values for {points} points and no bitmap"),
+                )
                 .into())
         }
         _ => {}
@@ -242,7 +249,11 @@ fn grib2(m: &Grib2<'_>) -> Result<ExtractInfo, ExtractError> {
             let msb = flags & libaec_sys::AEC_DATA_MSB != 0;
             let signed = flags & libaec_sys::AEC_DATA_SIGNED != 0;
             let three = flags & libaec_sys::AEC_DATA_3BYTE != 0;
-            if !msb || signed || ((17..=24).contains(&bpv) && !three) || block_size == 0 || rsi == 0
+            if !msb
+                || signed
+                || ((17..=24).contains(&bpv) && !three)
+                || block_size == 0
+                || !(1..=4096).contains(&rsi)
             {
                 return Ok(info);
             }
@@ -253,6 +264,16 @@ fn grib2(m: &Grib2<'_>) -> Result<ExtractInfo, ExtractError> {
                 offsets: Vec::new(),
             };
             let p = ccsds.params(bpv);
+            // A header may announce more values than any real field: decoding them would only
+            // take time.
+            if values > 1 << 28 {
+                return Err(s5
+                    .err(
+                        5,
+                        format!("{values} coded values: more than any real field"),
+                    )
+                    .into());
+            }
             ccsds.offsets = aec::rsi_offsets(p, body, values).map_err(|e| at(e, data.offset))?;
             let expected = values.div_ceil(p.rsi_samples());
             if ccsds.offsets.len() as u64 != expected {
@@ -276,7 +297,13 @@ fn grib2(m: &Grib2<'_>) -> Result<ExtractInfo, ExtractError> {
             let need = u128::from(values) * u128::from(bytes);
             if (body.len() as u128) < need {
                 return Err(data
-                    .err(0, format!("the data section holds {} bytes, {values} IEEE values need {need}", body.len()))
+                    .err(
+                        0,
+                        format!(
+                            "the data section holds {} bytes, {values} IEEE values need {need}",
+                            body.len()
+                        ),
+                    )
                     .into());
             }
             info.bits_per_value = bytes * 8;
@@ -327,7 +354,10 @@ fn grib1(m: &Grib1<'_>) -> Result<ExtractInfo, ExtractError> {
             let bits = (bms.len() as u64 - 6) * 8 - unused_bms.min((bms.len() as u64 - 6) * 8);
             if bits < points {
                 return Err(bms
-                    .err(0, format!("the bitmap holds {bits} bits for {points} points"))
+                    .err(
+                        0,
+                        format!("the bitmap holds {bits} bits for {points} points"),
+                    )
                     .into());
             }
             Some(checkpoints(bms, 6, points, m.bytes)?)
@@ -350,10 +380,14 @@ fn grib1(m: &Grib1<'_>) -> Result<ExtractInfo, ExtractError> {
         info.bitmap = None;
         return Ok(info);
     }
-    let coded = ((bds.len() as u64 - 11) * 8).saturating_sub(unused) / u64::from(info.bits_per_value);
+    let coded =
+        ((bds.len() as u64 - 11) * 8).saturating_sub(unused) / u64::from(info.bits_per_value);
     if coded < used {
         return Err(bds
-            .err(0, format!("the data section codes {coded} values, {used} are needed"))
+            .err(
+                0,
+                format!("the data section codes {coded} values, {used} are needed"),
+            )
             .into());
     }
     info.packing = Packing::Simple;
@@ -373,7 +407,10 @@ fn checkpoints(
         return Err(section
             .err(
                 header,
-                format!("the bitmap holds {} bits for {points} points", bits.len() * 8),
+                format!(
+                    "the bitmap holds {} bits for {points} points",
+                    bits.len() * 8
+                ),
             )
             .into());
     }

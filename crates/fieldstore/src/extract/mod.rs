@@ -11,6 +11,9 @@
 //!   API (`aec.rs`), constant fields; any other packing through an ecCodes full decode;
 //! - [`Grid`] (`geometry.rs`): points, nearest points and boxes as grid-point ranges.
 
+// Lists of one grid-point range are the normal case here, not a mistaken `vec![0..n]`.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod aec;
 mod encoding;
 mod error;

@@ -106,7 +106,7 @@ impl ExtractInfo {
                 Some(bits) => simple::set_bits(bits, r.start - base, n as u64),
                 None => n as u64,
             };
-            let coded = first..first + present;
+            let coded = first..first.saturating_add(present);
             if coded.end > need.coded.end || coded.end > self.number_of_values {
                 return Err(ExtractError::corrupt(
                     self.bitmap.as_ref().map_or(0, |b| b.offset),
@@ -147,7 +147,9 @@ impl ExtractInfo {
                 reason,
             };
             if r.start >= r.end {
-                return Err(bad("empty or reversed: a range is lo..hi with lo < hi".into()));
+                return Err(bad(
+                    "empty or reversed: a range is lo..hi with lo < hi".into()
+                ));
             }
             if r.end > self.number_of_data_points {
                 return Err(bad(format!(
@@ -193,28 +195,34 @@ impl ExtractInfo {
             return Ok(None);
         }
         let d = self.offset_before_data;
+        // Saturating: decoded information may announce anything; the check below refuses it.
         let r = match &self.packing {
             Packing::Constant | Packing::Unsupported => return Ok(None),
             Packing::Simple => {
                 let bits = u64::from(self.bits_per_value);
-                d + coded.start * bits / 8..d + (coded.end * bits).div_ceil(8)
+                d.saturating_add(coded.start.saturating_mul(bits) / 8)
+                    ..d.saturating_add(coded.end.saturating_mul(bits).div_ceil(8))
             }
             Packing::Ieee { bytes } => {
                 let w = u64::from(*bytes);
-                d + coded.start * w..d + coded.end * w
+                d.saturating_add(coded.start.saturating_mul(w))
+                    ..d.saturating_add(coded.end.saturating_mul(w))
             }
             Packing::Ccsds(c) => {
-                let per = c.params(self.bits_per_value).rsi_samples();
-                let first = (coded.start / per) as usize;
-                let next = coded.end.div_ceil(per) as usize;
-                let start = c.offsets.get(first).copied().ok_or_else(|| {
-                    ExtractError::corrupt(d, "the RSI offsets do not cover the values")
-                })?;
-                let end = match c.offsets.get(next) {
-                    Some(o) => d + o.div_ceil(8),
+                let per = c.params(self.bits_per_value).rsi_samples().max(1);
+                let first = coded.start / per;
+                let next = coded.end.div_ceil(per);
+                let start = usize::try_from(first)
+                    .ok()
+                    .and_then(|f| c.offsets.get(f).copied())
+                    .ok_or_else(|| {
+                        ExtractError::corrupt(d, "the RSI offsets do not cover the values")
+                    })?;
+                let end = match usize::try_from(next).ok().and_then(|n| c.offsets.get(n)) {
+                    Some(o) => d.saturating_add(o.div_ceil(8)),
                     None => self.offset_after_data,
                 };
-                d + start / 8..end
+                d.saturating_add(start / 8)..end
             }
         };
         if r.end > self.offset_after_data || r.start > r.end {

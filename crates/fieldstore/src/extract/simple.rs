@@ -51,7 +51,14 @@ impl Scale {
 
 /// Unpacks `n` values of `bits` (1..=32) bits starting `skip` bits into `bytes` (big-endian
 /// bit order) into `out`. The caller checked `bytes` holds them.
-pub(crate) fn unpack(bytes: &[u8], skip: u64, bits: u8, n: usize, scale: &Scale, out: &mut Vec<f64>) {
+pub(crate) fn unpack(
+    bytes: &[u8],
+    skip: u64,
+    bits: u8,
+    n: usize,
+    scale: &Scale,
+    out: &mut Vec<f64>,
+) {
     let bits = u64::from(bits);
     let mask = (1u64 << bits) - 1;
     let mut pos = skip;
@@ -104,7 +111,7 @@ pub(crate) fn set_bits(bits: &[u8], from: u64, n: u64) -> u64 {
     let mut i = from;
     let end = from + n;
     // Leading bits to a byte boundary, whole bytes, trailing bits.
-    while i < end && i % 8 != 0 {
+    while i < end && !i.is_multiple_of(8) {
         count += u64::from(bit(bits, i));
         i += 1;
     }
@@ -142,7 +149,9 @@ mod tests {
     fn unpacks_any_width_at_any_offset() {
         let s = Scale::new(0.0, 0, 0);
         for bits in 1..=32u8 {
-            let vals: Vec<u64> = (0..50u64).map(|i| (i * 2654435761) & ((1u64 << bits) - 1)).collect();
+            let vals: Vec<u64> = (0..50u64)
+                .map(|i| (i * 2654435761) & ((1u64 << bits) - 1))
+                .collect();
             let mut packed = vec![0u8; 50 * 4 + 8];
             let mut pos = 3u64;
             for v in &vals {

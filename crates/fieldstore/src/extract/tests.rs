@@ -33,7 +33,12 @@ pub(crate) fn make(
         h.set_long(k, *v).unwrap();
     }
     // GRIB2 keeps numberOfDataPoints as coded until the values are set: count from Ni x Nj.
-    let get = |k: &str| longs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as usize);
+    let get = |k: &str| {
+        longs
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| *v as usize)
+    };
     let n = match (get("Ni"), get("Nj")) {
         (Some(ni), Some(nj)) => ni * nj,
         _ => h.get_long("numberOfDataPoints").unwrap() as usize,
@@ -95,12 +100,20 @@ pub(crate) fn fields() -> &'static [Made] {
             for missing in [None, Some(3)] {
                 add(
                     format!("grib2 {packing} constant missing {missing:?}"),
-                    make("GRIB2", &[("packingType", packing)], grid, missing, |_| 273.25),
+                    make("GRIB2", &[("packingType", packing)], grid, missing, |_| {
+                        273.25
+                    }),
                 );
             }
             add(
                 format!("grib2 {packing} reduced gaussian"),
-                make("reduced_gg_pl_32_grib2", &[("packingType", packing)], &[], Some(4), wave),
+                make(
+                    "reduced_gg_pl_32_grib2",
+                    &[("packingType", packing)],
+                    &[],
+                    Some(4),
+                    wave,
+                ),
             );
         }
         for precision in [1, 2] {
@@ -109,7 +122,13 @@ pub(crate) fn fields() -> &'static [Made] {
                 longs.push(("precision", precision));
                 add(
                     format!("grib2 ieee precision {precision} missing {missing:?}"),
-                    make("GRIB2", &[("packingType", "grid_ieee")], &longs, missing, wave),
+                    make(
+                        "GRIB2",
+                        &[("packingType", "grid_ieee")],
+                        &longs,
+                        missing,
+                        wave,
+                    ),
                 );
             }
         }
@@ -127,7 +146,13 @@ pub(crate) fn fields() -> &'static [Made] {
         );
         add(
             "grib1 reduced gaussian".into(),
-            make("reduced_gg_pl_32_grib1", &[], &[("decimalScaleFactor", 1)], Some(5), wave),
+            make(
+                "reduced_gg_pl_32_grib1",
+                &[],
+                &[("decimalScaleFactor", 1)],
+                Some(5),
+                wave,
+            ),
         );
         add(
             "grib2 one point".into(),
@@ -135,7 +160,13 @@ pub(crate) fn fields() -> &'static [Made] {
         );
         add(
             "grib2 one point ccsds".into(),
-            make("GRIB2", &[("packingType", "grid_ccsds")], &[("Ni", 1), ("Nj", 1), ("bitsPerValue", 12)], None, |_| 42.125),
+            make(
+                "GRIB2",
+                &[("packingType", "grid_ccsds")],
+                &[("Ni", 1), ("Nj", 1), ("bitsPerValue", 12)],
+                None,
+                |_| 42.125,
+            ),
         );
         add(
             "grib2 jpeg (unsupported: ecCodes fallback)".into(),
@@ -178,7 +209,9 @@ fn check(i: usize, ranges: &[Range<u64>]) {
         .iter()
         .map(|r| (r.clone(), &m.bytes[r.start as usize..r.end as usize]))
         .collect();
-    let got = decoded.extract(ranges, &pieces).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+    let got = decoded
+        .extract(ranges, &pieces)
+        .unwrap_or_else(|e| panic!("{}: {e}", m.name));
     assert_eq!(got.len(), ranges.len());
     for (r, g) in ranges.iter().zip(&got) {
         assert_eq!(g.values.len() as u64, r.end - r.start);
@@ -204,7 +237,10 @@ fn every_field_whole_and_in_pieces_matches_eccodes() {
         assert_eq!(n as usize, truth()[i].len(), "{}", m.name);
         check(i, &[0..n]);
         let step = (n / 7).max(1);
-        let ranges: Vec<_> = (0..n).step_by(step as usize).map(|s| s..(s + step / 2 + 1).min(n)).collect();
+        let ranges: Vec<_> = (0..n)
+            .step_by(step as usize)
+            .map(|s| s..(s + step / 2 + 1).min(n))
+            .collect();
         check(i, &ranges);
     }
 }
@@ -232,7 +268,12 @@ fn packings_are_recognised_and_the_grid_hash_is_eccodes() {
         let Some(KeyValue::String(md5)) = d.get("md5GridSection").unwrap() else {
             panic!("{}: no md5GridSection", m.name)
         };
-        assert_eq!(info.md5_grid_section_hex().as_deref(), Some(md5.as_str()), "{}", m.name);
+        assert_eq!(
+            info.md5_grid_section_hex().as_deref(),
+            Some(md5.as_str()),
+            "{}",
+            m.name
+        );
         if let Some(KeyValue::Long(o)) = d.get("offsetBeforeData").unwrap() {
             if info.packing != Packing::Unsupported {
                 assert_eq!(info.offset_before_data, o as u64, "{}", m.name);
@@ -246,7 +287,13 @@ fn packings_are_recognised_and_the_grid_hash_is_eccodes() {
 fn bad_ranges_are_bad_requests() {
     let info = &infos()[0];
     let n = info.number_of_data_points;
-    for bad in [vec![5..5], vec![6..5], vec![0..n + 1], vec![0..10, 5..20], vec![10..20, 0..5]] {
+    for bad in [
+        vec![5..5],
+        vec![Range { start: 6, end: 5 }],
+        vec![0..n + 1],
+        vec![0..10, 5..20],
+        vec![10..20, 0..5],
+    ] {
         let e = info.plan(&bad).unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::BadRequest, "{bad:?}: {e}");
         assert!(info.extract(&bad, &[]).is_err());
@@ -275,7 +322,11 @@ fn a_masked_extract_reads_only_the_bitmap_it_needs() {
 /// same process, interleaved: neither copy disturbs the other.
 #[test]
 fn eccodes_ccsds_and_our_libaec_coexist() {
-    for (i, m) in fields().iter().enumerate().filter(|(_, m)| m.name.contains("ccsds")) {
+    for (i, m) in fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.name.contains("ccsds"))
+    {
         for _ in 0..3 {
             let full = Decoded::new(&m.bytes).unwrap().values().unwrap();
             assert_eq!(full.len(), truth()[i].len());
@@ -298,4 +349,65 @@ proptest! {
         let ranges: Vec<_> = points.chunks_exact(2).filter(|c| c[0] < c[1]).map(|c| c[0]..c[1]).collect();
         check(i, &ranges);
     }
+}
+
+/// Every message of the real files (tests/data/real-grib) extracts as ecCodes decodes it, whole
+/// and in ranges; the damaged ones (crates/fieldstore/tests/data/damaged-grib) fail cleanly.
+#[test]
+fn real_files_match_eccodes_and_damaged_ones_fail_cleanly() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for (dir, real) in [
+        (root.join("../../tests/data/real-grib"), true),
+        (root.join("tests/data/damaged-grib"), false),
+    ] {
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "grib"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let bytes = std::fs::read(&path).unwrap();
+            let Ok(messages) = crate::grib::split_slice(&bytes, "t") else {
+                continue;
+            };
+            for (k, (_, _, m)) in messages.iter().enumerate() {
+                let name = format!("{} message {k}", path.display());
+                let truth = Decoded::new(m).and_then(|d| d.values());
+                let info = ExtractInfo::build(m);
+                let _ = Grid::from_message(m).map(|g| g.nearest(10.0, 20.0));
+                let (Ok(truth), Ok(info)) = (truth, info) else {
+                    continue;
+                };
+                let n = info.number_of_data_points;
+                if truth.len() as u64 != n {
+                    assert!(!real, "{name}: {n} points, ecCodes decodes {}", truth.len());
+                    continue;
+                }
+                let step = (n / 5).max(1);
+                let ranges = vec![0..n];
+                let pieces: Vec<_> = (0..n)
+                    .step_by(step as usize)
+                    .map(|s| s..(s + step / 3 + 1).min(n))
+                    .collect();
+                for rs in [ranges, pieces] {
+                    let got = extract_message(m, &rs).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    for (r, g) in rs.iter().zip(&got) {
+                        for (j, p) in r.clone().enumerate() {
+                            let (want, have) = (truth[p as usize], g.values[j]);
+                            assert!(
+                                want.to_bits() == have.to_bits()
+                                    || (want.is_nan() && have.is_nan()),
+                                "{name} ({}): point {p}: ecCodes {want:?}, extract {have:?}",
+                                info.packing.name()
+                            );
+                        }
+                    }
+                }
+                checked += usize::from(real);
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} real messages checked");
 }

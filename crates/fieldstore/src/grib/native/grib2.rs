@@ -42,15 +42,15 @@ impl<'a> Grib2<'a> {
             .ok_or_else(|| {
                 SectionError::new(
                     8,
-                    format!(
-                        "section 0 announces {total} bytes, {} are present",
-                        m.len()
-                    ),
+                    format!("section 0 announces {total} bytes, {} are present", m.len()),
                 )
             })?;
         let m = &m[..len];
         if m.get(len - 4..) != Some(b"7777") {
-            return Err(SectionError::new(len - 4, "the message does not end with '7777'"));
+            return Err(SectionError::new(
+                len - 4,
+                "the message does not end with '7777'",
+            ));
         }
         let indicator = Section {
             number: 0,
@@ -135,8 +135,7 @@ impl<'a> Grib2<'a> {
                 format!("the message ends after section {last}, not after a data section (7)"),
             ));
         }
-        let identification =
-            identification.ok_or_else(|| SectionError::new(16, "no section 1"))?;
+        let identification = identification.ok_or_else(|| SectionError::new(16, "no section 1"))?;
         Ok(Grib2 {
             bytes: m,
             indicator,

@@ -100,11 +100,13 @@ pub(super) fn grib2_grid(s: &Section<'_>) -> Result<GridDefinition, SectionError
     // Angles in micro-degrees unless a basic angle and its subdivisions say otherwise.
     let angle = |octet: usize| -> Result<f64, SectionError> {
         let v = s.int(octet, 4)? as f64;
-        Ok(if basic == 0 || basic == MISSING4 || subdivisions == 0 || subdivisions == MISSING4 {
-            v / 1_000_000.0
-        } else {
-            v * basic as f64 / subdivisions as f64
-        })
+        Ok(
+            if basic == 0 || basic == MISSING4 || subdivisions == 0 || subdivisions == MISSING4 {
+                v / 1_000_000.0
+            } else {
+                v * basic as f64 / subdivisions as f64
+            },
+        )
     };
     let increment = |octet: usize| -> Result<Option<f64>, SectionError> {
         Ok(match s.uint(octet, 4)? {
@@ -156,7 +158,10 @@ pub(super) fn grib2_grid(s: &Section<'_>) -> Result<GridDefinition, SectionError
                 .ok_or_else(|| {
                     s.err(
                         34,
-                        format!("Nj={nj} rows of pl do not fit a section of {} bytes", s.len()),
+                        format!(
+                            "Nj={nj} rows of pl do not fit a section of {} bytes",
+                            s.len()
+                        ),
                     )
                 })?;
             let mut pl = Vec::with_capacity(rows);
@@ -205,7 +210,10 @@ pub(super) fn grib1_grid(s: &Section<'_>) -> Result<GridDefinition, SectionError
         if start + rows * 2 > s.len() + 1 {
             return Err(s.err(
                 4,
-                format!("pl of {rows} rows from octet {start} does not fit {} bytes", s.len()),
+                format!(
+                    "pl of {rows} rows from octet {start} does not fit {} bytes",
+                    s.len()
+                ),
             ));
         }
         let mut pl = Vec::with_capacity(rows);
@@ -228,8 +236,10 @@ pub(super) fn grib1_grid(s: &Section<'_>) -> Result<GridDefinition, SectionError
             rotation: None,
         });
     }
-    let milli = |octet: usize| -> Result<f64, SectionError> { Ok(s.int(octet, 3)? as f64 / 1000.0) };
-    let (lat_first, lon_first, lat_last, lon_last) = (milli(11)?, milli(14)?, milli(18)?, milli(21)?);
+    let milli =
+        |octet: usize| -> Result<f64, SectionError> { Ok(s.int(octet, 3)? as f64 / 1000.0) };
+    let (lat_first, lon_first, lat_last, lon_last) =
+        (milli(11)?, milli(14)?, milli(18)?, milli(21)?);
     let di = match s.uint(24, 2)? {
         0xffff => None,
         v => Some(v as f64 / 1000.0),

@@ -13,8 +13,8 @@ mod grid;
 
 pub use grib1::Grib1;
 pub use grib2::{Grib2, Grib2Field};
-pub use grid::{GridDefinition, GridShape, Rotation, ScanningMode};
 pub(crate) use grid::{ibm_to_f64, ieee32_ecc};
+pub use grid::{GridDefinition, GridShape, Rotation, ScanningMode};
 
 use crate::error_kind::ErrorKind;
 
@@ -154,8 +154,14 @@ impl<'a> Message<'a> {
         match bytes.get(7) {
             Some(1) => Ok(Message::Grib1(Grib1::parse(bytes)?)),
             Some(2) => Ok(Message::Grib2(Grib2::parse(bytes)?)),
-            Some(e) => Err(SectionError::new(7, format!("unsupported GRIB edition {e}"))),
-            None => Err(SectionError::new(0, "shorter than GRIB's indicator section")),
+            Some(e) => Err(SectionError::new(
+                7,
+                format!("unsupported GRIB edition {e}"),
+            )),
+            None => Err(SectionError::new(
+                0,
+                "shorter than GRIB's indicator section",
+            )),
         }
     }
 
