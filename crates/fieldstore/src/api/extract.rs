@@ -259,17 +259,6 @@ fn joined(db: &Key, index: &Key, datum: &Key) -> Key {
     )
 }
 
-/// The extraction information of a GRIB message, encoded for its catalogue entry; `None` for
-/// what is not GRIB or cannot be read (the field is still stored, and extracted whole).
-pub(crate) fn info_of(message: &[u8]) -> Option<std::sync::Arc<[u8]>> {
-    if !message.starts_with(b"GRIB") {
-        return None;
-    }
-    ExtractInfo::build(message)
-        .ok()
-        .map(|i| std::sync::Arc::from(i.encode()))
-}
-
 /// What to extract, in the terms a user gives: grid-point ranges, or places on the grid.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selection {

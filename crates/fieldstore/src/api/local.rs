@@ -258,7 +258,7 @@ impl LocalFdb {
         // bytes a few points need (a CCSDS field is decoded once here, for its intervals).
         let extract = match &data {
             FieldBytes::Slice(d) | FieldBytes::Adopted { data: d, .. } => {
-                super::extract::info_of(d)
+                crate::extract::catalogue_info(d)
             }
             FieldBytes::Stream(..) | FieldBytes::Consumed => None,
         };

@@ -28,3 +28,19 @@ pub use error::ExtractError;
 pub use geometry::Grid;
 pub use info::{BitmapInfo, CcsdsInfo, ExtractInfo, Packing, CHECKPOINT_INTERVAL};
 pub use range::{extract_message, Fetched, RangeValues};
+
+/// Fields smaller than this are read whole to extract from them: one small read costs no more
+/// than reading their extraction information first, and catalogues stay small.
+pub const INFO_MIN_LENGTH: usize = 16 << 10;
+
+/// The extraction information a catalogue keeps for a field (encoded), taken when it is
+/// archived or converted; `None` for small fields (`INFO_MIN_LENGTH`), what is not GRIB, and
+/// messages it cannot read (those are still stored, and extracted whole).
+pub fn catalogue_info(message: &[u8]) -> Option<std::sync::Arc<[u8]>> {
+    if message.len() < INFO_MIN_LENGTH || !message.starts_with(b"GRIB") {
+        return None;
+    }
+    ExtractInfo::build(message)
+        .ok()
+        .map(|i| std::sync::Arc::from(i.encode()))
+}

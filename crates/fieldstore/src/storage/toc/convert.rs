@@ -567,6 +567,7 @@ impl Job<'_> {
             .collect();
         order.sort_unstable();
         let mut crcs = vec![0u32; ix.entries.len()];
+        let mut infos: Vec<Option<std::sync::Arc<[u8]>>> = vec![None; ix.entries.len()];
         for (n, &(file, offset, length, i)) in order.iter().enumerate() {
             let m = &maps[file as usize];
             let slice = usize::try_from(offset)
@@ -578,11 +579,13 @@ impl Job<'_> {
                 return Err(past_end(self.dir, object, offset, length, m.len()));
             };
             crcs[i] = crate::checksum::crc32c(bytes);
+            // Taken while the bytes are at hand: converted fields extract as archived ones do.
+            infos[i] = crate::extract::catalogue_info(bytes);
             if (n + 1) % 4096 == 0 {
                 self.advance(4096);
             }
         }
-        for (e, crc) in ix.entries.iter_mut().zip(crcs) {
+        for ((e, crc), info) in ix.entries.iter_mut().zip(crcs).zip(infos) {
             if let Some(expected) = e.checksum.filter(|&c| c != crc) {
                 return Err(StorageError::FieldChecksum {
                     object: self
@@ -598,6 +601,9 @@ impl Job<'_> {
                 });
             }
             e.checksum = Some(crc);
+            if e.extract.is_none() {
+                e.extract = info;
+            }
         }
         self.advance((ix.entries.len() % 4096) as u64);
         Ok(())
