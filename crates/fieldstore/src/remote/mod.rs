@@ -6,6 +6,7 @@ pub(crate) mod client;
 pub(crate) mod error;
 pub mod metrics;
 pub mod protocol;
+pub(crate) mod http;
 pub mod server;
 mod subscription;
 pub(crate) mod transport;
