@@ -30,6 +30,8 @@ const TOKENS: &str = "identities:
 ";
 
 const REQ: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl";
+/// Every field `Site::write` writes by default, named completely (as retrieve needs).
+const ALL: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,domain=g,param=130/131,levelist=500/850,step=0/6/12";
 
 struct Site {
     dir: tempfile::TempDir,
@@ -64,20 +66,22 @@ impl Site {
     /// flushed by the CLI.
     fn write(&self, name: &str, extra: &[&str]) {
         let f = self.path(name);
-        let mut args = vec![
-            "sample",
-            "--out",
-            f.to_str().unwrap(),
-            "--params",
-            "t/u",
-            "--levels",
-            "500/850",
-            "--steps",
-            "0/6/12",
-            "--points",
-            "2000",
+        let mut opts = vec![
+            ("--params", "t/u"),
+            ("--levels", "500/850"),
+            ("--steps", "0/6/12"),
+            ("--points", "2000"),
         ];
-        args.extend_from_slice(extra);
+        for pair in extra.chunks(2) {
+            match opts.iter_mut().find(|(o, _)| *o == pair[0]) {
+                Some(o) => o.1 = pair[1],
+                None => opts.push((pair[0], pair[1])),
+            }
+        }
+        let mut args = vec!["sample", "--out", f.to_str().unwrap()];
+        for (o, v) in opts {
+            args.extend([o, v]);
+        }
         self.cli(&args);
         self.cli(&["write", f.to_str().unwrap()]);
     }
@@ -185,9 +189,9 @@ fn the_api_answers_as_the_cli_does() {
 
     // retrieve: the bytes of `fieldstore read`.
     let want = site.path("read.grib");
-    site.cli(&["read", REQ, want.to_str().unwrap()]);
+    site.cli(&["read", ALL, want.to_str().unwrap()]);
     let want = std::fs::read(&want).unwrap();
-    let a = get(&base, "/api/v1/retrieve", &[("request", REQ)], &h);
+    let a = get(&base, "/api/v1/retrieve", &[("request", ALL)], &h);
     assert_eq!(a.status, 200);
     assert_eq!(a.header("x-fieldstore-fields"), Some("12"));
     assert!(a.body == want, "retrieve: {} bytes, read: {}", a.body.len(), want.len());
@@ -305,8 +309,8 @@ fn refusals_and_bad_requests_are_json_4xx_and_the_server_serves_on() {
     assert_eq!(common::succeeded("remote list", &c.output().unwrap()).lines().count(), 12);
 }
 
-/// Reads an event stream until `until` is in it or `within` passed.
-fn events(base: &str, query: &str, extra: &[&str], until: &str, within: Duration) -> String {
+/// Reads an event stream until it holds `fields` field events or `within` passed.
+fn events(base: &str, query: &str, extra: &[&str], fields: usize, within: Duration) -> String {
     let mut c = Command::new("curl");
     c.args(["-s", "-N", "--max-time", &within.as_secs().to_string(), "-H", READER])
         .args(extra)
@@ -322,7 +326,7 @@ fn events(base: &str, query: &str, extra: &[&str], until: &str, within: Duration
             Ok(0) | Err(_) => break,
             Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
         }
-        if text.contains(until) {
+        if text.matches("event: field\n").count() >= fields {
             break;
         }
     }
@@ -351,25 +355,30 @@ fn events_stream_flushes_from_another_process_and_resume() {
     // A subscriber from now; another process writes step 6 and 12; the events name them.
     let b = base.clone();
     let q = query.clone();
-    let sub = std::thread::spawn(move || events(&b, &q, &[], "step=12", Duration::from_secs(40)));
+    let sub = std::thread::spawn(move || events(&b, &q, &[], 2, Duration::from_secs(40)));
     std::thread::sleep(Duration::from_millis(1500));
     site.write("b.grib", &["--steps", "6/12", "--params", "t", "--levels", "500"]);
     let text = sub.join().unwrap();
     assert!(text.contains("event: start"), "{text}");
-    let fields: Vec<&str> = text.lines().filter(|l| l.starts_with("data: {\"key\"")).collect();
-    assert_eq!(fields.len(), 2, "{text}");
-    assert!(fields[0].contains("\"step\":\"6\"") && fields[1].contains("\"step\":\"12\""), "{text}");
+    let step_of = |l: &str| l.split("\"step\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let steps = |text: &str| -> Vec<String> {
+        text.lines().filter(|l| l.starts_with("data: {\"key\"")).map(step_of).collect()
+    };
+    let mut got = steps(&text);
+    let first = got[0].clone();
+    got.sort();
+    assert_eq!(got, ["12", "6"], "{text}");
 
-    // Resuming after the first field's id gives exactly the second.
+    // Resuming after the first field's id gives exactly the other.
     let ids: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
     assert_eq!(ids.len(), 3, "{text}");
-    let again = events(&base, &query, &["-H", &format!("Last-Event-ID: {}", ids[1])], "step=12", Duration::from_secs(10));
-    let fields: Vec<&str> = again.lines().filter(|l| l.starts_with("data: {\"key\"")).collect();
-    assert_eq!(fields.len(), 1, "{again}");
-    assert!(fields[0].contains("\"step\":\"12\""), "{again}");
-    // From the beginning: all three steps of t/500 and the u and 850 fields at step 0.
-    let all = events(&base, &format!("{query}&start=beginning"), &[], "\"step\":\"12\"", Duration::from_secs(10));
-    assert_eq!(all.lines().filter(|l| l.starts_with("data: {\"key\"")).count(), 4, "{all}");
+    let again = events(&base, &query, &["-H", &format!("Last-Event-ID: {}", ids[1])], 1, Duration::from_secs(10));
+    let rest = steps(&again);
+    assert_eq!(rest.len(), 1, "{again}");
+    assert_ne!(rest[0], first, "{again}");
+    // From the beginning: all three steps of t/500 and the u and 850 fields at step 0 (6).
+    let all = events(&base, &format!("{query}&start=beginning"), &[], 4, Duration::from_secs(10));
+    assert_eq!(steps(&all).len(), 4, "{all}");
 }
 
 #[test]
@@ -401,7 +410,7 @@ fn map_values_and_series_are_eccodes_values() {
     assert_eq!(a.status, 400);
 
     // The series at a point: every step, each value ecCodes' nearest-point value.
-    let all_steps = format!("{REQ},param=130,levelist=500");
+    let all_steps = format!("{REQ},domain=g,param=130,levelist=500,step=0/6/12");
     let a = get(&base, "/api/v1/series", &[("request", &all_steps), ("lat", "10.3"), ("lon", "20.7")], &h);
     assert_eq!(a.status, 200, "{}", a.text());
     let s = a.json();
@@ -411,18 +420,24 @@ fn map_values_and_series_are_eccodes_values() {
         let f = site.path("read.grib");
         site.cli(&["read", &all_steps, f.to_str().unwrap()]);
         let out = Command::new(grib_get)
-            .args(["-l", "10.3,20.7,1", "-p", "step"])
+            .args(["-F", "%.12g", "-l", "10.3,20.7,1", "-p", "step"])
             .arg(&f)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let want: Vec<f64> = text
+        // `step value` per line, in the file's order.
+        let want: std::collections::HashMap<String, f64> = text
             .lines()
-            .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+            .map(|l| {
+                let mut w = l.split_whitespace();
+                let step = w.next().unwrap().to_string();
+                (step, w.last().unwrap().parse().unwrap())
+            })
             .collect();
         assert_eq!(want.len(), 3, "{text}");
-        for (p, w) in points.iter().zip(&want) {
+        for p in points {
             let v = p["value"].as_f64().unwrap();
+            let w = want[p["key"]["step"].as_str().unwrap()];
             assert!((v - w).abs() < 1e-6 * w.abs().max(1.0), "{v} vs ecCodes {w}");
         }
     }

@@ -173,8 +173,15 @@ impl Handler<'_> {
     pub(super) fn request(&self) -> Result<Request, Response> {
         match self.req.param("request").map(str::trim) {
             None | Some("") => Ok(Request::default()),
-            Some(text) => parse_request(text)
-                .map_err(|e| bad_request(format!("request '{text}': {e}"))),
+            Some(text) => parse_request(text).map_err(|e| {
+                let mut e = e.to_string();
+                if e.len() > 400 {
+                    let cut = (0..=400).rev().find(|&i| e.is_char_boundary(i)).unwrap_or(0);
+                    e.truncate(cut);
+                    e.push_str("…");
+                }
+                bad_request(format!("request: {e}"))
+            }),
         }
     }
 

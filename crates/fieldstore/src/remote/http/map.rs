@@ -10,7 +10,7 @@
 //! drawn point covers), so the page draws the grid as it is: regular, Gaussian, reduced,
 //! rotated. A grid over `max_points` keeps every k-th row and every k-th point of a row.
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use serde_json::{json, Value};
 
@@ -18,7 +18,9 @@ use super::super::auth::AuthOp;
 use super::super::server::{Lease, Share, Shared};
 use super::api::{api_error, bad_request, key_json, key_request, refusal, Handler, Outcome};
 use super::response::Response;
-use crate::api::DataReader;
+use crate::api::ListOptions;
+use crate::model::request::Request;
+use crate::model::Key;
 use crate::grib::{Decoded, KeyValue};
 
 /// Points drawn by default, and at most.
@@ -41,39 +43,60 @@ pub(super) fn series<W: Write>(h: &Handler, w: &mut W) -> Outcome {
     }
 }
 
-/// The fields a request names, read one at a time.
-fn open(h: &Handler) -> Result<Box<dyn DataReader>, Response> {
+/// The fields a request matches (it may leave keywords out, as `list` allows), by full key.
+fn matching(h: &Handler, max: usize) -> Result<Vec<Key>, Response> {
     let req = h.request()?;
     if req.is_empty() {
         return Err(bad_request("give a request naming the field(s)"));
     }
     let everywhere = h.may_read(AuthOp::Retrieve, &req)?;
-    let stream = h.shared().fdb.retrieve(&req).map_err(|e| api_error(&e))?;
-    if !everywhere
-        && stream
-            .fields()
-            .iter()
-            .any(|f| !h.who.may(AuthOp::Retrieve, &f.key.db))
-    {
-        return Err(Response::error(
-            403,
-            "permission",
-            &format!("identity '{}' may not retrieve some of these fields", h.who.name),
-        ));
+    let options = ListOptions {
+        include_masked: false,
+        depth: 3,
+    };
+    let mut keys = Vec::new();
+    for el in h.shared().fdb.list(&req, options).map_err(|e| api_error(&e))? {
+        let el = el.map_err(|e| api_error(&e))?;
+        if !everywhere && !h.who.may(AuthOp::Retrieve, &el.key.db) {
+            continue;
+        }
+        keys.push(el.key.combined());
+        if keys.len() > max {
+            return Err(Response::error(
+                413,
+                "too-large",
+                &format!("the request names more than {max} fields; give more of their keys"),
+            ));
+        }
     }
-    if stream.fields().is_empty() {
+    if keys.is_empty() {
         return Err(Response::error(404, "not-found", &format!("nothing matches {req}")));
     }
-    Ok(stream)
+    Ok(keys)
 }
 
-/// The next field's bytes, held against the budget.
-fn next_field<'a>(
-    shared: &'a Shared,
+/// One field's bytes by its full key, held against the budget.
+fn read_field<'a>(
+    h: &'a Handler,
     share: &'a Share,
-    stream: &mut dyn DataReader,
-    length: u64,
+    key: &Key,
 ) -> Result<(Vec<u8>, Lease<'a>), Response> {
+    let shared: &Shared = h.shared();
+    let mut r = Request::new(Some("retrieve"));
+    for (kw, v) in key.iter() {
+        r.set(kw, vec![v.to_string()]);
+    }
+    let mut stream = shared.fdb.retrieve(&r).map_err(|e| api_error(&e))?;
+    let length = match stream.fields() {
+        [f] => f.length,
+        _ => {
+            return Err(Response::error(
+                404,
+                "not-found",
+                &format!("the field {} is gone", key_request(key)),
+            ))
+        }
+    };
     let lease = shared
         .budget
         .take(share, length, &shared.stopping)
@@ -236,18 +259,17 @@ fn dlon(a: f64, b: f64) -> f64 {
 
 fn field_inner(h: &Handler) -> Result<Response, Response> {
     let max = h.number("max_points", DEFAULT_POINTS, MAX_POINTS)?.max(1000);
-    let mut stream = open(h)?;
-    let fields = stream.fields().to_vec();
-    if fields.len() != 1 {
-        return Err(bad_request(format!(
-            "the request names {} fields; the map shows one: give its full key (the `request` of a listed field)",
-            fields.len()
-        )));
-    }
+    let keys = matching(h, 1).map_err(|r| {
+        if r.status == 413 {
+            bad_request("the request names several fields; the map shows one: give its full key (the `request` of a listed field)")
+        } else {
+            r
+        }
+    })?;
     let shared = h.shared();
     let share = Share::default();
     let started = std::time::Instant::now();
-    let (bytes, _lease) = next_field(shared, &share, &mut *stream, fields[0].length)?;
+    let (bytes, _lease) = read_field(h, &share, &keys[0])?;
     let d = Decoded::new(&bytes).map_err(grib_error)?;
     let n = d.number_of_values().map_err(grib_error)?;
     // Values and coordinates in f64, and what is sent.
@@ -304,10 +326,10 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         }
         rows.push(json!([count, dlat, step * kk as f64]));
     }
-    let key = fields[0].key.combined();
+    let key = &keys[0];
     let meta = json!({
-        "key": key_json(&key),
-        "request": key_request(&key),
+        "key": key_json(key),
+        "request": key_request(key),
         "gridType": g.grid_type,
         "name": string(&d, "name"),
         "shortName": string(&d, "shortName"),
@@ -347,25 +369,13 @@ fn series_inner(h: &Handler) -> Result<Value, Response> {
         }
     };
     let (lat0, lon0) = (coord("lat", 90.0)?, coord("lon", 360.0)?);
-    let mut stream = open(h)?;
-    let fields = stream.fields().to_vec();
-    if fields.len() > MAX_SERIES {
-        return Err(Response::error(
-            413,
-            "too-large",
-            &format!(
-                "the request names {} fields; a series reads at most {MAX_SERIES}",
-                fields.len()
-            ),
-        ));
-    }
-    let shared = h.shared();
+    let keys = matching(h, MAX_SERIES)?;
     let share = Share::default();
     let mut nearest: Option<(usize, usize, f64, f64)> = None; // (points, index, lat, lon)
     let mut points = Vec::new();
     let (mut units, mut name) = (None, None);
-    for f in &fields {
-        let (bytes, _lease) = next_field(shared, &share, &mut *stream, f.length)?;
+    for key in &keys {
+        let (bytes, _lease) = read_field(h, &share, key)?;
         let d = Decoded::new(&bytes).map_err(grib_error)?;
         let values = d.values().map_err(grib_error)?;
         let n = values.len();
@@ -394,11 +404,10 @@ fn series_inner(h: &Handler) -> Result<Value, Response> {
         nearest = Some(found);
         units = units.or_else(|| string(&d, "units"));
         name = name.or_else(|| string(&d, "name"));
-        let key = f.key.combined();
         let v = values[found.1];
         points.push(json!({
-            "key": key_json(&key),
-            "request": key_request(&key),
+            "key": key_json(key),
+            "request": key_request(key),
             "value": if v.is_finite() { json!(v) } else { Value::Null },
         }));
     }

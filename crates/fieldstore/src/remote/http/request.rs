@@ -107,7 +107,9 @@ pub(super) fn read<R: BufRead>(
         r.consume(used);
         if let Some(e) = end {
             head.truncate(e);
-            return parse(&head);
+            if e <= MAX_HEAD {
+                return parse(&head);
+            }
         }
         if head.len() > MAX_HEAD {
             return Err(ReadError::Bad(
