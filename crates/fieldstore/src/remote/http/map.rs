@@ -8,7 +8,9 @@
 //! `n` each: latitudes, longitudes, values (NaN where missing). The points come row by row
 //! (`rows` in the metadata: `[count, dlat, dlon]` per row, the spacing in degrees that each
 //! drawn point covers), so the page draws the grid as it is: regular, Gaussian, reduced,
-//! rotated. A grid over `max_points` keeps every k-th row and every k-th point of a row.
+//! rotated. With `sizes: true` (rotated grids, whose rows are curves on the map) two more f32
+//! arrays follow: each point's box width and height in degrees. A grid over `max_points` keeps
+//! every k-th row and every k-th point of a row.
 
 use std::io::{Read, Write};
 
@@ -294,6 +296,11 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         })
         .collect();
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    // Rotated grids' rows are curves on the map: each point gets its own box, spanning its
+    // neighbours along the row and down the column (`sizes` in the metadata).
+    let rectangular = g.rows.windows(2).all(|w| w[0] == w[1]);
+    let per_point = g.grid_type.contains("rotated") && rectangular;
+    let (mut widths, mut heights) = (Vec::new(), Vec::new());
     for r in (0..g.rows.len()).step_by(k) {
         let (s, len) = (starts[r], g.rows[r]);
         // The spacing a drawn point covers: to the next kept row and the next kept point.
@@ -310,6 +317,17 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         let mut count = 0;
         for j in (0..len).step_by(kk) {
             let i = s + j;
+            if per_point {
+                let along = if j + 1 < len { i + 1 } else { i - 1 };
+                let down = other - s + i;
+                let w = dlon(g.lon[along], g.lon[i]) * kk as f64;
+                let h = (g.lat[along] - g.lat[i]).abs() * kk as f64;
+                let w2 = dlon(g.lon[down], g.lon[i]);
+                let h2 = (g.lat[down] - g.lat[i]).abs();
+                // A skewed cell's box spans both of its edges.
+                widths.push((w + w2) as f32);
+                heights.push((h + h2) as f32);
+            }
             lat.push(g.lat[i] as f32);
             let mut x = g.lon[i];
             if x > 180.0 {
@@ -340,6 +358,7 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         "min": if lo.is_finite() { json!(lo) } else { Value::Null },
         "max": if hi.is_finite() { json!(hi) } else { Value::Null },
         "rows": rows,
+        "sizes": per_point,
         "decode_ms": decoded_ms,
     });
     let mut m = serde_json::to_vec(&meta).unwrap_or_default();
@@ -349,7 +368,7 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
     let mut body = Vec::with_capacity(4 + m.len() + lat.len() * 12);
     body.extend_from_slice(&(m.len() as u32).to_le_bytes());
     body.extend_from_slice(&m);
-    for a in [&lat, &lon, &val] {
+    for a in [&lat, &lon, &val, &widths, &heights] {
         for x in a.iter() {
             body.extend_from_slice(&x.to_le_bytes());
         }

@@ -45,13 +45,14 @@ async function api(path, params, as) {
 
 // ---- facets -------------------------------------------------------------------------------
 
-async function refreshFacets() {
+async function refreshFacets(gen) {
   let axes = {};
   try {
     axes = await api("/api/v1/axes", { request: requestText(state.chosen) });
   } catch (e) {
     if (e.status !== 404) throw e;
   }
+  if (gen !== state.generation) return;
   state.axes = axes;
   const box = $("facets");
   box.replaceChildren();
@@ -106,13 +107,14 @@ function varying(fields) {
 
 const MAX_SHOWN = 500;
 
-async function refreshFields() {
+async function refreshFields(gen) {
   let fields = [];
   try {
     fields = await api("/api/v1/list", { request: requestText(state.chosen) });
   } catch (e) {
     if (e.status !== 404) throw e;
   }
+  if (gen !== state.generation) return;
   state.fields = fields;
   renderFields();
 }
@@ -161,10 +163,13 @@ function subscribe() {
   es.onerror = () => $("live").classList.remove("on");
 }
 
+// Choices made while an earlier refresh is under way win: each refresh has a generation, and
+// answers of an older one are dropped.
 async function refresh() {
+  const gen = (state.generation = (state.generation || 0) + 1);
   setStatus("Loading…");
-  await refreshFacets();
-  await refreshFields();
+  await Promise.all([refreshFacets(gen), refreshFields(gen)]);
+  if (gen !== state.generation) return;
   subscribe();
   setStatus(`${state.fields.length} field${state.fields.length === 1 ? "" : "s"} match ${requestText(state.chosen) || "(everything)"}.`);
 }
@@ -181,6 +186,9 @@ function parseField(buf) {
     lat: new Float32Array(buf, off, n),
     lon: new Float32Array(buf, off + 4 * n, n),
     val: new Float32Array(buf, off + 8 * n, n),
+    // Rotated grids: each point's box in degrees.
+    w: meta.sizes ? new Float32Array(buf, off + 12 * n, n) : null,
+    h: meta.sizes ? new Float32Array(buf, off + 16 * n, n) : null,
   };
 }
 
@@ -210,11 +218,16 @@ function drawField(d) {
   const span = (max - min) || 1;
   let i = 0;
   for (const [count, dlat, dlon] of d.meta.rows) {
-    const hh = Math.max(1, Math.ceil(dlat / 180 * H));
-    const ww = Math.max(1, Math.ceil(dlon / 360 * W));
+    // One pixel more than the spacing, so neighbouring boxes leave no gaps between them.
+    let hh = Math.ceil(dlat / 180 * H) + 1;
+    let ww = Math.ceil(dlon / 360 * W) + 1;
     for (let j = 0; j < count; j++, i++) {
       const v = d.val[i];
       if (!Number.isFinite(v)) continue;
+      if (d.w) {
+        ww = Math.ceil(d.w[i] / 360 * W) + 1;
+        hh = Math.ceil(d.h[i] / 180 * H) + 1;
+      }
       const c = PALETTE[Math.max(0, Math.min(255, Math.round((v - min) / span * 255)))];
       let lon = d.lon[i];
       if (lon >= 180) lon -= 360;
