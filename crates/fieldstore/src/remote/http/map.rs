@@ -85,7 +85,7 @@ fn read_field<'a>(
 ) -> Result<(Vec<u8>, Lease<'a>), Response> {
     let shared: &Shared = h.shared();
     let mut r = Request::new(Some("retrieve"));
-    for (kw, v) in key.iter() {
+    for (kw, v) in key.iter().filter(|(_, v)| !v.is_empty()) {
         r.set(kw, vec![v.to_string()]);
     }
     let mut stream = shared.fdb.retrieve(&r).map_err(|e| api_error(&e))?;
@@ -274,10 +274,13 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
     let (bytes, _lease) = read_field(h, &share, &keys[0])?;
     let d = Decoded::new(&bytes).map_err(grib_error)?;
     let n = d.number_of_values().map_err(grib_error)?;
-    // Values and coordinates in f64, and what is sent.
+    // Values and coordinates in f64, and what is sent: a share of its own, so a field and its
+    // decoding may each take up to a connection's budget (a 0.1° field is 13 MiB of GRIB and
+    // 155 MiB decoded); the server's budget bounds them all.
+    let decoding = Share::default();
     let _decoding = shared
         .budget
-        .take(&share, n as u64 * 24, &shared.stopping)
+        .take(&decoding, n as u64 * 24, &shared.stopping)
         .map_err(refusal)?;
     let g = decode(&d)?;
     let decoded_ms = started.elapsed().as_secs_f64() * 1000.0;
