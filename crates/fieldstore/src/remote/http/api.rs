@@ -433,7 +433,7 @@ impl Handler<'_> {
         // Ranges of one field (its full key): the bytes a client asks for, read from where
         // they are.
         let mut status = 200;
-        let (mut from, mut length) = (0, size);
+        let mut length = size;
         if fields == 1 {
             headers.push(("Accept-Ranges", "bytes".into()));
             match byte_range(self.req.header("range"), size) {
@@ -441,7 +441,6 @@ impl Handler<'_> {
                 Ok(Some((first, last))) => {
                     if stream.seek(SeekFrom::Start(first)).is_ok() {
                         status = 206;
-                        from = first;
                         length = last - first + 1;
                         headers.push(("Content-Range", format!("bytes {first}-{last}/{size}")));
                     }
@@ -456,9 +455,12 @@ impl Handler<'_> {
                 }
             }
         }
+        // One buffer, held against the budget: at most 1 MiB (HTTP writes need no more), no
+        // more than what is sent.
         let chunk = shared
             .opts
             .chunk_size
+            .min(1 << 20)
             .min(usize::try_from(length).unwrap_or(usize::MAX))
             .max(1);
         let share = Share::default();
@@ -466,7 +468,6 @@ impl Handler<'_> {
             .budget
             .take(&share, chunk as u64, &shared.stopping)
             .map_err(refusal)?;
-        let _ = from;
         let sent = (|| -> io::Result<()> {
             write_head(w, status, &headers, Some(length))?;
             if self.req.is_head() {
