@@ -469,3 +469,70 @@ fn which(tool: &str) -> Option<PathBuf> {
         .map(|d| Path::new(d).join(tool))
         .find(|p| p.is_file())
 }
+
+/// HTTPS with the binary protocol's TLS: a verified client certificate is the identity its
+/// Common Name names; without one, a bearer token; with neither, or a stranger's, 401.
+#[test]
+fn https_with_client_certificates_as_identities() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair,
+    };
+    let site = Site::new();
+    site.write("a.grib", &["--steps", "0"]);
+    std::fs::write(
+        site.path("tokens.yaml"),
+        "identities:\n  - name: reader\n    certificate: reader-1\n    role: reader\n  - name: ops\n    token: ops-token-333\n    role: operator\n",
+    )
+    .unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "Test CA");
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(site.path("ca.pem"), ca.pem()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(site.path("server.pem"), cert.pem()).unwrap();
+    std::fs::write(site.path("server.key"), key.serialize_pem()).unwrap();
+    for cn in ["reader-1", "stranger-1"] {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let c = p.signed_by(&key, &ca).unwrap();
+        std::fs::write(site.path(&format!("{cn}.pem")), c.pem()).unwrap();
+        std::fs::write(site.path(&format!("{cn}.key")), key.serialize_pem()).unwrap();
+    }
+    let p = |n: &str| site.path(n).to_str().unwrap().to_string();
+    let mut c = common::fieldstore();
+    c.arg("--config").arg(site.path("local.yaml")).args([
+        "server", "--http", "127.0.0.1:0", "--tokens", &p("tokens.yaml"), "--tls-cert", &p("server.pem"),
+        "--tls-key", &p("server.key"), "--tls-client-ca", &p("ca.pem"), "--tls-client-optional",
+    ]);
+    let served = server::start_http_only(c, site.dir.path(), "");
+    let status = |args: &[&str]| -> String {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", &p("ca.pem")])
+            .args(["--resolve", &format!("localhost:{}:127.0.0.1", served.port)])
+            .args(args)
+            .arg(format!("https://localhost:{}/api/v1/list?request=class%3Dod", served.port))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let reader = ["--cert", &p("reader-1.pem"), "--key", &p("reader-1.key")];
+    assert_eq!(status(&reader), "200");
+    assert_eq!(status(&["-H", "Authorization: Bearer ops-token-333"]), "200");
+    assert_eq!(status(&[]), "401");
+    assert_eq!(status(&["--cert", &p("stranger-1.pem"), "--key", &p("stranger-1.key")]), "401");
+    // Plain HTTP on the TLS port is not served.
+    let plain = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+        .arg(format!("http://127.0.0.1:{}/api/v1/list", served.port))
+        .output()
+        .unwrap();
+    assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");
+}
