@@ -136,9 +136,18 @@ fn get(base: &str, path: &str, query: &[(&str, &str)], args: &[&str]) -> Answer 
     for (k, v) in query {
         c.arg("--data-urlencode").arg(format!("{k}={v}"));
     }
-    let out = c.output().expect("curl is installed (scripts/install-deps --tests)");
-    assert!(out.status.success(), "curl {path}: {}", String::from_utf8_lossy(&out.stderr));
-    parse_answer(&std::fs::read(&head).unwrap(), std::fs::read(&body).unwrap_or_default())
+    let out = c
+        .output()
+        .expect("curl is installed (scripts/install-deps --tests)");
+    assert!(
+        out.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_answer(
+        &std::fs::read(&head).unwrap(),
+        std::fs::read(&body).unwrap_or_default(),
+    )
 }
 
 fn parse_answer(head: &[u8], body: Vec<u8>) -> Answer {
@@ -177,7 +186,12 @@ fn the_api_answers_as_the_cli_does() {
     // list: porcelain exactly the CLI's lines; JSON one element per field.
     let cli = site.cli(&["list", "--porcelain", REQ]);
     assert_eq!(cli.lines().count(), 12, "{cli}");
-    let a = get(&base, "/api/v1/list", &[("request", REQ), ("format", "porcelain")], &h);
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ), ("format", "porcelain")],
+        &h,
+    );
     assert_eq!(a.status, 200);
     assert_eq!(a.text(), cli);
     let a = get(&base, "/api/v1/list", &[("request", REQ)], &h);
@@ -194,7 +208,12 @@ fn the_api_answers_as_the_cli_does() {
     let a = get(&base, "/api/v1/retrieve", &[("request", ALL)], &h);
     assert_eq!(a.status, 200);
     assert_eq!(a.header("x-fieldstore-fields"), Some("12"));
-    assert!(a.body == want, "retrieve: {} bytes, read: {}", a.body.len(), want.len());
+    assert!(
+        a.body == want,
+        "retrieve: {} bytes, read: {}",
+        a.body.len(),
+        want.len()
+    );
 
     // One field by its full key, and ranges of it.
     let one = fields[3]["request"].as_str().unwrap().to_string();
@@ -203,13 +222,31 @@ fn the_api_answers_as_the_cli_does() {
     assert_eq!(whole.header("accept-ranges"), Some("bytes"));
     assert_eq!(&whole.body[..4], b"GRIB");
     let n = whole.body.len();
-    let part = get(&base, "/api/v1/retrieve", &[("request", &one)], &["-H", READER, "-H", "Range: bytes=10-99"]);
+    let part = get(
+        &base,
+        "/api/v1/retrieve",
+        &[("request", &one)],
+        &["-H", READER, "-H", "Range: bytes=10-99"],
+    );
     assert_eq!(part.status, 206);
     assert_eq!(part.body, whole.body[10..100]);
-    assert_eq!(part.header("content-range"), Some(format!("bytes 10-99/{n}").as_str()));
-    let tail = get(&base, "/api/v1/retrieve", &[("request", &one)], &["-H", READER, "-H", "Range: bytes=-4"]);
+    assert_eq!(
+        part.header("content-range"),
+        Some(format!("bytes 10-99/{n}").as_str())
+    );
+    let tail = get(
+        &base,
+        "/api/v1/retrieve",
+        &[("request", &one)],
+        &["-H", READER, "-H", "Range: bytes=-4"],
+    );
     assert_eq!(tail.body, b"7777");
-    let over = get(&base, "/api/v1/retrieve", &[("request", &one)], &["-H", READER, "-H", &format!("Range: bytes={n}-")]);
+    let over = get(
+        &base,
+        "/api/v1/retrieve",
+        &[("request", &one)],
+        &["-H", READER, "-H", &format!("Range: bytes={n}-")],
+    );
     assert_eq!(over.status, 416);
 
     // axes, where, stats.
@@ -227,8 +264,13 @@ fn the_api_answers_as_the_cli_does() {
     // The OpenAPI document names every route.
     let a = get(&base, "/api/v1/openapi.json", &[], &[]);
     let doc = a.json();
-    for p in ["list", "axes", "where", "stats", "retrieve", "extract", "events", "field", "series"] {
-        assert!(doc["paths"][format!("/api/v1/{p}")].is_object(), "openapi lacks {p}");
+    for p in [
+        "list", "axes", "where", "stats", "retrieve", "extract", "events", "field", "series",
+    ] {
+        assert!(
+            doc["paths"][format!("/api/v1/{p}")].is_object(),
+            "openapi lacks {p}"
+        );
     }
     // The web view is there, without a token (it holds no data).
     let a = get(&base, "/", &[], &[]);
@@ -257,65 +299,177 @@ fn refusals_and_bad_requests_are_json_4xx_and_the_server_serves_on() {
     let mut half = TcpStream::connect(&base).unwrap();
     half.write_all(b"GET /api/v1/list?request=cl").unwrap();
     let mut garbage = TcpStream::connect(&base).unwrap();
-    garbage.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n").unwrap();
+    garbage
+        .write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n")
+        .unwrap();
     let mut reply = Vec::new();
     let _ = garbage.read_to_end(&mut reply);
-    assert!(String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 400"), "{}", String::from_utf8_lossy(&reply));
+    assert!(
+        String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
     drop(TcpStream::connect(&base).unwrap());
 
     // Who: no token, a wrong one; grants narrower than the request.
-    check(get(&base, "/api/v1/list", &[("request", REQ)], &[]), 401, "auth");
-    check(get(&base, "/api/v1/list", &[("request", REQ)], &["-H", &auth("nope")]), 401, "auth");
-    let a = get(&base, "/api/v1/list", &[("request", REQ)], &["-H", &auth("nope")]);
+    check(
+        get(&base, "/api/v1/list", &[("request", REQ)], &[]),
+        401,
+        "auth",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/list",
+            &[("request", REQ)],
+            &["-H", &auth("nope")],
+        ),
+        401,
+        "auth",
+    );
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ)],
+        &["-H", &auth("nope")],
+    );
     assert!(a.header("www-authenticate").is_some());
     check(
-        get(&base, "/api/v1/retrieve", &[("request", "class=rd,expver=0001")], &["-H", &auth("od1-token-3")]),
+        get(
+            &base,
+            "/api/v1/retrieve",
+            &[("request", "class=rd,expver=0001")],
+            &["-H", &auth("od1-token-3")],
+        ),
         403,
         "permission",
     );
     // od1 lists only its databases; the reader sees both.
-    let od1 = get(&base, "/api/v1/list", &[("request", "expver=0001"), ("format", "porcelain")], &["-H", &auth("od1-token-3")]);
-    let all = get(&base, "/api/v1/list", &[("request", "expver=0001"), ("format", "porcelain")], &h);
+    let od1 = get(
+        &base,
+        "/api/v1/list",
+        &[("request", "expver=0001"), ("format", "porcelain")],
+        &["-H", &auth("od1-token-3")],
+    );
+    let all = get(
+        &base,
+        "/api/v1/list",
+        &[("request", "expver=0001"), ("format", "porcelain")],
+        &h,
+    );
     assert_eq!(od1.text().lines().count(), 12);
     assert_eq!(all.text().lines().count(), 24);
 
     // What: malformed requests, parameters, routes, methods; nothing matching.
-    check(get(&base, "/api/v1/list", &[("request", "class")], &h), 400, "bad-request");
-    check(get(&base, "/api/v1/list", &[("request", REQ), ("format", "xml")], &h), 400, "bad-request");
-    check(get(&base, "/api/v1/axes", &[("depth", "9")], &h), 400, "bad-request");
+    check(
+        get(&base, "/api/v1/list", &[("request", "class")], &h),
+        400,
+        "bad-request",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/list",
+            &[("request", REQ), ("format", "xml")],
+            &h,
+        ),
+        400,
+        "bad-request",
+    );
+    check(
+        get(&base, "/api/v1/axes", &[("depth", "9")], &h),
+        400,
+        "bad-request",
+    );
     check(get(&base, "/api/v1/retrieve", &[], &h), 400, "bad-request");
-    check(get(&base, "/api/v1/list", &[("request", "class=xx")], &h), 404, "not-found");
-    check(get(&base, "/api/v1/retrieve", &[("request", "class=xx,expver=0001")], &h), 404, "not-found");
+    check(
+        get(&base, "/api/v1/list", &[("request", "class=xx")], &h),
+        404,
+        "not-found",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/retrieve",
+            &[("request", "class=xx,expver=0001")],
+            &h,
+        ),
+        404,
+        "not-found",
+    );
     check(get(&base, "/api/v1/nothing", &[], &h), 404, "no-route");
-    check(get(&base, "/api/v1/extract", &[("request", REQ)], &h), 501, "unsupported");
-    check(get(&base, "/api/v1/list", &[], &["-H", READER, "-X", "DELETE"]), 405, "bad-request");
-    check(get(&base, "/api/v1/events", &[("last_event_id", "{not a position")], &h), 400, "bad-request");
+    check(
+        get(&base, "/api/v1/extract", &[("request", REQ)], &h),
+        501,
+        "unsupported",
+    );
+    check(
+        get(&base, "/api/v1/list", &[], &["-H", READER, "-X", "DELETE"]),
+        405,
+        "bad-request",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/events",
+            &[("last_event_id", "{not a position")],
+            &h,
+        ),
+        400,
+        "bad-request",
+    );
     let long = "x".repeat(70_000);
-    check(get(&base, "/api/v1/list", &[("request", &long)], &h), 413, "bad-request");
+    check(
+        get(&base, "/api/v1/list", &[("request", &long)], &h),
+        413,
+        "bad-request",
+    );
 
     // The server went on: the half-sent request's client is still waiting, a good one is served.
-    let a = get(&base, "/api/v1/list", &[("request", REQ), ("format", "porcelain")], &h);
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ), ("format", "porcelain")],
+        &h,
+    );
     assert_eq!(a.status, 200);
     assert_eq!(a.text().lines().count(), 12);
     drop(half);
     // The binary protocol beside it is unaffected.
     std::fs::write(
         site.path("remote.yaml"),
-        format!("type: remote\nhost: 127.0.0.1\nport: {}\ntoken: reader-token-1\n", served.port),
+        format!(
+            "type: remote\nhost: 127.0.0.1\nport: {}\ntoken: reader-token-1\n",
+            served.port
+        ),
     )
     .unwrap();
     let mut c = common::fieldstore();
-    c.arg("--config").arg(site.path("remote.yaml")).args(["list", "--porcelain", REQ]);
-    assert_eq!(common::succeeded("remote list", &c.output().unwrap()).lines().count(), 12);
+    c.arg("--config")
+        .arg(site.path("remote.yaml"))
+        .args(["list", "--porcelain", REQ]);
+    assert_eq!(
+        common::succeeded("remote list", &c.output().unwrap())
+            .lines()
+            .count(),
+        12
+    );
 }
 
 /// Reads an event stream until it holds `fields` field events or `within` passed.
 fn events(base: &str, query: &str, extra: &[&str], fields: usize, within: Duration) -> String {
     let mut c = Command::new("curl");
-    c.args(["-s", "-N", "--max-time", &within.as_secs().to_string(), "-H", READER])
-        .args(extra)
-        .arg(format!("http://{base}/api/v1/events?{query}"))
-        .stdout(Stdio::piped());
+    c.args([
+        "-s",
+        "-N",
+        "--max-time",
+        &within.as_secs().to_string(),
+        "-H",
+        READER,
+    ])
+    .args(extra)
+    .arg(format!("http://{base}/api/v1/events?{query}"))
+    .stdout(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut out = child.stdout.take().unwrap();
     let mut text = String::new();
@@ -357,12 +511,26 @@ fn events_stream_flushes_from_another_process_and_resume() {
     let q = query.clone();
     let sub = std::thread::spawn(move || events(&b, &q, &[], 2, Duration::from_secs(40)));
     std::thread::sleep(Duration::from_millis(1500));
-    site.write("b.grib", &["--steps", "6/12", "--params", "t", "--levels", "500"]);
+    site.write(
+        "b.grib",
+        &["--steps", "6/12", "--params", "t", "--levels", "500"],
+    );
     let text = sub.join().unwrap();
     assert!(text.contains("event: start"), "{text}");
-    let step_of = |l: &str| l.split("\"step\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let step_of = |l: &str| {
+        l.split("\"step\":\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_string()
+    };
     let steps = |text: &str| -> Vec<String> {
-        text.lines().filter(|l| l.starts_with("data: {\"key\"")).map(step_of).collect()
+        text.lines()
+            .filter(|l| l.starts_with("data: {\"key\""))
+            .map(step_of)
+            .collect()
     };
     let mut got = steps(&text);
     let first = got[0].clone();
@@ -370,14 +538,29 @@ fn events_stream_flushes_from_another_process_and_resume() {
     assert_eq!(got, ["12", "6"], "{text}");
 
     // Resuming after the first field's id gives exactly the other.
-    let ids: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
     assert_eq!(ids.len(), 3, "{text}");
-    let again = events(&base, &query, &["-H", &format!("Last-Event-ID: {}", ids[1])], 1, Duration::from_secs(10));
+    let again = events(
+        &base,
+        &query,
+        &["-H", &format!("Last-Event-ID: {}", ids[1])],
+        1,
+        Duration::from_secs(10),
+    );
     let rest = steps(&again);
     assert_eq!(rest.len(), 1, "{again}");
     assert_ne!(rest[0], first, "{again}");
     // From the beginning: all three steps of t/500 and the u and 850 fields at step 0 (6).
-    let all = events(&base, &format!("{query}&start=beginning"), &[], 4, Duration::from_secs(10));
+    let all = events(
+        &base,
+        &format!("{query}&start=beginning"),
+        &[],
+        4,
+        Duration::from_secs(10),
+    );
     assert_eq!(steps(&all).len(), 4, "{all}");
 }
 
@@ -398,20 +581,38 @@ fn map_values_and_series_are_eccodes_values() {
     assert_eq!(a.body.len(), 4 + mlen + 12 * n);
     assert_eq!(meta["gridType"], "regular_ll");
     assert_eq!(meta["units"], "K");
-    let rows: usize = meta["rows"].as_array().unwrap().iter().map(|r| r[0].as_u64().unwrap() as usize).sum();
+    let rows: usize = meta["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_u64().unwrap() as usize)
+        .sum();
     assert_eq!(rows, n);
     // Thinned when asked: about max_points.
-    let a = get(&base, "/api/v1/field", &[("request", &one), ("max_points", "1000")], &h);
+    let a = get(
+        &base,
+        "/api/v1/field",
+        &[("request", &one), ("max_points", "1000")],
+        &h,
+    );
     let mlen = u32::from_le_bytes(a.body[..4].try_into().unwrap()) as usize;
     let thin: serde_json::Value = serde_json::from_slice(&a.body[4..4 + mlen]).unwrap();
-    assert!(thin["n"].as_u64().unwrap() <= 1000 && thin["stride"].as_u64().unwrap() == 2, "{thin}");
+    assert!(
+        thin["n"].as_u64().unwrap() <= 1000 && thin["stride"].as_u64().unwrap() == 2,
+        "{thin}"
+    );
     // More than one field is not a map.
     let a = get(&base, "/api/v1/field", &[("request", REQ)], &h);
     assert_eq!(a.status, 400);
 
     // The series at a point: every step, each value ecCodes' nearest-point value.
     let all_steps = format!("{REQ},domain=g,param=130,levelist=500,step=0/6/12");
-    let a = get(&base, "/api/v1/series", &[("request", &all_steps), ("lat", "10.3"), ("lon", "20.7")], &h);
+    let a = get(
+        &base,
+        "/api/v1/series",
+        &[("request", &all_steps), ("lat", "10.3"), ("lon", "20.7")],
+        &h,
+    );
     assert_eq!(a.status, 200, "{}", a.text());
     let s = a.json();
     let points = s["points"].as_array().unwrap();
@@ -438,10 +639,18 @@ fn map_values_and_series_are_eccodes_values() {
         for p in points {
             let v = p["value"].as_f64().unwrap();
             let w = want[p["key"]["step"].as_str().unwrap()];
-            assert!((v - w).abs() < 1e-6 * w.abs().max(1.0), "{v} vs ecCodes {w}");
+            assert!(
+                (v - w).abs() < 1e-6 * w.abs().max(1.0),
+                "{v} vs ecCodes {w}"
+            );
         }
     }
-    let a = get(&base, "/api/v1/series", &[("request", &all_steps), ("lat", "95"), ("lon", "0")], &h);
+    let a = get(
+        &base,
+        "/api/v1/series",
+        &[("request", &all_steps), ("lat", "95"), ("lon", "0")],
+        &h,
+    );
     assert_eq!(a.status, 400);
 }
 
@@ -450,15 +659,29 @@ fn http_alone_serves_without_the_binary_protocol() {
     let site = Site::new();
     site.write("a.grib", &["--steps", "0"]);
     let mut c = common::fieldstore();
-    c.arg("--config")
-        .arg(site.path("local.yaml"))
-        .args(["server", "--http", "127.0.0.1:0", "--token", "solo-token"]);
+    c.arg("--config").arg(site.path("local.yaml")).args([
+        "server",
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        "solo-token",
+    ]);
     let served = server::start_http_only(c, site.dir.path(), "solo-token");
     let base = format!("127.0.0.1:{}", served.port);
-    let a = get(&base, "/api/v1/list", &[("request", REQ), ("format", "porcelain")], &["-H", &auth("solo-token")]);
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ), ("format", "porcelain")],
+        &["-H", &auth("solo-token")],
+    );
     assert_eq!(a.status, 200);
     assert_eq!(a.text().lines().count(), 4);
-    let a = get(&base, "/api/v1/list", &[("request", REQ)], &["-H", &auth("other")]);
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ)],
+        &["-H", &auth("other")],
+    );
     assert_eq!(a.status, 401);
 }
 
@@ -487,7 +710,9 @@ fn https_with_client_certificates_as_identities() {
     .unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, "Test CA");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "Test CA");
     let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
     std::fs::write(site.path("ca.pem"), ca.pem()).unwrap();
     let key = KeyPair::generate().unwrap();
@@ -509,28 +734,68 @@ fn https_with_client_certificates_as_identities() {
     let p = |n: &str| site.path(n).to_str().unwrap().to_string();
     let mut c = common::fieldstore();
     c.arg("--config").arg(site.path("local.yaml")).args([
-        "server", "--http", "127.0.0.1:0", "--tokens", &p("tokens.yaml"), "--tls-cert", &p("server.pem"),
-        "--tls-key", &p("server.key"), "--tls-client-ca", &p("ca.pem"), "--tls-client-optional",
+        "server",
+        "--http",
+        "127.0.0.1:0",
+        "--tokens",
+        &p("tokens.yaml"),
+        "--tls-cert",
+        &p("server.pem"),
+        "--tls-key",
+        &p("server.key"),
+        "--tls-client-ca",
+        &p("ca.pem"),
+        "--tls-client-optional",
     ]);
     let served = server::start_http_only(c, site.dir.path(), "");
     let status = |args: &[&str]| -> String {
         let out = Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", &p("ca.pem")])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                &p("ca.pem"),
+            ])
             .args(["--resolve", &format!("localhost:{}:127.0.0.1", served.port)])
             .args(args)
-            .arg(format!("https://localhost:{}/api/v1/list?request=class%3Dod", served.port))
+            .arg(format!(
+                "https://localhost:{}/api/v1/list?request=class%3Dod",
+                served.port
+            ))
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let reader = ["--cert", &p("reader-1.pem"), "--key", &p("reader-1.key")];
     assert_eq!(status(&reader), "200");
-    assert_eq!(status(&["-H", "Authorization: Bearer ops-token-333"]), "200");
+    assert_eq!(
+        status(&["-H", "Authorization: Bearer ops-token-333"]),
+        "200"
+    );
     assert_eq!(status(&[]), "401");
-    assert_eq!(status(&["--cert", &p("stranger-1.pem"), "--key", &p("stranger-1.key")]), "401");
+    assert_eq!(
+        status(&[
+            "--cert",
+            &p("stranger-1.pem"),
+            "--key",
+            &p("stranger-1.key")
+        ]),
+        "401"
+    );
     // Plain HTTP on the TLS port is not served.
     let plain = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
         .arg(format!("http://127.0.0.1:{}/api/v1/list", served.port))
         .output()
         .unwrap();

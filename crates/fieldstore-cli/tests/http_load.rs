@@ -59,9 +59,14 @@ fn get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
     if head.contains("transfer-encoding: chunked") {
         let (mut out, mut at) = (Vec::new(), 0);
         loop {
-            let line_end = at + body[at..].windows(2).position(|w| w == b"\r\n").ok_or_else(|| std::io::Error::other("bad chunk"))?;
-            let n = usize::from_str_radix(std::str::from_utf8(&body[at..line_end]).unwrap_or("x"), 16)
-                .map_err(|_| std::io::Error::other("bad chunk size"))?;
+            let line_end = at
+                + body[at..]
+                    .windows(2)
+                    .position(|w| w == b"\r\n")
+                    .ok_or_else(|| std::io::Error::other("bad chunk"))?;
+            let n =
+                usize::from_str_radix(std::str::from_utf8(&body[at..line_end]).unwrap_or("x"), 16)
+                    .map_err(|_| std::io::Error::other("bad chunk size"))?;
             if n == 0 {
                 break;
             }
@@ -69,10 +74,16 @@ fn get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
             at = line_end + 4 + n;
         }
         body = out;
-    } else if let Some(l) = head.lines().find_map(|l| l.strip_prefix("content-length: ")) {
+    } else if let Some(l) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+    {
         let want: usize = l.trim().parse().unwrap_or(0);
         if body.len() != want {
-            return Err(std::io::Error::other(format!("{} of {want} bytes", body.len())));
+            return Err(std::io::Error::other(format!(
+                "{} of {want} bytes",
+                body.len()
+            )));
         }
     }
     Ok((status, body))
@@ -84,7 +95,10 @@ fn two_hundred_clients_good_and_hostile() {
     let config = dir.path().join("local.yaml");
     std::fs::write(
         &config,
-        format!("type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n", dir.path().join("root").display()),
+        format!(
+            "type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+            dir.path().join("root").display()
+        ),
     )
     .unwrap();
     let cli = |args: &[&str]| {
@@ -94,16 +108,43 @@ fn two_hundred_clients_good_and_hostile() {
     };
     // 40 fields of 250k points (about 0.5 MiB each, 20 MiB in all).
     let f = dir.path().join("f.grib");
-    cli(&["sample", "--out", f.to_str().unwrap(), "--params", "t/u", "--levels", "500/850", "--steps", "0/1/2/3/4/5/6/7/8/9", "--points", "250000"]);
+    cli(&[
+        "sample",
+        "--out",
+        f.to_str().unwrap(),
+        "--params",
+        "t/u",
+        "--levels",
+        "500/850",
+        "--steps",
+        "0/1/2/3/4/5/6/7/8/9",
+        "--points",
+        "250000",
+    ]);
     cli(&["write", f.to_str().unwrap()]);
     let whole = std::fs::metadata(&f).unwrap().len() as usize;
 
     let mut c = common::fieldstore();
     c.arg("--config").arg(&config).args([
-        "server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--token", TOKEN,
-        "--memory-budget", &format!("{BUDGET_MIB}MiB"), "--connection-budget", "8MiB",
-        "--stall-timeout", "4", "--budget-wait", "10", "--max-connections", "400",
-        "--max-requests-per-identity", "0",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        TOKEN,
+        "--memory-budget",
+        &format!("{BUDGET_MIB}MiB"),
+        "--connection-budget",
+        "8MiB",
+        "--stall-timeout",
+        "4",
+        "--budget-wait",
+        "10",
+        "--max-connections",
+        "400",
+        "--max-requests-per-identity",
+        "0",
     ]);
     let mut served = server::start(c, dir.path(), TOKEN);
     let addr = served.http.clone().unwrap();
@@ -238,7 +279,12 @@ fn two_hundred_clients_good_and_hostile() {
         busy.load(Ordering::Relaxed),
         events_seen.load(Ordering::Relaxed),
     );
-    assert!(failures.is_empty(), "{} clients failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} clients failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     assert_eq!(served_ok.load(Ordering::Relaxed), 100 * 4);
     assert_eq!(events_seen.load(Ordering::Relaxed), 40);
     // What the budget does not count is the fixed cost of a connection (its thread and buffers:

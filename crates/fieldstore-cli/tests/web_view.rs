@@ -28,14 +28,19 @@ pub fn browser_python() -> Option<PathBuf> {
     match out {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout);
-            Some(PathBuf::from(text.lines().last().unwrap_or_default().trim()))
+            Some(PathBuf::from(
+                text.lines().last().unwrap_or_default().trim(),
+            ))
         }
         other => {
             let why = match other {
                 Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
                 Err(e) => e.to_string(),
             };
-            assert!(!need, "FIELDSTORE_NEED_BROWSER=1 but the browser cannot be installed: {why}");
+            assert!(
+                !need,
+                "FIELDSTORE_NEED_BROWSER=1 but the browser cannot be installed: {why}"
+            );
             eprintln!("skipped: no browser (scripts/browser-install failed: {why})");
             None
         }
@@ -52,7 +57,10 @@ fn the_web_view_in_chromium() {
     let config = path("local.yaml");
     std::fs::write(
         &config,
-        format!("type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n", path("root").display()),
+        format!(
+            "type: local\nspaces: [{{roots: [{{path: {}}}]}}]\n",
+            path("root").display()
+        ),
     )
     .unwrap();
     let cli = |args: &[&str]| {
@@ -61,7 +69,19 @@ fn the_web_view_in_chromium() {
         common::succeeded(&format!("{args:?}"), &c.output().unwrap())
     };
     let file = |n: &str| path(n).to_str().unwrap().to_string();
-    cli(&["sample", "--out", &file("t.grib"), "--params", "t/u", "--levels", "500/850", "--steps", "0/6/12", "--points", "65000"]);
+    cli(&[
+        "sample",
+        "--out",
+        &file("t.grib"),
+        "--params",
+        "t/u",
+        "--levels",
+        "500/850",
+        "--steps",
+        "0/6/12",
+        "--points",
+        "65000",
+    ]);
     cli(&["write", &file("t.grib")]);
     // Reduced and regular Gaussian, rotated lat/lon: made from ecCodes' samples.
     let made = Command::new("python3")
@@ -70,16 +90,37 @@ fn the_web_view_in_chromium() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(made.status.success(), "make_grids: {}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "make_grids: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     cli(&["write", &file("grids.grib")]);
     // What the other process writes while the page is open.
-    cli(&["sample", "--out", &file("later.grib"), "--params", "t", "--levels", "500", "--steps", "18", "--points", "65000"]);
+    cli(&[
+        "sample",
+        "--out",
+        &file("later.grib"),
+        "--params",
+        "t",
+        "--levels",
+        "500",
+        "--steps",
+        "18",
+        "--points",
+        "65000",
+    ]);
 
     let mut server = common::fieldstore();
-    server
-        .arg("--config")
-        .arg(&config)
-        .args(["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--token", "web-token-7"]);
+    server.arg("--config").arg(&config).args([
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        "web-token-7",
+    ]);
     let served = server::start(server, dir.path(), "web-token-7");
     let url = format!("http://{}/", served.http.clone().unwrap());
     let write_cmd = serde_json::json!([
@@ -92,7 +133,14 @@ fn the_web_view_in_chromium() {
     let shots = repo().join("target/web-view");
     let out = Command::new(&python)
         .arg(repo().join("crates/fieldstore-cli/tests/web/browser.py"))
-        .args(["--url", &url, "--token", "web-token-7", "--grib", &file("t.grib")])
+        .args([
+            "--url",
+            &url,
+            "--token",
+            "web-token-7",
+            "--grib",
+            &file("t.grib"),
+        ])
         .args(["--fieldstore", env!("CARGO_BIN_EXE_fieldstore")])
         .args(["--config", config.to_str().unwrap()])
         .args(["--write-cmd", &write_cmd.to_string()])

@@ -137,7 +137,11 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
             Some(c) => fieldstore::open(&config.acting_for(c)),
             None => fieldstore::open(&config),
         });
-    let scheme = if args.tls_cert.is_some() { "https" } else { "http" };
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let mut out = std::io::stdout().lock();
     let server = match (&args.listen, &args.http) {
         (None, Some(http)) => {

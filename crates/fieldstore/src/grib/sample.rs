@@ -112,7 +112,10 @@ impl FieldMaker {
             ("iDirectionIncrement", inc_i),
             ("jDirectionIncrement", inc_j),
             ("latitudeOfFirstGridPoint", 90_000_000),
-            ("latitudeOfLastGridPoint", 90_000_000 - (nj as i64 - 1) * inc_j),
+            (
+                "latitudeOfLastGridPoint",
+                90_000_000 - (nj as i64 - 1) * inc_j,
+            ),
             ("longitudeOfFirstGridPoint", 0),
             ("longitudeOfLastGridPoint", (ni as i64 - 1) * inc_i),
         ] {
@@ -129,7 +132,9 @@ impl FieldMaker {
                 x ^= x << 17;
                 let noise = (x % 1000) as f64 / 1000.0;
                 values.push(
-                    230.0 + 70.0 * lat.cos() + 6.0 * (3.0 * lon + seed as f64).sin() * lat.cos()
+                    230.0
+                        + 70.0 * lat.cos()
+                        + 6.0 * (3.0 * lon + seed as f64).sin() * lat.cos()
                         + noise,
                 );
             }

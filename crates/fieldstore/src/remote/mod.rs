@@ -4,9 +4,9 @@
 pub mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod http;
 pub mod metrics;
 pub mod protocol;
-pub(crate) mod http;
 pub mod server;
 mod subscription;
 pub(crate) mod transport;

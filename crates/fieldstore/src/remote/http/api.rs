@@ -39,7 +39,10 @@ pub(super) fn route<W: Write>(cx: &Cx, req: &Req, w: &mut W) -> Served {
         let r = Response::error(
             405,
             "bad-request",
-            &format!("{} is not served: the API is read-only (GET, HEAD)", req.method),
+            &format!(
+                "{} is not served: the API is read-only (GET, HEAD)",
+                req.method
+            ),
         )
         .header("Allow", "GET, HEAD");
         r.send(w)?;
@@ -176,9 +179,12 @@ impl Handler<'_> {
             Some(text) => parse_request(text).map_err(|e| {
                 let mut e = e.to_string();
                 if e.len() > 400 {
-                    let cut = (0..=400).rev().find(|&i| e.is_char_boundary(i)).unwrap_or(0);
+                    let cut = (0..=400)
+                        .rev()
+                        .find(|&i| e.is_char_boundary(i))
+                        .unwrap_or(0);
                     e.truncate(cut);
-                    e.push_str("…");
+                    e.push('…');
                 }
                 bad_request(format!("request: {e}"))
             }),
@@ -204,9 +210,7 @@ impl Handler<'_> {
         if everywhere || self.who.may_reach(op, req) {
             return Ok(everywhere);
         }
-        self.shared()
-            .metrics
-            .count_refusal(&self.who.name, op);
+        self.shared().metrics.count_refusal(&self.who.name, op);
         Err(Response::error(
             403,
             "permission",
@@ -397,7 +401,9 @@ impl Handler<'_> {
             let who = self.who.clone();
             let (kept, dropped) = Kept::wrap(stream, |f| who.may(AuthOp::Retrieve, &f.key.db));
             if dropped > 0 && kept.fields().is_empty() {
-                shared.metrics.count_refusal(&self.who.name, AuthOp::Retrieve);
+                shared
+                    .metrics
+                    .count_refusal(&self.who.name, AuthOp::Retrieve);
                 return Err(Response::error(
                     403,
                     "permission",
@@ -449,7 +455,10 @@ impl Handler<'_> {
                     return Err(Response::error(
                         416,
                         "bad-request",
-                        &format!("the range '{}' is outside the field's {size} bytes", self.req.header("range").unwrap_or_default()),
+                        &format!(
+                            "the range '{}' is outside the field's {size} bytes",
+                            self.req.header("range").unwrap_or_default()
+                        ),
                     )
                     .header("Content-Range", format!("bytes */{size}")));
                 }
@@ -513,7 +522,13 @@ fn file_name(req: &Request) -> String {
         .collect::<Vec<_>>()
         .join("_")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(120)
         .collect();
     if s.is_empty() {

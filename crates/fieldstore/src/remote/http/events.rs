@@ -48,7 +48,10 @@ fn stream_inner<W: Write>(h: &Handler, w: &mut W) -> Result<Outcome, super::resp
         (None, Some(s)) => return Err(bad_request(format!("start={s}: now or beginning"))),
     };
     let shared = h.shared();
-    let mut sub = shared.fdb.subscribe(&req, &start).map_err(|e| api_error(&e))?;
+    let mut sub = shared
+        .fdb
+        .subscribe(&req, &start)
+        .map_err(|e| api_error(&e))?;
     let share = Share::default();
     let _lease = shared
         .budget

@@ -21,9 +21,9 @@ use super::super::server::{Lease, Share, Shared};
 use super::api::{api_error, bad_request, key_json, key_request, refusal, Handler, Outcome};
 use super::response::Response;
 use crate::api::ListOptions;
+use crate::grib::{Decoded, KeyValue};
 use crate::model::request::Request;
 use crate::model::Key;
-use crate::grib::{Decoded, KeyValue};
 
 /// Points drawn by default, and at most.
 const DEFAULT_POINTS: u64 = 300_000;
@@ -57,7 +57,12 @@ fn matching(h: &Handler, max: usize) -> Result<Vec<Key>, Response> {
         depth: 3,
     };
     let mut keys = Vec::new();
-    for el in h.shared().fdb.list(&req, options).map_err(|e| api_error(&e))? {
+    for el in h
+        .shared()
+        .fdb
+        .list(&req, options)
+        .map_err(|e| api_error(&e))?
+    {
         let el = el.map_err(|e| api_error(&e))?;
         if !everywhere && !h.who.may(AuthOp::Retrieve, &el.key.db) {
             continue;
@@ -72,7 +77,11 @@ fn matching(h: &Handler, max: usize) -> Result<Vec<Key>, Response> {
         }
     }
     if keys.is_empty() {
-        return Err(Response::error(404, "not-found", &format!("nothing matches {req}")));
+        return Err(Response::error(
+            404,
+            "not-found",
+            &format!("nothing matches {req}"),
+        ));
     }
     Ok(keys)
 }
@@ -160,7 +169,11 @@ fn key_rows(d: &Decoded, n: usize) -> Option<Vec<usize>> {
         }
     }
     if let Ok(Some(KeyValue::Longs(pl))) = d.get("pl") {
-        let rows: Vec<usize> = pl.iter().map(|&v| v.max(0) as usize).filter(|&v| v > 0).collect();
+        let rows: Vec<usize> = pl
+            .iter()
+            .map(|&v| v.max(0) as usize)
+            .filter(|&v| v > 0)
+            .collect();
         if rows.iter().sum::<usize>() == n {
             return Some(rows);
         }
@@ -199,11 +212,7 @@ fn decode(d: &Decoded) -> Result<Grid, Response> {
     let lat = d.latitudes().map_err(grib_error)?;
     let lon = d.longitudes().map_err(grib_error)?;
     if lat.len() != n || lon.len() != n {
-        return Err(grib_error(format!(
-            "{} values but {} points",
-            n,
-            lat.len()
-        )));
+        return Err(grib_error(format!("{} values but {} points", n, lat.len())));
     }
     let rows = key_rows(d, n).unwrap_or_else(|| lat_rows(&lat));
     Ok(Grid {
@@ -229,7 +238,11 @@ fn regular_ll(d: &Decoded, n: usize) -> Option<Grid> {
     let lon1 = double(d, "longitudeOfFirstGridPointInDegrees")?;
     let lon2 = double(d, "longitudeOfLastGridPointInDegrees")?;
     let i_neg = long(d, "iScansNegatively").unwrap_or(0) != 0;
-    let dj = if nj > 1 { (lat2 - lat1) / (nj - 1) as f64 } else { 0.0 };
+    let dj = if nj > 1 {
+        (lat2 - lat1) / (nj - 1) as f64
+    } else {
+        0.0
+    };
     let mut span = if i_neg { lon1 - lon2 } else { lon2 - lon1 };
     if span < 0.0 {
         span += 360.0;
@@ -260,7 +273,9 @@ fn dlon(a: f64, b: f64) -> f64 {
 }
 
 fn field_inner(h: &Handler) -> Result<Response, Response> {
-    let max = h.number("max_points", DEFAULT_POINTS, MAX_POINTS)?.max(1000);
+    let max = h
+        .number("max_points", DEFAULT_POINTS, MAX_POINTS)?
+        .max(1000);
     let keys = matching(h, 1).map_err(|r| {
         if r.status == 413 {
             bad_request("the request names several fields; the map shows one: give its full key (the `request` of a listed field)")
@@ -314,8 +329,14 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         } else {
             s
         };
-        let dlat = (g.lat[other] - g.lat[s]).abs().max(if other == s { 1.0 } else { 0.0 });
-        let step = if len > 1 { dlon(g.lon[s + 1], g.lon[s]) } else { 360.0 };
+        let dlat = (g.lat[other] - g.lat[s])
+            .abs()
+            .max(if other == s { 1.0 } else { 0.0 });
+        let step = if len > 1 {
+            dlon(g.lon[s + 1], g.lon[s])
+        } else {
+            360.0
+        };
         let kk = k.min(len.max(1));
         let mut count = 0;
         for j in (0..len).step_by(kk) {
@@ -365,7 +386,7 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         "decode_ms": decoded_ms,
     });
     let mut m = serde_json::to_vec(&meta).unwrap_or_default();
-    while m.len() % 4 != 0 {
+    while !m.len().is_multiple_of(4) {
         m.push(b' ');
     }
     let mut body = Vec::with_capacity(4 + m.len() + lat.len() * 12);

@@ -68,7 +68,9 @@ pub(super) fn read<R: BufRead>(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 let waited = waiting_since.elapsed();
@@ -168,9 +170,9 @@ fn parse(head: &[u8]) -> Result<HttpRequest, ReadError> {
         Some(c) if c.contains("keep-alive") => true,
         _ => version >= 1,
     };
-    let has_body = headers.iter().any(|(n, v)| {
-        (n == "content-length" && v != "0") || n == "transfer-encoding"
-    });
+    let has_body = headers
+        .iter()
+        .any(|(n, v)| (n == "content-length" && v != "0") || n == "transfer-encoding");
     if has_body {
         return Err(ReadError::Bad(
             400,
@@ -210,7 +212,9 @@ pub(super) fn byte_range(header: Option<&str>, size: u64) -> Result<Option<(u64,
         let last = if b.is_empty() {
             size.saturating_sub(1)
         } else {
-            b.parse::<u64>().map_err(|_| ())?.min(size.saturating_sub(1))
+            b.parse::<u64>()
+                .map_err(|_| ())?
+                .min(size.saturating_sub(1))
         };
         (first, last)
     };
@@ -247,7 +251,10 @@ mod tests {
 
     #[test]
     fn garbage_and_bodies_are_bad_requests() {
-        assert!(matches!(one("\x01\x02 nonsense\r\n\r\n"), Err(ReadError::Bad(400, _))));
+        assert!(matches!(
+            one("\x01\x02 nonsense\r\n\r\n"),
+            Err(ReadError::Bad(400, _))
+        ));
         assert!(matches!(
             one("POST /api/v1/list HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"),
             Err(ReadError::Bad(400, _))

@@ -148,7 +148,13 @@ impl ShutdownHandle {
         info!("shutting down: finishing requests in progress");
         // Wake the accept loops, which are blocked in accept().
         let mut addrs = vec![self.shared.addr];
-        addrs.extend(self.shared.http_addrs.lock().unwrap_or_else(|e| e.into_inner()).iter());
+        addrs.extend(
+            self.shared
+                .http_addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter(),
+        );
         for mut wake in addrs {
             if wake.ip().is_unspecified() {
                 wake.set_ip(match wake {
@@ -249,7 +255,13 @@ impl Server {
     /// The binary protocol's address; for an HTTP-only server, the HTTP one.
     pub fn local_addr(&self) -> SocketAddr {
         if self.listener.is_none() {
-            if let Some(a) = self.shared.http_addrs.lock().unwrap_or_else(|e| e.into_inner()).first() {
+            if let Some(a) = self
+                .shared
+                .http_addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .first()
+            {
                 return *a;
             }
         }
@@ -293,12 +305,16 @@ impl Server {
                             continue;
                         }
                     };
-                    spawn_connection(&self.shared, stream, "conn", busy_frame, |socket, peer, shared| {
-                        match Connection::new(socket, peer, shared) {
+                    spawn_connection(
+                        &self.shared,
+                        stream,
+                        "conn",
+                        busy_frame,
+                        |socket, peer, shared| match Connection::new(socket, peer, shared) {
                             Ok(mut c) => c.serve(),
                             Err(e) => warn!("cannot set up the connection: {e}"),
-                        }
-                    });
+                        },
+                    );
                 }
             }
             None => {
@@ -329,7 +345,6 @@ impl Server {
         info!("server stopped");
         Ok(())
     }
-
 }
 
 /// Serves one accepted connection on a thread of its own, counted against --max-connections
@@ -341,60 +356,60 @@ pub(crate) fn spawn_connection(
     busy: fn(&TcpStream, &str),
     serve: impl FnOnce(Socket, Option<PeerCertificate>, &Shared) + Send + 'static,
 ) {
-        let shared = shared.clone();
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        {
-            let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
-            if *active >= shared.opts.max_connections {
-                drop(active);
-                shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                busy(
+    let shared = shared.clone();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    {
+        let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
+        if *active >= shared.opts.max_connections {
+            drop(active);
+            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            busy(
                     &stream,
                     &format!(
                         "the server already has {} connections open (its --max-connections); try again later",
                         shared.opts.max_connections
                     ),
                 );
-                return;
-            }
-            *active += 1;
+            return;
         }
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        shared
-            .metrics
-            .connections_total
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .metrics
-            .connections_open
-            .fetch_add(1, Ordering::Relaxed);
-        let guard = ActiveGuard(shared.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("{name}-{id}"))
-            .spawn(move || {
-                let _guard = guard;
-                let span = tracing::info_span!("conn", id, %peer);
-                let _e = span.enter();
-                let (socket, peer) = match open_socket(stream, &_guard.0) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        warn!("cannot set up the connection: {e}");
-                        return;
-                    }
-                };
-                serve(socket, peer, &_guard.0);
-            });
-        if let Err(e) = spawned {
-            // The guard went down with the closure: the count is already right.
-            warn!("cannot start a thread for a connection: {e}");
-        }
+        *active += 1;
     }
+    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+    shared
+        .metrics
+        .connections_total
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .metrics
+        .connections_open
+        .fetch_add(1, Ordering::Relaxed);
+    let guard = ActiveGuard(shared.clone());
+    let spawned = std::thread::Builder::new()
+        .name(format!("{name}-{id}"))
+        .spawn(move || {
+            let _guard = guard;
+            let span = tracing::info_span!("conn", id, %peer);
+            let _e = span.enter();
+            let (socket, peer) = match open_socket(stream, &_guard.0) {
+                Ok(s) => s,
+                Err(e) => {
+                    _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    warn!("cannot set up the connection: {e}");
+                    return;
+                }
+            };
+            serve(socket, peer, &_guard.0);
+        });
+    if let Err(e) = spawned {
+        // The guard went down with the closure: the count is already right.
+        warn!("cannot start a thread for a connection: {e}");
+    }
+}
 
 /// The connection's byte stream: the TCP socket itself, or, with TLS, the pump's end once the
 /// handshake (bounded in time, so a silent client cannot hold a thread) succeeded.
