@@ -342,7 +342,11 @@ fn field_inner(h: &Handler) -> Result<Response, Response> {
         for j in (0..len).step_by(kk) {
             let i = s + j;
             if per_point {
-                let along = if j + 1 < len { i + 1 } else { i - 1 };
+                let along = if j + 1 < len {
+                    i + 1
+                } else {
+                    i.saturating_sub(1).max(s)
+                };
                 let down = other - s + i;
                 let w = dlon(g.lon[along], g.lon[i]) * kk as f64;
                 let h = (g.lat[along] - g.lat[i]).abs() * kk as f64;
