@@ -223,6 +223,7 @@ def run_checks(a, d, results):
         assert close(got, want), f"series step {step}: page {got}, ecCodes {want}"
     results["values_checked_against_eccodes"] = len(rows) + 1
     open(os.path.join(shots, "series.png"), "wb").write(d.find_element(By.ID, "point").screenshot_as_png)
+    d.save_screenshot(os.path.join(shots, "page.png"))
 
     # The keyboard: focus the map, move the cursor, Enter.
     cv.send_keys(Keys.ARROW_UP, Keys.ARROW_UP, Keys.SHIFT + Keys.ARROW_RIGHT, Keys.ENTER)

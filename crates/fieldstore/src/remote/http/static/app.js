@@ -115,6 +115,19 @@ async function refreshFields(gen) {
     if (e.status !== 404) throw e;
   }
   if (gen !== state.generation) return;
+  // In the order of the keys that differ, numbers as numbers (step 6 before step 12).
+  const keys = varying(fields);
+  const cmp = (a, b) => {
+    const x = Number(a), y = Number(b);
+    return Number.isFinite(x) && Number.isFinite(y) ? x - y : String(a).localeCompare(String(b));
+  };
+  fields.sort((f, g) => {
+    for (const k of keys) {
+      const c = cmp(f.key[k] ?? "", g.key[k] ?? "");
+      if (c) return c;
+    }
+    return 0;
+  });
   state.fields = fields;
   renderFields();
 }
@@ -435,7 +448,7 @@ function drawSeries(pts, units) {
   ctx.font = "13px system-ui, sans-serif";
   ctx.fillText(fmt(hi) + (units ? " " + units : ""), 4, 14);
   ctx.fillText(fmt(lo), 4, H - 32);
-  ctx.fillText("step (h)", W - 60, H - 6);
+  ctx.fillText("step (h)", W - 60, 14);
   ctx.strokeStyle = "#0b57d0";
   ctx.lineWidth = 2;
   ctx.beginPath();
