@@ -801,3 +801,59 @@ fn https_with_client_certificates_as_identities() {
         .unwrap();
     assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");
 }
+
+/// The binary protocol's limits answer over HTTP: requests in progress per identity (429) and
+/// connections (503), both with `Retry-After`; once the holder leaves, the same requests pass.
+#[test]
+fn limits_answer_429_and_503() {
+    let site = Site::new();
+    site.write("a.grib", &["--steps", "0"]);
+    let served = site.serve(&["--max-requests-per-identity", "1", "--max-connections", "3"]);
+    let base = served.http.clone().unwrap();
+    let h = ["-H", READER];
+    // An event stream holds the reader's one request, and a connection.
+    let mut stream = TcpStream::connect(&base).unwrap();
+    write!(
+        stream,
+        "GET /api/v1/events?request=class%3Dod HTTP/1.1\r\nHost: x\r\n{READER}\r\n\r\n"
+    )
+    .unwrap();
+    let mut first = [0u8; 64];
+    let n = stream.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    let a = get(&base, "/api/v1/list", &[("request", REQ)], &h);
+    assert_eq!(a.status, 429, "{}", a.text());
+    assert_eq!(a.json()["kind"], "busy");
+    assert_eq!(a.header("retry-after"), Some("1"));
+    // Another identity is not held back by the reader's stream.
+    let a = get(
+        &base,
+        "/api/v1/list",
+        &[("request", REQ)],
+        &["-H", &auth("writer-token-2")],
+    );
+    assert_eq!(a.status, 200);
+    // Two idle connections more fill --max-connections: the next is refused, readably.
+    let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&base).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let a = get(&base, "/api/v1/list", &[("request", REQ)], &h);
+    assert_eq!(a.status, 503, "{}", a.text());
+    assert_eq!(a.json()["kind"], "busy");
+    drop(idle);
+    drop(stream);
+    // The holders gone, the same request is served.
+    let started = Instant::now();
+    loop {
+        let a = get(&base, "/api/v1/list", &[("request", REQ)], &h);
+        if a.status == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still {}: {}",
+            a.status,
+            a.text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
