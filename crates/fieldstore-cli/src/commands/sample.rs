@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use fieldstore::grib::{params, sample::make_field};
+use fieldstore::grib::{
+    params,
+    sample::{make_field, make_global_field},
+};
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
@@ -29,6 +32,10 @@ pub struct SampleArgs {
     /// Grid points per field (about 2 bytes each).
     #[arg(long, default_value_t = 1000)]
     points: usize,
+    /// A global regular lat/lon grid of NI x NJ points instead, with smooth values (e.g.
+    /// 3600x1801: 0.1 degree, 6.48 M points).
+    #[arg(long, value_name = "NIxNJ", conflicts_with = "points")]
+    grid: Option<String>,
     #[arg(long, default_value = "od")]
     class: String,
     #[arg(long, default_value = "0001")]
@@ -57,6 +64,18 @@ pub fn run(a: SampleArgs) -> Result<()> {
     if levels.is_empty() || steps.is_empty() {
         bail!("need at least one level and one step");
     }
+    let grid = match &a.grid {
+        None => None,
+        Some(g) => {
+            let parsed = g
+                .split_once(['x', 'X'])
+                .and_then(|(i, j)| Some((i.parse::<usize>().ok()?, j.parse::<usize>().ok()?)));
+            match parsed {
+                Some(p) => Some(p),
+                None => bail!("--grid {g}: expected NIxNJ, e.g. 3600x1801"),
+            }
+        }
+    };
     let mut out = BufWriter::new(
         std::fs::File::create(&a.out)
             .with_context(|| format!("cannot create {}", a.out.display()))?,
@@ -87,7 +106,11 @@ pub fn run(a: SampleArgs) -> Result<()> {
             keys.push(("number", m));
         }
         n += 1;
-        out.write_all(&make_field(&keys, a.points, n)?)?;
+        let field = match grid {
+            Some((ni, nj)) => make_global_field(&keys, ni, nj, n)?,
+            None => make_field(&keys, a.points, n)?,
+        };
+        out.write_all(&field)?;
         Ok(())
     };
     // Order: as a retrieve of the same request returns them (datum keys step, number, level,

@@ -23,9 +23,15 @@ use crate::context::Session;
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Address to listen on; port 0 picks a free one. The bound address is printed on stdout.
-    #[arg(long, default_value = "127.0.0.1:7654", value_name = "HOST:PORT")]
-    listen: String,
+    /// Address to serve the binary protocol on; port 0 picks a free one. The bound address is
+    /// printed on stdout. Default: 127.0.0.1:7654, unless --http alone is given.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Also (or, without --listen, only) serve HTTP here: the JSON API under /api/v1/ and the
+    /// web view at / (docs/http.md), with the same tokens, TLS, budget and limits. The bound
+    /// address is printed on stdout as `http on http://HOST:PORT/`.
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
     /// Secret clients must present (default: $FIELDSTORE_TOKEN; none: anyone who can connect).
     #[arg(long, conflicts_with = "tokens")]
     token: Option<String>,
@@ -126,16 +132,37 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         max_requests_per_identity: args.max_requests_per_identity,
         stall_timeout: Duration::from_secs(args.stall_timeout),
     };
-    let server = Server::bind_recording_creators(
-        &args.listen,
+    let factory: Box<fieldstore::remote::CreatorFdbFactory> =
         Box::new(move |creator| match creator {
             Some(c) => fieldstore::open(&config.acting_for(c)),
             None => fieldstore::open(&config),
-        }),
-        opts,
-    )
-    .with_context(|| format!("starting the server for {}", loaded.source))?;
+        });
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let mut out = std::io::stdout().lock();
+    let server = match (&args.listen, &args.http) {
+        (None, Some(http)) => {
+            let server = Server::bind_http_only(http, factory, opts)
+                .with_context(|| format!("starting the server for {}", loaded.source))?;
+            writeln!(out, "http on {scheme}://{}/", server.local_addr())?;
+            server
+        }
+        (listen, http) => {
+            let listen = listen.as_deref().unwrap_or("127.0.0.1:7654");
+            let server = Server::bind_recording_creators(listen, factory, opts)
+                .with_context(|| format!("starting the server for {}", loaded.source))?;
+            if let Some(http) = http {
+                let l = TcpListener::bind(http)
+                    .with_context(|| format!("cannot listen for HTTP on {http}"))?;
+                let addr = server.serve_http(l)?;
+                writeln!(out, "http on {scheme}://{addr}/")?;
+            }
+            server
+        }
+    };
     if let Some(addr) = &args.metrics {
         let l = TcpListener::bind(addr)
             .with_context(|| format!("cannot listen for metrics on {addr}"))?;
@@ -148,7 +175,9 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     if args.tls_cert.is_some() {
         tracing::info!("serving TLS only");
     }
-    writeln!(out, "listening on {}", server.local_addr())?;
+    if args.listen.is_some() || args.http.is_none() {
+        writeln!(out, "listening on {}", server.local_addr())?;
+    }
     out.flush()?;
     drop(out);
 

@@ -13,6 +13,8 @@ pub struct Served {
     pub port: u16,
     /// `host:port` of the metrics endpoint, when the server was asked for one.
     pub metrics: Option<String>,
+    /// `host:port` of the HTTP endpoint (`--http`), when the server was asked for one.
+    pub http: Option<String>,
 }
 
 impl Drop for Served {
@@ -30,20 +32,37 @@ impl Served {
 
 /// Starts `server` (a `fieldstore ... server ...` command, `--token token` among its arguments)
 /// and waits for its `listening on` line; `dir` gets `server.log` (appended to) and `remote.yaml`.
-pub fn start(mut server: Command, dir: &Path, token: &str) -> Served {
+pub fn start(server: Command, dir: &Path, token: &str) -> Served {
+    start_until(server, dir, token, "listening on ")
+}
+
+/// As [`start`], for a server of HTTP only (`--http` without `--listen`): waits for its
+/// `http on` line (`port` is then the HTTP one).
+pub fn start_http_only(server: Command, dir: &Path, token: &str) -> Served {
+    start_until(server, dir, token, "http on ")
+}
+
+fn start_until(mut server: Command, dir: &Path, token: &str, last: &str) -> Served {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("server.log"))
         .unwrap();
     let mut child = server.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
-    let (mut port, mut metrics) = (0u16, None);
+    let (mut port, mut metrics, mut http) = (0u16, None, None);
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         if let Some(m) = line.strip_prefix("metrics on http://") {
             metrics = Some(m.trim_end_matches("/metrics").to_string());
         }
-        if let Some(a) = line.strip_prefix("listening on ") {
+        if let Some(h) = line
+            .strip_prefix("http on http://")
+            .or_else(|| line.strip_prefix("http on https://"))
+        {
+            http = Some(h.trim_end_matches('/').to_string());
+        }
+        if let Some(a) = line.strip_prefix(last) {
+            let a = a.trim_end_matches('/');
             port = a.rsplit(':').next().unwrap().parse().unwrap();
             break;
         }
@@ -52,6 +71,7 @@ pub fn start(mut server: Command, dir: &Path, token: &str) -> Served {
         child,
         port,
         metrics,
+        http,
     };
     assert!(
         port > 0,

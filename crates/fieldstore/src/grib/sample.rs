@@ -11,6 +11,18 @@ pub fn make_field(keys: &[(&str, &str)], npoints: usize, seed: u64) -> Result<Ve
     FieldMaker::new(keys, npoints, seed)?.message()
 }
 
+/// As [`make_field`], on a global regular lat/lon grid of `ni` x `nj` points (poles included:
+/// 3600 x 1801 is the 0.1 degree grid), with smooth values (warm at the equator, waves along
+/// the longitudes) and a little noise, so a map of it shows its shape.
+pub fn make_global_field(
+    keys: &[(&str, &str)],
+    ni: usize,
+    nj: usize,
+    seed: u64,
+) -> Result<Vec<u8>, GribError> {
+    FieldMaker::global(keys, ni, nj, seed)?.message()
+}
+
 /// The most grid points a made field has: 2^24 (finer than 0.1 degree global grids), 128 MiB of
 /// values while it is encoded. More is refused before anything is allocated: `--points 1e11`
 /// aborted the process when the allocation failed.
@@ -72,6 +84,61 @@ impl FieldMaker {
                 200.0 + (x % 10_000) as f64 / 100.0
             })
             .collect();
+        maker.handle.set_doubles("values", &values)?;
+        Ok(maker)
+    }
+
+    /// A field as [`make_global_field`] makes it.
+    pub fn global(
+        keys: &[(&str, &str)],
+        ni: usize,
+        nj: usize,
+        seed: u64,
+    ) -> Result<FieldMaker, GribError> {
+        let n = ni.saturating_mul(nj);
+        if n > MAX_POINTS || ni < 2 || nj < 2 {
+            return Err(GribError::TooManyPoints {
+                asked: n,
+                max: MAX_POINTS,
+            });
+        }
+        let mut maker = FieldMaker::new(keys, 1, seed)?;
+        let h = &mut maker.handle;
+        h.set_long("Ni", ni as i64)?;
+        h.set_long("Nj", nj as i64)?;
+        let inc_i = 360_000_000 / ni as i64;
+        let inc_j = 180_000_000 / (nj as i64 - 1);
+        for (k, v) in [
+            ("iDirectionIncrement", inc_i),
+            ("jDirectionIncrement", inc_j),
+            ("latitudeOfFirstGridPoint", 90_000_000),
+            (
+                "latitudeOfLastGridPoint",
+                90_000_000 - (nj as i64 - 1) * inc_j,
+            ),
+            ("longitudeOfFirstGridPoint", 0),
+            ("longitudeOfLastGridPoint", (ni as i64 - 1) * inc_i),
+        ] {
+            h.set_long(k, v)?;
+        }
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut values = Vec::with_capacity(n);
+        for j in 0..nj {
+            let lat = (90.0 - j as f64 * inc_j as f64 / 1e6).to_radians();
+            for i in 0..ni {
+                let lon = (i as f64 * inc_i as f64 / 1e6).to_radians();
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let noise = (x % 1000) as f64 / 1000.0;
+                values.push(
+                    230.0
+                        + 70.0 * lat.cos()
+                        + 6.0 * (3.0 * lon + seed as f64).sin() * lat.cos()
+                        + noise,
+                );
+            }
+        }
         maker.handle.set_doubles("values", &values)?;
         Ok(maker)
     }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod server;

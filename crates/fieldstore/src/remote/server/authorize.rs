@@ -79,18 +79,27 @@ impl Connection<'_> {
 
     /// The axes of the databases the identity may list, merged.
     pub(super) fn covered_axes(&self, req: &Request, depth: u8) -> Result<AxesMap, ApiError> {
-        let fdb = &*self.shared.fdb;
-        let mut merged = AxesMap::new();
-        for d in fdb.where_(req)? {
-            if !self.sees(AuthOp::List, &d.db) {
-                continue;
-            }
-            for (kw, values) in fdb.axes(&narrowed(req, &d.db), depth)? {
-                merged.entry(kw).or_default().extend(values);
-            }
-        }
-        Ok(merged)
+        covered_axes(&*self.shared.fdb, &self.who, req, depth)
     }
+}
+
+/// The axes of the databases `who` may list, merged (for a server's connection of any kind).
+pub(crate) fn covered_axes(
+    fdb: &dyn Fdb,
+    who: &Identity,
+    req: &Request,
+    depth: u8,
+) -> Result<AxesMap, ApiError> {
+    let mut merged = AxesMap::new();
+    for d in fdb.where_(req)? {
+        if !who.may(AuthOp::List, &d.db) {
+            continue;
+        }
+        for (kw, values) in fdb.axes(&narrowed(req, &d.db), depth)? {
+            merged.entry(kw).or_default().extend(values);
+        }
+    }
+    Ok(merged)
 }
 
 /// Refuses (counted and logged) a field outside the identity's archive grants: the archiver
@@ -134,7 +143,7 @@ fn narrowed(req: &Request, db: &Key) -> Request {
 }
 
 /// A request as users write it, for messages.
-pub(super) fn request_text(req: &Request) -> String {
+pub(crate) fn request_text(req: &Request) -> String {
     req.iter()
         .map(|(k, v)| format!("{k}={}", v.join("/")))
         .collect::<Vec<_>>()
@@ -143,7 +152,7 @@ pub(super) fn request_text(req: &Request) -> String {
 
 /// A retrieve's stream with the fields outside the identity's grants skipped: their bytes are
 /// never read, and the client is told only of the others.
-pub(super) struct Kept {
+pub(crate) struct Kept {
     inner: Box<dyn DataReader>,
     /// Each field's length and whether it is kept, in stream order.
     spans: Vec<(u64, bool)>,
@@ -155,7 +164,7 @@ pub(super) struct Kept {
 impl Kept {
     /// The stream with the fields `keep` refuses left out, and how many were left out (the
     /// stream itself, untouched, when none is).
-    pub(super) fn wrap(
+    pub(crate) fn wrap(
         inner: Box<dyn DataReader>,
         keep: impl Fn(&FieldSpan) -> bool,
     ) -> (Box<dyn DataReader>, usize) {

@@ -18,7 +18,7 @@ use super::super::metrics::Metrics;
 const TICK: Duration = Duration::from_millis(200);
 
 /// Bytes the server's clients may make it hold at once, shared by every connection.
-pub(super) struct Budget {
+pub(crate) struct Budget {
     total: u64,
     per_connection: u64,
     wait: Duration,
@@ -29,12 +29,12 @@ pub(super) struct Budget {
 
 /// One connection's part of the budget (changed only under the budget's lock).
 #[derive(Default)]
-pub(super) struct Share {
+pub(crate) struct Share {
     used: AtomicU64,
 }
 
 /// Bytes taken from the budget, given back when dropped (on whichever thread is done with them).
-pub(super) struct Lease<'a> {
+pub(crate) struct Lease<'a> {
     budget: &'a Budget,
     share: &'a Share,
     bytes: u64,
@@ -42,7 +42,7 @@ pub(super) struct Lease<'a> {
 
 /// Why a connection got no memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Refusal {
+pub(crate) enum Refusal {
     /// The budget stayed full for the whole wait.
     Busy(String),
     /// The server is stopping: the request is abandoned.
@@ -74,7 +74,7 @@ impl Budget {
 
     /// Takes `bytes` (at most a connection's budget: one request larger than that may still go
     /// alone), waiting while the connection or the server is over its budget.
-    pub(super) fn take<'a>(
+    pub(crate) fn take<'a>(
         &'a self,
         share: &'a Share,
         bytes: u64,
@@ -169,14 +169,14 @@ impl Drop for Lease<'_> {
 
 /// Requests in progress per identity, so one client (or one leaked token) cannot take every
 /// thread and budget of the server from the others.
-pub(super) struct PerIdentity {
+pub(crate) struct PerIdentity {
     max: usize,
     busy: Mutex<HashMap<Arc<str>, usize>>,
     metrics: Arc<Metrics>,
 }
 
 /// One request of an identity in progress, until dropped.
-pub(super) struct Turn<'a> {
+pub(crate) struct Turn<'a> {
     of: &'a PerIdentity,
     identity: Arc<str>,
 }
@@ -192,7 +192,7 @@ impl PerIdentity {
     }
 
     /// A turn for one more request of `identity`, or the error to send it.
-    pub(super) fn enter(&self, identity: &Arc<str>) -> Result<Turn<'_>, String> {
+    pub(crate) fn enter(&self, identity: &Arc<str>) -> Result<Turn<'_>, String> {
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let n = busy.entry(identity.clone()).or_insert(0);
         if self.max > 0 && *n >= self.max {

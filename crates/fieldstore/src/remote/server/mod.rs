@@ -108,24 +108,29 @@ pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(30);
 /// Requests one identity may have in progress by default.
 pub const DEFAULT_MAX_REQUESTS_PER_IDENTITY: usize = 512;
 
-struct Shared {
-    opts: ServerOptions,
+/// What every connection shares, of the binary protocol and of HTTP (`super::http`) alike:
+/// the store, the identities, the memory budget and the limits.
+pub(crate) struct Shared {
+    pub(crate) opts: ServerOptions,
     factory: Box<CreatorFdbFactory>,
     /// Serves every request but archive and flush.
-    fdb: Box<dyn Fdb>,
-    metrics: Arc<Metrics>,
-    stopping: AtomicBool,
+    pub(crate) fdb: Box<dyn Fdb>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) stopping: AtomicBool,
     addr: SocketAddr,
+    /// The HTTP listeners' addresses, woken at shutdown as the binary one is.
+    http_addrs: Mutex<Vec<SocketAddr>>,
     next_conn: AtomicU64,
-    budget: Budget,
-    per_identity: PerIdentity,
+    pub(crate) budget: Budget,
+    pub(crate) per_identity: PerIdentity,
     /// Connections being served, and a signal when one ends.
     active: Mutex<usize>,
     ended: Condvar,
 }
 
 pub struct Server {
-    listener: TcpListener,
+    /// `None`: HTTP only ([`Server::bind_http_only`]).
+    listener: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -141,15 +146,24 @@ impl ShutdownHandle {
             return;
         }
         info!("shutting down: finishing requests in progress");
-        // Wake the accept loop, which is blocked in accept().
-        let mut wake = self.shared.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
+        // Wake the accept loops, which are blocked in accept().
+        let mut addrs = vec![self.shared.addr];
+        addrs.extend(
+            self.shared
+                .http_addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter(),
+        );
+        for mut wake in addrs {
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match wake {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
     }
 }
 
@@ -169,13 +183,50 @@ impl Server {
         factory: Box<CreatorFdbFactory>,
         opts: ServerOptions,
     ) -> Result<Server, RemoteError> {
+        let listener = listen_on(listen)?;
+        Server::build(Some(listener), factory, opts)
+    }
+
+    /// A server of HTTP only (`fieldstore server --http` without `--listen`): its address is
+    /// the HTTP one, served once [`Server::run`] is called.
+    pub fn bind_http_only(
+        http: &str,
+        factory: Box<CreatorFdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
+        let listener = listen_on(http)?;
+        let server = Server::build(None, factory, opts)?;
+        server.serve_http(listener)?;
+        Ok(server)
+    }
+
+    /// Serves HTTP (`super::http`, docs/http.md) on `listener` beside the binary protocol,
+    /// with the same store, identities, budget and limits; returns the address.
+    pub fn serve_http(&self, listener: TcpListener) -> Result<SocketAddr, RemoteError> {
+        let addr = listener.local_addr()?;
+        self.shared
+            .http_addrs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(addr);
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("http-accept".into())
+            .spawn(move || super::http::accept_loop(shared, listener))?;
+        Ok(addr)
+    }
+
+    fn build(
+        listener: Option<TcpListener>,
+        factory: Box<CreatorFdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
         let fdb = factory(None)
             .map_err(|e| RemoteError::payload("config", format!("cannot open the store: {e}")))?;
-        let listener = TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
-            endpoint: listen.to_string(),
-            source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
-        })?;
-        let addr = listener.local_addr()?;
+        let addr = match &listener {
+            Some(l) => l.local_addr()?,
+            None => SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
         let metrics = Arc::new(Metrics::default());
         Ok(Server {
             listener,
@@ -193,6 +244,7 @@ impl Server {
                 metrics,
                 stopping: AtomicBool::new(false),
                 addr,
+                http_addrs: Mutex::new(Vec::new()),
                 next_conn: AtomicU64::new(1),
                 active: Mutex::new(0),
                 ended: Condvar::new(),
@@ -200,7 +252,19 @@ impl Server {
         })
     }
 
+    /// The binary protocol's address; for an HTTP-only server, the HTTP one.
     pub fn local_addr(&self) -> SocketAddr {
+        if self.listener.is_none() {
+            if let Some(a) = self
+                .shared
+                .http_addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .first()
+            {
+                return *a;
+            }
+        }
         self.shared.addr
     }
 
@@ -226,20 +290,38 @@ impl Server {
             max_requests_per_identity = o.max_requests_per_identity,
             "limits"
         );
-        for stream in self.listener.incoming() {
-            if self.shared.stopping.load(Ordering::SeqCst) {
-                break;
-            }
-            let stream = match stream {
-                Ok(s) => s,
-                Err(e) => {
-                    // Out of file descriptors and the like: let others finish, then go on.
-                    warn!("accept failed: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
+        match &self.listener {
+            Some(listener) => {
+                for stream in listener.incoming() {
+                    if self.shared.stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let stream = match stream {
+                        Ok(s) => s,
+                        Err(e) => {
+                            // Out of file descriptors and the like: let others finish, then go on.
+                            warn!("accept failed: {e}");
+                            std::thread::sleep(Duration::from_millis(50));
+                            continue;
+                        }
+                    };
+                    spawn_connection(
+                        &self.shared,
+                        stream,
+                        "conn",
+                        busy_frame,
+                        |socket, peer, shared| match Connection::new(socket, peer, shared) {
+                            Ok(mut c) => c.serve(),
+                            Err(e) => warn!("cannot set up the connection: {e}"),
+                        },
+                    );
                 }
-            };
-            self.spawn(stream);
+            }
+            None => {
+                while !self.shared.stopping.load(Ordering::SeqCst) {
+                    std::thread::sleep(POLL);
+                }
+            }
         }
         drop(self.listener);
         let deadline = Instant::now() + self.shared.opts.grace;
@@ -263,67 +345,69 @@ impl Server {
         info!("server stopped");
         Ok(())
     }
+}
 
-    fn spawn(&self, stream: TcpStream) {
-        let shared = self.shared.clone();
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        {
-            let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
-            if *active >= shared.opts.max_connections {
-                drop(active);
-                shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
-                let mut w = &stream;
-                let _ = w.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = write_error(
-                    &mut w,
-                    0,
-                    kinds::BUSY,
+/// Serves one accepted connection on a thread of its own, counted against --max-connections
+/// (refused as busy beyond it) and in the connections a shutdown waits for.
+pub(crate) fn spawn_connection(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    name: &str,
+    busy: fn(&TcpStream, &str),
+    serve: impl FnOnce(Socket, Option<PeerCertificate>, &Shared) + Send + 'static,
+) {
+    let shared = shared.clone();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    {
+        let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
+        if *active >= shared.opts.max_connections {
+            drop(active);
+            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            busy(
+                    &stream,
                     &format!(
                         "the server already has {} connections open (its --max-connections); try again later",
                         shared.opts.max_connections
                     ),
                 );
-                return;
-            }
-            *active += 1;
+            return;
         }
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        shared
-            .metrics
-            .connections_total
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .metrics
-            .connections_open
-            .fetch_add(1, Ordering::Relaxed);
-        let guard = ActiveGuard(shared.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("conn-{id}"))
-            .spawn(move || {
-                let _guard = guard;
-                let span = tracing::info_span!("conn", id, %peer);
-                let _e = span.enter();
-                let (socket, peer) = match open_socket(stream, &_guard.0) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        warn!("cannot set up the connection: {e}");
-                        return;
-                    }
-                };
-                match Connection::new(socket, peer, &_guard.0) {
-                    Ok(mut c) => c.serve(),
-                    Err(e) => warn!("cannot set up the connection: {e}"),
+        *active += 1;
+    }
+    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+    shared
+        .metrics
+        .connections_total
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .metrics
+        .connections_open
+        .fetch_add(1, Ordering::Relaxed);
+    let guard = ActiveGuard(shared.clone());
+    let spawned = std::thread::Builder::new()
+        .name(format!("{name}-{id}"))
+        .spawn(move || {
+            let _guard = guard;
+            let span = tracing::info_span!("conn", id, %peer);
+            let _e = span.enter();
+            let (socket, peer) = match open_socket(stream, &_guard.0) {
+                Ok(s) => s,
+                Err(e) => {
+                    _guard.0.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    warn!("cannot set up the connection: {e}");
+                    return;
                 }
-            });
-        if let Err(e) = spawned {
-            // The guard went down with the closure: the count is already right.
-            warn!("cannot start a thread for a connection: {e}");
-        }
+            };
+            serve(socket, peer, &_guard.0);
+        });
+    if let Err(e) = spawned {
+        // The guard went down with the closure: the count is already right.
+        warn!("cannot start a thread for a connection: {e}");
     }
 }
 
@@ -460,7 +544,7 @@ fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> 
 }
 
 /// An api error as one line with its causes, which is what the remote user will read.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -474,16 +558,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Tells a binary-protocol client refused for --max-connections why.
+fn busy_frame(mut stream: &TcpStream, message: &str) {
+    let _ = write_error(&mut stream, 0, kinds::BUSY, message);
+}
+
+/// Binds a listening socket, the error naming the address.
+fn listen_on(listen: &str) -> Result<TcpListener, RemoteError> {
+    TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
+        endpoint: listen.to_string(),
+        source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
+    })
+}
+
 /// Why a connection loop stopped early (the socket is unusable; nothing to send).
 type Broken = RemoteError;
 
 mod archive;
-mod authorize;
+pub(crate) mod authorize;
 mod budget;
 mod connection;
 mod receive;
 mod streams;
 
 pub use budget::{default_connection_budget, default_memory_budget, parse_size};
-use budget::{Budget, PerIdentity};
+pub(crate) use budget::{Budget, Lease, PerIdentity, Refusal, Share};
 use connection::Connection;
