@@ -183,6 +183,32 @@ fn the_api_answers_as_the_cli_does() {
     let base = served.http.clone().expect("an http line");
     let h = ["-H", READER];
 
+    // extract: the CLI's JSON, point for point (ranges, a point), and CoverageJSON.
+    let q = format!("{REQ},param=130/131,levelist=500,step=0/6/12");
+    let cli = site.cli(&[
+        "extract", &q, "--range", "0-4", "--point", "10,20", "--json",
+    ]);
+    let a = get(
+        &base,
+        "/api/v1/extract",
+        &[("request", &q), ("range", "0-4"), ("point", "10,20")],
+        &h,
+    );
+    assert_eq!(a.status, 200, "{}", a.text());
+    let want: serde_json::Value = serde_json::from_str(&cli).unwrap();
+    assert_eq!(a.json(), want);
+    assert_eq!(want.as_array().unwrap().len(), 6);
+    let a = get(
+        &base,
+        "/api/v1/extract",
+        &[("request", &q), ("point", "10,20"), ("format", "covjson")],
+        &h,
+    );
+    assert_eq!(a.status, 200, "{}", a.text());
+    let cov = a.json();
+    assert_eq!(cov["type"], "CoverageCollection");
+    assert_eq!(cov["domainType"], "PointSeries");
+
     // list: porcelain exactly the CLI's lines; JSON one element per field.
     let cli = site.cli(&["list", "--porcelain", REQ]);
     assert_eq!(cli.lines().count(), 12, "{cli}");
@@ -400,8 +426,28 @@ fn refusals_and_bad_requests_are_json_4xx_and_the_server_serves_on() {
     check(get(&base, "/api/v1/nothing", &[], &h), 404, "no-route");
     check(
         get(&base, "/api/v1/extract", &[("request", REQ)], &h),
-        501,
-        "unsupported",
+        400,
+        "bad-request",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/extract",
+            &[("request", REQ), ("range", "9-3")],
+            &h,
+        ),
+        400,
+        "bad-request",
+    );
+    check(
+        get(
+            &base,
+            "/api/v1/extract",
+            &[("request", REQ), ("point", "91,0")],
+            &h,
+        ),
+        400,
+        "bad-request",
     );
     check(
         get(&base, "/api/v1/list", &[], &["-H", READER, "-X", "DELETE"]),

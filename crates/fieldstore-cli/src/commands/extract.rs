@@ -6,8 +6,7 @@ use std::ops::Range;
 
 use anyhow::{bail, Context as _, Result};
 use clap::{Args, ValueEnum};
-use fieldstore::api::{extract_selections, SelectedField, Selection};
-use serde_json::{json, Map, Value};
+use fieldstore::api::{extract_json, extract_selections, SelectedField, Selection};
 
 use super::request::read_requests;
 use crate::context::Session;
@@ -150,11 +149,14 @@ pub fn extract(args: ExtractArgs, session: &Session) -> Result<()> {
     }
     let described: Vec<String> = selections.iter().map(describe).collect();
     match form {
-        Form::Json => outln!("{}", serde_json::to_string(&json_items(&fields))?)?,
+        Form::Json => outln!(
+            "{}",
+            serde_json::to_string(&extract_json::json_items(&fields))?
+        )?,
         Form::Csv => csv(&fields, &described)?,
         Form::Covjson => outln!(
             "{}",
-            serde_json::to_string(&super::extract_covjson::coverage(&fields, &selections))?
+            serde_json::to_string(&extract_json::coverage(&fields, &selections))?
         )?,
     }
     Ok(())
@@ -171,68 +173,6 @@ fn describe(s: &Selection) -> String {
             east,
         } => format!("box {north}/{west}/{south}/{east}"),
     }
-}
-
-fn number(v: f64) -> Value {
-    if v.is_nan() {
-        Value::Null
-    } else {
-        json!(v)
-    }
-}
-
-fn key_object(key: &fieldstore::model::Key) -> Value {
-    Value::Object(
-        key.iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-            .collect::<Map<String, Value>>(),
-    )
-}
-
-/// `[{"key": {..}, "values": [[..] per selection], ...}]`: values `null` where missing.
-fn json_items(fields: &[SelectedField]) -> Value {
-    Value::Array(
-        fields
-            .iter()
-            .map(|f| {
-                let mut item = Map::new();
-                item.insert("key".into(), key_object(&f.key));
-                item.insert(
-                    "values".into(),
-                    Value::Array(
-                        f.selections
-                            .iter()
-                            .map(|s| Value::Array(s.values.iter().map(|&v| number(v)).collect()))
-                            .collect(),
-                    ),
-                );
-                item.insert(
-                    "indices".into(),
-                    Value::Array(f.selections.iter().map(|s| json!(s.indices)).collect()),
-                );
-                if f.selections.iter().any(|s| !s.coordinates.is_empty()) {
-                    item.insert(
-                        "coordinates".into(),
-                        Value::Array(
-                            f.selections
-                                .iter()
-                                .map(|s| {
-                                    Value::Array(
-                                        s.coordinates
-                                            .iter()
-                                            .map(|&(lat, lon)| json!([lat, lon]))
-                                            .collect(),
-                                    )
-                                })
-                                .collect(),
-                        ),
-                    );
-                }
-                item.insert("bytes_read".into(), json!(f.bytes_read));
-                Value::Object(item)
-            })
-            .collect(),
-    )
 }
 
 /// One line per field and point: the field's MARS keys, the selection, the point's index and

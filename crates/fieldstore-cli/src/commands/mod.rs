@@ -1,7 +1,6 @@
 pub mod adopt;
 pub mod convert;
 pub mod extract;
-pub mod extract_covjson;
 pub mod fdb5_form;
 pub mod hammer;
 pub mod info;

@@ -305,6 +305,33 @@ pub fn extract_selections(
             "nothing to extract: give --range LO-HI, --point LAT,LON or --box N/W/S/E".into(),
         ));
     }
+    // Places are checked before anything is read.
+    for s in selections {
+        match s {
+            Selection::Range(r) if r.start >= r.end => {
+                return Err(ApiError::Invalid(format!(
+                    "range {}-{} is empty: a range is LO-HI with LO < HI (HI excluded)",
+                    r.start, r.end
+                )))
+            }
+            Selection::Point { lat, lon } => check_place(*lat, *lon)?,
+            Selection::Box {
+                north,
+                west,
+                south,
+                east,
+            } => {
+                check_place(*north, *west)?;
+                check_place(*south, *east)?;
+                if north < south {
+                    return Err(ApiError::Invalid(format!(
+                        "box {north}/{west}/{south}/{east}: north ({north}) is south of south ({south}); a box is N/W/S/E"
+                    )));
+                }
+            }
+            Selection::Range(_) => {}
+        }
+    }
     let places = selections.iter().any(|s| !matches!(s, Selection::Range(_)));
     let (grid, grid_md5) = if places {
         let (g, m) = first_grid(fdb, request)?;

@@ -4,6 +4,7 @@ pub(crate) mod archiver;
 pub(crate) mod element;
 pub(crate) mod error;
 mod extract;
+pub mod extract_json;
 pub(crate) mod fdb;
 pub(crate) mod feed;
 pub mod frontends;

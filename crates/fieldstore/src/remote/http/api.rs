@@ -27,10 +27,6 @@ pub(super) struct Cx<'a> {
     pub(super) reader: &'a BufReader<Socket>,
 }
 
-/// Where extraction (issue 30) plugs in: until the `extract` API operation exists, its route
-/// answers 501 with this. The lead wires `GET /api/v1/extract` to it here (docs/http.md).
-pub(super) const EXTRACT_MISSING: &str = "extraction is not in this build: GET /api/v1/extract is reserved for the `extract` operation (issue 30), which is being built separately; use /api/v1/retrieve for whole fields";
-
 /// The OpenAPI document of every route (static/openapi.json).
 const OPENAPI: &str = include_str!("static/openapi.json");
 
@@ -97,7 +93,7 @@ pub(super) fn route<W: Write>(cx: &Cx, req: &Req, w: &mut W) -> Served {
         "/api/v1/where" => h.simple(w, Simple::Where),
         "/api/v1/stats" => h.simple(w, Simple::Stats),
         "/api/v1/retrieve" => h.retrieve(w),
-        "/api/v1/extract" => Outcome::Failed(Response::error(501, "unsupported", EXTRACT_MISSING)),
+        "/api/v1/extract" => super::extract::extract(&h, w),
         "/api/v1/events" => events::stream(&h, w),
         "/api/v1/field" => map::field(&h, w),
         _ => map::series(&h, w),

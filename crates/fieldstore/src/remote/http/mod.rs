@@ -29,6 +29,7 @@ mod api;
 mod assets;
 mod auth;
 mod events;
+mod extract;
 mod map;
 mod request;
 mod response;

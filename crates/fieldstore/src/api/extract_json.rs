@@ -1,16 +1,67 @@
-//! CoverageJSON (https://covjson.org) of an extraction, in the shape covjsonkit gives
-//! Polytope's answers: a point series per point and parameter (time along `t`, valid times from
-//! date, time and step), a multi-point coverage per field for boxes and ranges.
+//! An extraction as JSON, the one form the CLI (`fieldstore extract --json`) and the HTTP API
+//! (`/api/v1/extract`) give, and as CoverageJSON (https://covjson.org) in the shape covjsonkit
+//! gives Polytope's answers: a point series per point and parameter (time along `t`, valid
+//! times from date, time and step), a multi-point coverage per field for boxes and ranges.
 
 use std::collections::BTreeMap;
 
-use fieldstore::api::{SelectedField, Selection};
-use fieldstore::model::Key;
 use serde_json::{json, Map, Value};
+
+use super::extract::{SelectedField, Selection};
+use crate::model::Key;
+
+/// `[{"key": {..}, "values": [[..] per selection], "indices": [[..]], "coordinates": [[[lat,
+/// lon]..]] (when places were given), "bytes_read": n}]`, one item per field in request order;
+/// values `null` where missing.
+pub fn json_items(fields: &[SelectedField]) -> Value {
+    Value::Array(
+        fields
+            .iter()
+            .map(|f| {
+                let mut item = Map::new();
+                item.insert("key".into(), metadata(&f.key));
+                item.insert(
+                    "values".into(),
+                    Value::Array(
+                        f.selections
+                            .iter()
+                            .map(|s| Value::Array(s.values.iter().map(|&v| number(v)).collect()))
+                            .collect(),
+                    ),
+                );
+                item.insert(
+                    "indices".into(),
+                    Value::Array(f.selections.iter().map(|s| json!(s.indices)).collect()),
+                );
+                if f.selections.iter().any(|s| !s.coordinates.is_empty()) {
+                    item.insert(
+                        "coordinates".into(),
+                        Value::Array(
+                            f.selections
+                                .iter()
+                                .map(|s| {
+                                    Value::Array(
+                                        s.coordinates
+                                            .iter()
+                                            .map(|&(lat, lon)| json!([lat, lon]))
+                                            .collect(),
+                                    )
+                                })
+                                .collect(),
+                        ),
+                    );
+                }
+                item.insert("bytes_read".into(), json!(f.bytes_read));
+                Value::Object(item)
+            })
+            .collect(),
+    )
+}
 
 /// Keywords that place a field in time: series run along them.
 const TIME_KEYS: [&str; 3] = ["date", "time", "step"];
 
+/// The CoverageJSON of an extraction.
 pub fn coverage(fields: &[SelectedField], selections: &[Selection]) -> Value {
     let mut coverages = Vec::new();
     let mut parameters = Map::new();
