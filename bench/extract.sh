@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Extraction (issue 30): one point over STEPS steps of 0.1° fields (regular lat-lon 3600 x 1801 =
+# 6,483,600 points, 16 bits per value, simple packing ~13 MB and CCSDS ~5 MB a field), and a box
+# of 10,000 points (100 x 100), in the same run:
+#   - fieldstore's extract (its `pygribjump`, and `fieldstore.FDB.extract` under it) against a
+#     retrieve plus a full ecCodes decode (pyfdb 5.25 from FDB5, then codes_get_values of every
+#     field; bar >= 50x), and against GribJump on FDB5 over the same data (ECMWF's pygribjump
+#     0.13 + gribjumplib, FDB5 written by pyfdb with GribJump's archive plugin; bar >= 2x). The
+#     bars are on the point; the box is reported with the same ratios;
+#   - each in one process per side (bench/extract/bench.py, run once in target/py-venv-gribjump,
+#     once in our virtualenv): REPEATS timed calls after one untimed warm-up, the median per
+#     call; one call = all STEPS fields of one packing (one ExtractionRequest per field, the grid
+#     hash given, as Polytope does); the decode baseline gets at most 3 calls (a call is seconds);
+#   - the same through a server (`fieldstore server`, a `type: remote` config) and on MinIO
+#     (scripts/minio, data on /dev/shm): the Python calls again, and the CLI in a new process
+#     (`fieldstore extract REQ --point LAT,LON --json`, and `--box N/W/S/E`; hyperfine -N), locally
+#     too; bytes read (`bytes_read` of the CLI's --json, summed over the fields) against the whole
+#     fields' bytes;
+#   - every method's values are checked equal (md5 of the float64 values, bit for bit) to ecCodes'
+#     full decode on FDB5, and the CLI's point values to it too; any difference stops the script.
+# The data (GRIB made with ecCodes by bench/extract/bench.py gen, python/tests/gribjump/gjdata.py's
+# fields; FDB5 + GribJump and fieldstore toc stores of it) is made once (~5 minutes for 48 steps,
+# 870 MB of GRIB, 2.6 GB in all) and kept in ${BENCH_CACHE:-~/.cache/fieldstore}/bench-extract/VERSION.
+#
+# Usage: bench/extract.sh [STEPS=48] [REPEATS=5]
+#        bench/extract.sh --quick   (bench/run-all --quick: 4 steps, 1 repeat; checks that values
+#            agree, fails if not; prints the table without bars)
+#        bench/extract.sh --build-only [STEPS]   (only make the cached data)
+# Environment: GRIBJUMP_PYTHON (target/py-venv-gribjump/bin/python: scripts/gribjump-install
+# makes it), OURS_PYTHON (target/py-venv/bin/python, with scripts/python-install run in it),
+# FIELDSTORE_BIN (measure this binary instead of building target/release/fieldstore),
+# MINIO_DIR (/dev/shm), SKIP_S3=1 (no MinIO rows), BENCH_OUT (a directory to keep the raw JSON in).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0 build_only=0
+if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
+if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
+if [ "$quick" = 1 ]; then STEPS=4 R=1; else STEPS=${1:-48} R=${2:-5}; fi
+. bench/lib.sh
+bench_setup
+
+ref_py=${GRIBJUMP_PYTHON:-$PWD/target/py-venv-gribjump/bin/python}
+if [ -z "${GRIBJUMP_PYTHON:-}" ]; then scripts/gribjump-install >/dev/null; fi
+ours_py=${OURS_PYTHON:-$PWD/target/py-venv/bin/python}
+[ -x "$ours_py" ] || { echo "no $ours_py: python3 -m venv target/py-venv && . target/py-venv/bin/activate && scripts/python-install" >&2; exit 1; }
+"$ours_py" -c 'import pygribjump, fieldstore; assert pygribjump.library_version().startswith("fieldstore"); fieldstore.FDB.extract' \
+  || { echo "$ours_py has no fieldstore pygribjump with FDB.extract (scripts/python-install)" >&2; exit 1; }
+"$ref_py" -c 'import pygribjump, gribjumplib, pyfdb, eccodes' || { echo "$ref_py: no GribJump stack (scripts/gribjump-install)" >&2; exit 1; }
+bpy=$PWD/bench/extract/bench.py
+gjtests=$PWD/python/tests/gribjump
+fail() { echo "DISAGREE: $*" >&2; exit 1; }
+# an environment without any FDB or GribJump variable, then the ones given
+clean_env() { env $(env | sed -n 's/^\(FDB[A-Z0-9_]*\|GRIBJUMP[A-Z0-9_]*\)=.*/-u \1/p') "$@"; }
+
+# --- The data ----------------------------------------------------------------------------------
+pyfdb_version=$("$ref_py" -m pip --disable-pip-version-check show pyfdb 2>/dev/null | sed -n 's/^Version: //p')
+gj_version=$("$ref_py" -m pip --disable-pip-version-check show gribjumplib 2>/dev/null | sed -n 's/^Version: //p')
+version="v1-0.1deg-pyfdb${pyfdb_version}-gribjump${gj_version}"
+family=${BENCH_CACHE:-$HOME/.cache/fieldstore}/bench-extract/${STEPS}steps
+store=$family/$version
+# FDB5's config and schema are written for each run (the roots are absolute paths, kept in place)
+write_configs() {   # DIR: the store's directory
+  local d=$1
+  mkdir -p "$work/fdb5-home/etc/fdb"
+  cp "$d/schema" "$work/fdb5-home/etc/fdb/schema"
+  printf 'type: local\nengine: toc\nschema: %s\nspaces:\n- handler: Default\n  roots:\n  - path: %s\n' \
+    "$work/fdb5-home/etc/fdb/schema" "$d/fdb5-root" > "$work/fdb5-home/etc/fdb/config.yaml"
+  printf 'type: local\nengine: toc\nschema: %s\nspaces:\n- handler: Default\n  roots:\n  - path: %s\n' \
+    "$d/schema" "$d/fs-root" > "$work/local.yaml"
+  printf 'plugin:\n  select: "expver=(xxxx)"\n' > "$work/gribjump.yaml"
+}
+if [ ! -e "$store/.complete" ]; then
+  echo "making the data: $STEPS steps of 0.1° fields, simple and CCSDS (once; cached in $store)" >&2
+  for old in "$family"/*; do   # other versions (a build of this one in progress is kept)
+    [ -e "$old" ] && [ "$old" != "$store" ] && [ "$old" != "$store.building" ] && rm -rf "$old"
+  done
+  mkdir -p "$store"
+  t0=$(now)
+  [ -s "$store/meta.json" ] || "$ref_py" "$bpy" gen "$store" "$STEPS"
+  [ -s "$store/meta.json" ] || { [ -s "$store.building/meta.json" ] && mv "$store.building"/* "$store"/; }
+  (cd "$gjtests" && "$ref_py" -c 'import gjdata, sys; open(sys.argv[1], "w").write(gjdata.SCHEMA)' "$store/schema")
+  rm -rf "$store/fdb5-root" "$store/fs-root"; mkdir -p "$store/fdb5-root" "$store/fs-root"
+  write_configs "$store"
+  t1=$(now)
+  clean_env FDB_HOME="$work/fdb5-home" GRIBJUMP_CONFIG_FILE="$work/gribjump.yaml" FDB_ENABLE_GRIBJUMP=1 \
+    "$ref_py" "$gjtests/reference.py" archive "$store/data.grib"
+  ls "$store"/fdb5-root/*/*.gribjump >/dev/null 2>&1 || { echo "the GribJump plugin wrote no index" >&2; exit 1; }
+  t2=$(now)
+  "$fs" --config "$work/local.yaml" write "$store/data.grib" >/dev/null
+  t3=$(now)
+  printf 'made in %.0f s; archived: FDB5 + GribJump %.0f s, fieldstore %.0f s\n' \
+    "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t3 - $t2" | bc)" | tee "$store/build.log" >&2
+  touch "$store/.complete"
+fi
+[ "$build_only" = 1 ] && { echo "the data is in $store"; exit 0; }
+write_configs "$store"
+meta=$store/meta.json
+mget() { "$ours_py" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, m))' "$meta" "$1"; }
+points=$(mget points_per_field)
+point=$(mget '"%s,%s" % tuple(point)')
+box=$(mget '"/".join("%g" % x for x in box_degrees)')
+steps_list=$(seq -s/ 0 $((STEPS - 1)))
+req_of() { echo "retrieve,class=rd,expver=xxxx,stream=oper,date=20240102,time=0000,domain=g,type=fc,levtype=sfc,step=$steps_list,param=$1"; }
+echo "data: $STEPS steps x 2 packings of $points-point fields ($(du -sh "$store/data.grib" | cut -f1) of GRIB), $store" >&2
+
+# --- Python, local -----------------------------------------------------------------------------
+ours_env() { clean_env FDB_CONFIG_FILE="$1" GRIBJUMP_CONFIG_FILE="$work/gribjump.yaml" "${@:2}"; }
+echo "GribJump on FDB5, and pyfdb retrieve + ecCodes decode ($ref_py):" >&2
+clean_env FDB_HOME="$work/fdb5-home" GRIBJUMP_CONFIG_FILE="$work/gribjump.yaml" \
+  "$ref_py" "$bpy" run ref "$meta" "$work/ref.json" "$R"
+echo "fieldstore, local ($ours_py):" >&2
+ours_env "$work/local.yaml" "$ours_py" "$bpy" run ours "$meta" "$work/local.json" "$R"
+
+# --- A server ------------------------------------------------------------------------------------
+"$fs" --config "$work/local.yaml" server --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+server_pid=$!
+s3_dir=""
+cleanup() {
+  [ -z "${server_pid:-}" ] || kill -TERM "$server_pid" 2>/dev/null || true
+  [ -z "$s3_dir" ] || { scripts/minio stop "$s3_dir" >/dev/null 2>&1 || true; rm -rf "$s3_dir"; }
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 1 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
+port=$(sed -n 's/^listening on .*://p' "$work/server.out")
+[ -n "$port" ] || { cat "$work/server.log" >&2; echo "the server did not start" >&2; exit 1; }
+printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
+echo "fieldstore through a server (127.0.0.1:$port):" >&2
+ours_env "$work/remote.yaml" "$ours_py" "$bpy" run ours "$meta" "$work/remote.json" "$R"
+
+# --- MinIO ---------------------------------------------------------------------------------------
+configs="local remote"
+if [ "${SKIP_S3:-0}" != 1 ]; then
+  scripts/minio install >/dev/null
+  s3_dir=$(mktemp -d -p "${MINIO_DIR:-/dev/shm}")
+  scripts/minio start "$s3_dir" > "$work/minio.env"
+  endpoint=$(sed -n 's/^endpoint=//p' "$work/minio.env")
+  AWS_ACCESS_KEY_ID=$(sed -n 's/^access_key=//p' "$work/minio.env")
+  AWS_SECRET_ACCESS_KEY=$(sed -n 's/^secret_key=//p' "$work/minio.env")
+  export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+  unset AWS_PROFILE
+  printf 'type: local\nengine: s3\nstore: s3\nschema: %s\ns3:\n  endpoint: %s\n  bucket: extract\n  region: us-east-1\n' \
+    "$store/schema" "$endpoint" > "$work/s3.yaml"
+  t0=$(now)
+  "$fs" --config "$work/s3.yaml" write "$store/data.grib" >/dev/null
+  printf 'MinIO at %s (data in %s, %s): written in %.0f s\n' "$endpoint" "$s3_dir" \
+    "$(df --output=fstype "$s3_dir" | tail -1)" "$(echo "$(now) - $t0" | bc)" >&2
+  echo "fieldstore on MinIO:" >&2
+  ours_env "$work/s3.yaml" "$ours_py" "$bpy" run ours "$meta" "$work/s3.json" "$R"
+  configs="local remote s3"
+fi
+
+# --- The CLI, a new process ----------------------------------------------------------------------
+runs=$((R < 2 ? 2 : R * 2))
+for cfg in $configs; do
+  for packing in simple ccsds; do
+    param=$(mget "packings['$packing']")
+    for sel in point box; do
+      if [ $sel = point ]; then arg=(--point "$point"); else arg=(--box "$box"); fi
+      "$fs" --config "$work/$cfg.yaml" extract "$(req_of "$param")" "${arg[@]}" --json > "$work/cli-$cfg-$packing-$sel.json" \
+        || fail "fieldstore extract ($cfg, $packing, $sel) failed"
+      hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/hf-$cfg-$packing-$sel.json" \
+        "$fs --config $work/$cfg.yaml extract $(req_of "$param") ${arg[*]} --json" > /dev/null 2>&1 \
+        || fail "hyperfine of fieldstore extract ($cfg, $packing, $sel) failed"
+    done
+  done
+done
+
+# --- Checks and the table --------------------------------------------------------------------------
+if [ -n "${BENCH_OUT:-}" ]; then mkdir -p "$BENCH_OUT" && cp "$work"/*.json "$BENCH_OUT"/; fi   # the raw results
+"$ours_py" - "$work" "$meta" "$STEPS" "$R" "$quick" "$configs" <<'EOF'
+import json, math, statistics, sys
+work, meta_file, steps, R, quick, configs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6].split()
+meta = json.load(open(meta_file))
+ref = json.load(open(f"{work}/ref.json"))
+sides = {"local": json.load(open(f"{work}/local.json"))}
+for c in configs[1:]:
+    sides[c] = json.load(open(f"{work}/{c}.json"))
+bad = []
+# every method, every side: the values of ecCodes' full decode on FDB5, bit for bit
+for packing in meta["packings"]:
+    for what in ("point", "box"):
+        want = ref["runs"]["decode"][packing][what]["digest"]
+        for name, res in [("ref", ref)] + list(sides.items()):
+            for method, per in res["runs"].items():
+                got = per[packing][what]["digest"]
+                if got != want:
+                    bad.append(f"{name} {method} {packing} {what}: {got} != decode's {want}")
+# the CLI: one item per field in request order, the point's values; bytes read
+cli = {}
+for c in configs:
+    for packing in meta["packings"]:
+        for what in ("point", "box"):
+            items = json.load(open(f"{work}/cli-{c}-{packing}-{what}.json"))
+            if len(items) != steps:
+                bad.append(f"CLI {c} {packing} {what}: {len(items)} items for {steps} fields")
+            vals = [x for it in items for sel in it["values"] for x in sel]
+            n = len(vals)
+            if what == "point":
+                want = ref["runs"]["decode"][packing]["point"]["values"]
+                if [float(x) for x in vals] != want:
+                    bad.append(f"CLI {c} {packing} point: {vals[:3]}... != decode's {want[:3]}...")
+            elif n != 10000 * steps:
+                bad.append(f"CLI {c} {packing} box: {n} values, not {10000 * steps}")
+            hf = json.load(open(f"{work}/hf-{c}-{packing}-{what}.json"))["results"][0]
+            cli[c, packing, what] = (hf["median"], min(hf["times"]), max(hf["times"]),
+                                     sum(it.get("bytes_read") or 0 for it in items))
+if bad:
+    print("DISAGREE:\n  " + "\n  ".join(bad), file=sys.stderr)
+    sys.exit(1)
+print(f"All values agree bit for bit with ecCodes' full decode (every method, every side; the CLI's point values and box sizes).\n")
+
+def ms(t):
+    return f"{t * 1000:.2f}" if t < 0.1 else f"{t * 1000:.0f}"
+
+def tm(res, method, packing, what):
+    e = res["runs"].get(method, {}).get(packing, {}).get(what)
+    return e["time"]["median"] if e else None
+
+def cell(t):
+    return "-" if t is None else ms(t)
+
+def bar(ratio, need):
+    if quick:
+        return f"{ratio:.1f}x"
+    return f"{ratio:.1f}x ({'met' if ratio >= need else 'MISSED'}, bar {need}x)"
+
+loc = sides["local"]
+print(f"One call = {steps} fields (steps 0-{steps - 1}) of one packing, 0.1° ({meta['points_per_field']:,} points); "
+      f"milliseconds per call, median of {R} calls in one process (the decode baseline: {max(1, min(R, 3))}).")
+print(f"Point: ({meta['point'][0]}, {meta['point'][1]}) -> grid point {meta['point_index']}; box: 100 x 100 points "
+      f"({'/'.join('%g' % x for x in meta['box_degrees'])}), 100 ranges.\n")
+print("| packing | selection | FDB5 retrieve + ecCodes decode | fieldstore retrieve + ecCodes decode | GribJump on FDB5 (pygribjump) | fieldstore, its pygribjump | fieldstore FDB.extract | fieldstore vs retrieve + decode | fieldstore vs GribJump |")
+print("|---|---|---|---|---|---|---|---|---|")
+for packing in meta["packings"]:
+    for what in ("point", "box"):
+        dec_ref = tm(ref, "decode", packing, what)
+        dec_ours = tm(loc, "decode", packing, what)
+        gj_ref = tm(ref, "gj", packing, what)
+        gj_ours = tm(loc, "gj", packing, what)
+        fs = tm(loc, "fs", packing, what)
+        r1, r2 = dec_ref / gj_ours, gj_ref / gj_ours
+        c1 = bar(r1, 50) if what == "point" else f"{r1:.1f}x"
+        c2 = bar(r2, 2) if what == "point" else f"{r2:.1f}x"
+        print(f"| {packing} | {what} | {ms(dec_ref)} | {ms(dec_ours)} | {ms(gj_ref)} | {ms(gj_ours)} | {ms(fs)} | {c1} | {c2} |")
+print("\n(The decode baseline decodes each field once for both selections: its point and box times are the same calls. "
+      "Ratios: FDB5's retrieve + decode, and GribJump, over fieldstore's pygribjump; bars on the point.)\n")
+
+names = {"local": "local toc", "remote": "through a server", "s3": "MinIO"}
+print(f"Where the data is: Python (one process; ms per call of {steps} fields, median of {R}), the CLI in a new process "
+      f"(`fieldstore extract REQ --point`/`--box --json`; hyperfine -N, median (min-max) of {max(2, R * 2) if R >= 2 else 2} runs), "
+      f"bytes read (the CLI's `bytes_read`, summed over the {steps} fields) against the whole fields.\n")
+print("| store | packing | selection | pygribjump | FDB.extract | retrieve + ecCodes decode | CLI, new process | bytes read | of whole fields |")
+print("|---|---|---|---|---|---|---|---|---|")
+for c in configs:
+    res = sides[c]
+    for packing in meta["packings"]:
+        whole = meta["bytes"][packing]
+        for what in ("point", "box"):
+            med, lo, hi, read = cli[c, packing, what]
+            print(f"| {names[c]} | {packing} | {what} | {cell(tm(res, 'gj', packing, what))} | {cell(tm(res, 'fs', packing, what))} | "
+                  f"{cell(tm(res, 'decode', packing, what))} | {ms(med)} ({ms(lo)}-{ms(hi)}) | {read:,} | {read / whole * 100:.2g} % of {whole / 1e6:.0f} MB |")
+EOF
