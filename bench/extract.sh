@@ -19,8 +19,8 @@
 #   - every method's values are checked equal (md5 of the float64 values, bit for bit) to ecCodes'
 #     full decode on FDB5, and the CLI's point values to it too; any difference stops the script.
 # The data (GRIB made with ecCodes by bench/extract/bench.py gen, python/tests/gribjump/gjdata.py's
-# fields; FDB5 + GribJump and fieldstore toc stores of it) is made once (~5 minutes for 48 steps,
-# 870 MB of GRIB, 2.6 GB in all) and kept in ${BENCH_CACHE:-~/.cache/fieldstore}/bench-extract/VERSION.
+# fields; FDB5 + GribJump and fieldstore toc stores of it) is made once (~2 minutes for 48 steps
+# here, 870 MB of GRIB, 2.5 GB in all) and kept in ${BENCH_CACHE:-~/.cache/fieldstore}/bench-extract/VERSION.
 #
 # Usage: bench/extract.sh [STEPS=48] [REPEATS=5]
 #        bench/extract.sh --quick   (bench/run-all --quick: 4 steps, 1 repeat; checks that values
