@@ -4,13 +4,14 @@
 # exit) holding a copy of the binary ($fs), so a rebuild during the run cannot change what is
 # measured. FDB5 and fieldstore see no config but the one each step names; FDB_HOME points at an
 # empty directory (fdb-read 5.10.8 without it silently retrieves nothing).
+# FIELDSTORE_BIN: measure that binary instead of building target/release/fieldstore.
 bench_setup() {
   bench/install-deps >/dev/null
-  cargo build --release -q
+  [ -n "${FIELDSTORE_BIN:-}" ] || cargo build --release -q
   schema=$PWD/crates/fieldstore/tests/fixtures/ecmwf-fdb5-schema
   work=$(mktemp -d -p "${1:-${TMPDIR:-/tmp}}")
   trap 'rm -rf "$work"' EXIT
-  cp target/release/fieldstore "$work/fieldstore"
+  cp "${FIELDSTORE_BIN:-target/release/fieldstore}" "$work/fieldstore"
   fs=$work/fieldstore
   unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
   export FDB_HOME="$work/home"
