@@ -498,12 +498,58 @@ class GribJump:
             requests.append(ExtractionRequest(req, list(ranges), gridhash))
         return requests
 
+    def _batched(self, requests: list[ExtractionRequest], function: str) -> dict:
+        """Requests with the same ranges (a time series: one per step) answered by one library
+        call over the union of their values: {request index: [extraction]}. A group whose union
+        would name many more fields than asked for, or whose answers cannot be told apart by
+        the keywords that vary, is left out (asked one by one)."""
+        groups: dict = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(tuple(tuple(x) for x in r.ranges), []).append(i)
+        answers: dict = {}
+        for ranges, members in groups.items():
+            if len(members) < 2:
+                continue
+            reqs = [{k: _values(v) for k, v in requests[i].request.items()} for i in members]
+            keys = set(reqs[0])
+            if any(set(q) != keys for q in reqs) or any(len(v) != 1 for q in reqs for v in q.values()):
+                continue
+            union = {k: list(dict.fromkeys(q[k][0] for q in reqs)) for k in reqs[0]}
+            varying = [k for k, v in union.items() if len(v) > 1]
+            size = 1
+            for v in union.values():
+                size *= len(v)
+            if size > 4 * len(members):
+                continue
+            got = self._fdb_extract(union, [tuple(x) for x in ranges], function)
+            by_values = {}
+            for e in got:
+                key = getattr(e, "key", None) or {}
+                by_values.setdefault(tuple(str(key.get(k)) for k in varying), []).append(e)
+            picked = {}
+            for i, q in zip(members, reqs):
+                hit = [e for e in by_values.get(tuple(q[k][0] for k in varying), []) if self._exists(e)]
+                if len(hit) != 1:
+                    # Missing, twice, or named otherwise than asked (param=2t): one by one.
+                    picked = None
+                    break
+                picked[i] = hit
+            if picked is None:
+                continue
+            answers.update(picked)
+        return answers
+
     def _extract_requests(self, requests: list[ExtractionRequest], function: str) -> list[ExtractionResult]:
         found = []
         missing = 0
         for r in requests:
             _check_order(r.ranges, function)
-            got = [e for e in self._fdb_extract(r.request, r.ranges, function) if self._exists(e)]
+        batched = self._batched(requests, function) if len(requests) > 1 else {}
+        for i, r in enumerate(requests):
+            if i in batched:
+                got = batched[i]
+            else:
+                got = [e for e in self._fdb_extract(r.request, r.ranges, function) if self._exists(e)]
             if len(got) != 1:
                 # GribJump counts the fields matched across the whole call and fails it when any
                 # request names no field, or more than one (extract_single is for those).
@@ -592,6 +638,14 @@ def _cardinality(req: dict) -> int | None:
             return None
         n *= len(vals)
     return n
+
+
+def _values(v) -> list:
+    """A request value as a list of strings: `a/b`, a list or tuple, or one value."""
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v]
+    text = str(v)
+    return text.split("/") if "/" in text else [text]
 
 
 def _request_text(req: dict) -> str:
