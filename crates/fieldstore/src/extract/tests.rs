@@ -502,3 +502,39 @@ fn gribjump_gives_the_same_values_and_masks() {
     }
     eprintln!("GribJump agreed on {} fields", which.len());
 }
+
+/// The encoding stays small: a few dozen bytes, plus about 2 bytes per 4096 points of a bitmap
+/// and per CCSDS RSI; and every truncation of it is refused.
+#[test]
+fn encodings_are_small_and_truncations_are_refused() {
+    for (i, m) in fields().iter().enumerate() {
+        let info = &infos()[i];
+        let e = info.encode();
+        let rsis = match &info.packing {
+            Packing::Ccsds(c) => c.offsets.len(),
+            _ => 0,
+        };
+        let checkpoints = info.bitmap.as_ref().map_or(0, |b| b.checkpoints.len());
+        assert!(
+            e.len() <= 64 + 2 * checkpoints + 4 * rsis,
+            "{}: {} bytes",
+            m.name,
+            e.len()
+        );
+        for cut in 0..e.len() {
+            assert!(
+                ExtractInfo::decode(&e[..cut]).is_err(),
+                "{}: cut at {cut}",
+                m.name
+            );
+        }
+        let mut longer = e.clone();
+        longer.push(0);
+        assert!(ExtractInfo::decode(&longer).is_err());
+        if m.name == "grib2 grid_ccsds 16 bits missing Some(5)"
+            || m.name == "grib2 grid_simple 16 bits missing None"
+        {
+            eprintln!("{}: {} bytes", m.name, e.len());
+        }
+    }
+}
