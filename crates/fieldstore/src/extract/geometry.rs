@@ -440,7 +440,7 @@ mod tests {
             d.values().unwrap(),
         );
         let ni = 291usize;
-        for i in 0..lats.len() {
+        for (i, lat) in lats.iter().enumerate() {
             let (row, k) = (i / ni, i % ni);
             let mirrored = if row % 2 == 1 {
                 row * ni + ni - 1 - k
@@ -448,7 +448,7 @@ mod tests {
                 i
             };
             let (a, b) = g.point(i as u64).unwrap();
-            assert!((a - lats[i]).abs() < 1e-6, "lat of {i}");
+            assert!((a - lat).abs() < 1e-6, "lat of {i}");
             let dl = (b - lons[mirrored]).rem_euclid(360.0);
             assert!(
                 !(1e-6..=360.0 - 1e-6).contains(&dl),

@@ -411,3 +411,130 @@ fn real_files_match_eccodes_and_damaged_ones_fail_cleanly() {
     }
     assert!(checked >= 10, "only {checked} real messages checked");
 }
+
+/// GribJump itself (`extract_from_paths` after `gribjump-scan-files`) on the same messages
+/// and ranges: the same values and masks. Runs when FIELDSTORE_GRIBJUMP_PYTHON names a python
+/// with pygribjump and gribjumplib (`scripts/gribjump-install` prints one).
+#[test]
+fn gribjump_gives_the_same_values_and_masks() {
+    let Some(python) = std::env::var_os("FIELDSTORE_GRIBJUMP_PYTHON") else {
+        eprintln!("skipped: FIELDSTORE_GRIBJUMP_PYTHON is not set (scripts/gribjump-install)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fields.grib");
+    let mut file = Vec::new();
+    let mut requests = Vec::new();
+    let mut which = Vec::new();
+    for (i, m) in fields().iter().enumerate() {
+        let info = &infos()[i];
+        // GribJump extracts only simple and CCSDS packing; on a constant field with a bitmap it
+        // returns the reference value at missing points, where ecCodes (and we) say missing.
+        let constant_masked = info.packing == Packing::Constant && info.bitmap.is_some();
+        // GribJump's CCSDS decoder scales by (-10)^D where ecCodes scales by 10^-D
+        // (`codes_power<double>(decimal_scale_factor_, -10)`, compressors/Ccsds.cc at
+        // e35e735a): 100x for D=2, where ecCodes 2.28 and 2.50 and we agree.
+        let ccsds_decimal =
+            matches!(info.packing, Packing::Ccsds(_)) && info.decimal_scale_factor != 0;
+        if !matches!(
+            info.packing,
+            Packing::Simple | Packing::Ccsds(_) | Packing::Constant
+        ) || constant_masked
+            || ccsds_decimal
+        {
+            continue;
+        }
+        let n = info.number_of_data_points;
+        let step = (n / 6).max(1);
+        let ranges: Vec<Range<u64>> = (0..n)
+            .step_by(step as usize)
+            .map(|s| s..(s + step / 2 + 1).min(n))
+            .collect();
+        requests.push(serde_json::json!({
+            "offset": file.len(),
+            "ranges": ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
+        }));
+        file.extend_from_slice(&m.bytes);
+        which.push((i, ranges));
+    }
+    std::fs::write(&path, &file).unwrap();
+    let req_path = dir.path().join("requests.json");
+    std::fs::write(&req_path, serde_json::to_vec(&requests).unwrap()).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/extract/gribjump_reference.py"
+    );
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .arg(&path)
+        .arg(&req_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gribjump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // GribJump logs to standard output too: the answer is the last line.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().rfind(|l| l.starts_with('[')).unwrap_or("");
+    let answer: Vec<Vec<serde_json::Value>> =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("gribjump's answer: {e}: {stdout}"));
+    assert_eq!(answer.len(), which.len());
+    for ((i, ranges), theirs) in which.iter().zip(&answer) {
+        let m = &fields()[*i];
+        let ours = extract_message(&m.bytes, ranges).unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{}", m.name);
+        for (o, t) in ours.iter().zip(theirs) {
+            let values: Vec<u64> = serde_json::from_value(t["values"].clone()).unwrap();
+            let mask: Vec<u64> = serde_json::from_value(t["mask"].clone()).unwrap();
+            assert_eq!(o.mask, mask, "{}: masks", m.name);
+            assert_eq!(values.len(), o.values.len(), "{}", m.name);
+            for (k, (a, b)) in o.values.iter().zip(&values).enumerate() {
+                let b = f64::from_bits(*b);
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{}: value {k}: ours {a:?}, GribJump {b:?}",
+                    m.name
+                );
+            }
+        }
+    }
+    eprintln!("GribJump agreed on {} fields", which.len());
+}
+
+/// The encoding stays small: a few dozen bytes, plus about 2 bytes per 4096 points of a bitmap
+/// and per CCSDS RSI; and every truncation of it is refused.
+#[test]
+fn encodings_are_small_and_truncations_are_refused() {
+    for (i, m) in fields().iter().enumerate() {
+        let info = &infos()[i];
+        let e = info.encode();
+        let rsis = match &info.packing {
+            Packing::Ccsds(c) => c.offsets.len(),
+            _ => 0,
+        };
+        let checkpoints = info.bitmap.as_ref().map_or(0, |b| b.checkpoints.len());
+        assert!(
+            e.len() <= 64 + 2 * checkpoints + 4 * rsis,
+            "{}: {} bytes",
+            m.name,
+            e.len()
+        );
+        for cut in 0..e.len() {
+            assert!(
+                ExtractInfo::decode(&e[..cut]).is_err(),
+                "{}: cut at {cut}",
+                m.name
+            );
+        }
+        let mut longer = e.clone();
+        longer.push(0);
+        assert!(ExtractInfo::decode(&longer).is_err());
+        if m.name == "grib2 grid_ccsds 16 bits missing Some(5)"
+            || m.name == "grib2 grid_simple 16 bits missing None"
+        {
+            eprintln!("{}: {} bytes", m.name, e.len());
+        }
+    }
+}

@@ -200,3 +200,80 @@ impl<'a> Message<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grib::handle::Handle;
+    use crate::grib::{Decoded, KeyValue};
+
+    fn sample(name: &str) -> Vec<u8> {
+        Handle::from_sample(name).unwrap().message().unwrap()
+    }
+
+    #[test]
+    fn sections_are_where_eccodes_reads_them() {
+        for name in [
+            "GRIB2",
+            "GRIB1",
+            "reduced_gg_pl_32_grib2",
+            "reduced_gg_pl_32_grib1",
+        ] {
+            let m = sample(name);
+            let d = Decoded::new(&m).unwrap();
+            let at = |k: &str| match d.get(k).unwrap() {
+                Some(KeyValue::Long(v)) => Some(v as usize),
+                _ => None,
+            };
+            let parsed = Message::parse(&m).unwrap();
+            let grid = parsed.grid().unwrap();
+            assert_eq!(
+                Some(grid.number_of_points as usize),
+                at("numberOfDataPoints"),
+                "{name}"
+            );
+            match &parsed {
+                Message::Grib2(g) => {
+                    let f = g.fields[0];
+                    assert_eq!(Some(f.grid.offset), at("offsetSection3"), "{name}");
+                    assert_eq!(Some(f.representation.offset), at("offsetSection5"));
+                    assert_eq!(Some(f.data.offset), at("offsetSection7"));
+                    assert_eq!(
+                        f.grid.template_number().unwrap(),
+                        Some(f.grid_template().unwrap())
+                    );
+                }
+                Message::Grib1(g) => {
+                    assert_eq!(g.gds.map(|s| s.offset), at("offsetSection2"), "{name}");
+                    assert_eq!(Some(g.bds.offset), at("offsetSection4"), "{name}");
+                }
+            }
+            if let GridShape::Gaussian { pl: Some(pl), .. } = &grid.shape {
+                let Some(KeyValue::Longs(want)) = d.get("pl").unwrap() else {
+                    panic!("{name}: no pl")
+                };
+                assert_eq!(pl.iter().map(|p| *p as i64).collect::<Vec<_>>(), want);
+            }
+        }
+    }
+
+    /// Truncated and damaged messages give errors naming an offset inside them, never a panic.
+    #[test]
+    fn hostile_bytes_are_errors() {
+        for name in ["GRIB2", "GRIB1", "reduced_gg_pl_32_grib2"] {
+            let m = sample(name);
+            for cut in 0..m.len() {
+                if let Err(e) = Message::parse(&m[..cut]) {
+                    assert!(e.offset <= m.len() as u64, "{e}");
+                }
+            }
+            for at in 0..m.len().min(400) {
+                let mut d = m.clone();
+                d[at] ^= 0xa5;
+                if let Ok(p) = Message::parse(&d) {
+                    let _ = p.grid();
+                }
+            }
+        }
+    }
+}
