@@ -350,7 +350,7 @@ pub fn extract_selections(
                 let i = g.nearest(*lat, *lon).ok_or_else(|| {
                     ApiError::Invalid(format!("no grid point near {lat},{lon}"))
                 })?;
-                vec![i..i + 1]
+                std::iter::once(i..i + 1).collect()
             }
             (
                 Selection::Box {

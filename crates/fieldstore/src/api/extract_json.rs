@@ -61,6 +61,9 @@ pub fn json_items(fields: &[SelectedField]) -> Value {
 /// Keywords that place a field in time: series run along them.
 const TIME_KEYS: [&str; 3] = ["date", "time", "step"];
 
+/// One value of a point series: valid time, value, grid point (lat, lon).
+type SeriesPoint = (String, f64, (f64, f64));
+
 /// The CoverageJSON of an extraction.
 pub fn coverage(fields: &[SelectedField], selections: &[Selection]) -> Value {
     let mut coverages = Vec::new();
@@ -77,8 +80,7 @@ pub fn coverage(fields: &[SelectedField], selections: &[Selection]) -> Value {
     if point_series {
         // One series per (point, field keys other than time): values in valid-time order.
         for (n, _) in selections.iter().enumerate() {
-            let mut series: BTreeMap<String, (Key, Vec<(String, f64, (f64, f64))>)> =
-                BTreeMap::new();
+            let mut series: BTreeMap<String, (Key, Vec<SeriesPoint>)> = BTreeMap::new();
             for f in fields {
                 let Some(s) = f.selections.get(n) else {
                     continue;
@@ -94,7 +96,7 @@ pub fn coverage(fields: &[SelectedField], selections: &[Selection]) -> Value {
             }
             for (_, (rest, mut points)) in series {
                 points.sort_by(|a, b| a.0.cmp(&b.0));
-                let Some(&(_, _, (lat, lon))) = points.first().map(|p| p) else {
+                let Some(&(_, _, (lat, lon))) = points.first() else {
                     continue;
                 };
                 let param = rest.get("param").unwrap_or("value").to_string();

@@ -692,7 +692,7 @@ mod tests {
         let with = d.path().join("with.idx");
         let info = |n: u64| -> Option<std::sync::Arc<[u8]>> {
             // Some entries carry none; sizes vary across block boundaries.
-            (n % 3 != 0).then(|| (0..(n % 700) as u8).collect::<Vec<u8>>().into())
+            (!n.is_multiple_of(3)).then(|| (0..(n % 700) as u8).collect::<Vec<u8>>().into())
         };
         let entries: Vec<IndexEntry> = (0..3000)
             .map(|n| IndexEntry {
