@@ -140,8 +140,8 @@ pub fn extract(args: ExtractArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let mut fields: Vec<SelectedField> = Vec::new();
     for req in read_requests(&args.request)? {
-        let got = extract_selections(fdb, &req, &selections)
-            .with_context(|| format!("extract {req}"))?;
+        let got =
+            extract_selections(fdb, &req, &selections).with_context(|| format!("extract {req}"))?;
         if got.is_empty() {
             bail!("no field matches {req}");
         }
