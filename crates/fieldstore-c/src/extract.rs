@@ -18,6 +18,13 @@ pub struct fieldstore_extraction_t {
 }
 
 impl fieldstore_extraction_t {
+    fn range(&self, field: usize, range: usize) -> Result<&fieldstore::extract::RangeValues> {
+        self.field(field)?
+            .ranges
+            .get(range)
+            .ok_or_else(|| CError::Invalid(format!("range {range} asked for of field {field}")))
+    }
+
     fn field(&self, i: usize) -> Result<&Extraction> {
         self.fields.get(i).ok_or_else(|| {
             CError::Invalid(format!(
@@ -105,11 +112,7 @@ pub extern "C" fn fieldstore_extraction_values(
     count: *mut usize,
 ) -> c_int {
     run(|| {
-        let e = obj(ex, "extraction")?;
-        let r =
-            e.field(field)?.ranges.get(range).ok_or_else(|| {
-                CError::Invalid(format!("range {range} asked for of field {field}"))
-            })?;
+        let r = obj(ex, "extraction")?.range(field, range)?;
         put(values, "values", r.values.as_ptr())?;
         put(count, "count", r.values.len())
     })
@@ -124,11 +127,7 @@ pub extern "C" fn fieldstore_extraction_mask(
     words: *mut usize,
 ) -> c_int {
     run(|| {
-        let e = obj(ex, "extraction")?;
-        let r =
-            e.field(field)?.ranges.get(range).ok_or_else(|| {
-                CError::Invalid(format!("range {range} asked for of field {field}"))
-            })?;
+        let r = obj(ex, "extraction")?.range(field, range)?;
         put(mask, "mask", r.mask.as_ptr())?;
         put(words, "words", r.mask.len())
     })

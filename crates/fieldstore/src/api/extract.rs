@@ -174,13 +174,17 @@ fn in_field(
     store: &dyn Store,
     l: &Located,
 ) -> ApiError {
-    let kind = e.kind();
     let message = format!(
         "field {key} ({} at offset {}): {e}",
         store.uri(&l.db, &l.field.object),
         l.field.offset
     );
-    match kind {
+    named_error(&e, message)
+}
+
+/// An extraction error under a message naming its field, keeping its kind.
+fn named_error(e: &crate::extract::ExtractError, message: String) -> ApiError {
+    match e.kind() {
         crate::error_kind::ErrorKind::BadRequest => ApiError::Invalid(message),
         kind => ApiError::Children {
             summary: message,
@@ -217,17 +221,8 @@ pub(super) fn extract_retrieved(
             ))
         })?;
         let key = joined(&span.key.db, &span.key.index, &span.key.datum);
-        let (values, grid_md5) = whole(&bytes, ranges).map_err(|e| {
-            let kind = e.kind();
-            let message = format!("field {key}: {e}");
-            match kind {
-                crate::error_kind::ErrorKind::BadRequest => ApiError::Invalid(message),
-                kind => ApiError::Children {
-                    summary: message,
-                    kind,
-                },
-            }
-        })?;
+        let (values, grid_md5) =
+            whole(&bytes, ranges).map_err(|e| named_error(&e, format!("field {key}: {e}")))?;
         out.push(Extraction {
             key,
             ranges: values,
@@ -364,10 +359,9 @@ pub fn extract_selections(
         wanted.push(match (s, &grid) {
             (Selection::Range(r), _) => vec![r.clone()],
             (Selection::Point { lat, lon }, Some(g)) => {
-                check_place(*lat, *lon)?;
-                let i = g.nearest(*lat, *lon).ok_or_else(|| {
-                    ApiError::Invalid(format!("no grid point near {lat},{lon}"))
-                })?;
+                let i = g
+                    .nearest(*lat, *lon)
+                    .ok_or_else(|| ApiError::Invalid(format!("no grid point near {lat},{lon}")))?;
                 std::iter::once(i..i + 1).collect()
             }
             (
@@ -379,13 +373,6 @@ pub fn extract_selections(
                 },
                 Some(g),
             ) => {
-                check_place(*north, *west)?;
-                check_place(*south, *east)?;
-                if north < south {
-                    return Err(ApiError::Invalid(format!(
-                        "box {north}/{west}/{south}/{east}: north ({north}) is south of south ({south}); a box is N/W/S/E"
-                    )));
-                }
                 let rows = g.box_ranges(*north, *west, *south, *east);
                 if rows.is_empty() {
                     return Err(ApiError::Invalid(format!(
