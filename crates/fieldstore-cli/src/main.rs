@@ -9,6 +9,7 @@ mod context;
 mod exit;
 mod fdb_info;
 mod fdb_names;
+mod memory;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

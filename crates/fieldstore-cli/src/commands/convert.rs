@@ -33,6 +33,8 @@ pub struct ConvertArgs {
 }
 
 pub fn run(a: ConvertArgs, session: &Session) -> Result<()> {
+    // Each index converted allocates and frees buffers of several MiB on each thread.
+    crate::memory::keep_freed_memory();
     let fdb = session.fdb()?;
     let Some(to) = DbFormat::parse(&a.to) else {
         bail!("--to {}: expected fieldstore or fdb5", a.to);

@@ -70,23 +70,9 @@ fn context(session: &Session) -> Context {
 /// How much of a mapped input is fed before its pages are dropped.
 const RELEASE_EVERY: usize = 32 << 20;
 
-/// Every field allocates and frees arrays of its size (decoded values, a copy per extra plan,
-/// outputs): glibc returns allocations of more than 128 KiB to the kernel when freed, so each
-/// field's arrays came back as fresh pages, zeroed and faulted in one by one (a third of the CPU
-/// time at 0.25°, most of it in the kernel). Allocations up to 32 MiB (the most glibc allows)
-/// come from the heap instead, and up to 256 MiB of freed heap is kept for the next field:
-/// memory stays what the largest field and the open windows need.
-fn keep_freed_field_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes glibc's allocation thresholds; called before the run.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
-}
-
 fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
-    keep_freed_field_memory();
+    // Every field allocates and frees arrays of its size.
+    crate::memory::keep_freed_memory();
     let mut set = PlanSet::from_file(&a.plan, context(session))?;
     let (mut fields, mut failed) = (0usize, 0usize);
     let report = |errors: Vec<fieldstore::pipeline::PipelineError>, failed: &mut usize| {
@@ -155,7 +141,8 @@ fn run_plan(a: RunArgs, session: &Session) -> Result<()> {
 
 fn feed_json(plan: &std::path::Path, messages: &std::path::Path, session: &Session) -> Result<()> {
     use std::io::BufRead as _;
-    keep_freed_field_memory();
+    // Every field allocates and frees arrays of its size.
+    crate::memory::keep_freed_memory();
     let mut set = PlanSet::from_file(plan, context(session))?;
     let input: Box<dyn std::io::BufRead> = if messages.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())

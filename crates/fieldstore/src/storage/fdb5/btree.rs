@@ -252,20 +252,12 @@ impl Tree {
 
     /// How many entries the tree holds: its leaves' counts, no entry decoded.
     pub fn entry_count(&self) -> Result<u64, StorageError> {
-        let mut id = self.leftmost_leaf()?;
         let mut n = 0u64;
-        for _ in 0..self.page_limit() {
-            let page = self.page(id)?;
-            if page.node {
-                return Err(self.corrupt(self.base, format!("leaf link leads to node page {id}")));
-            }
+        self.walk_leaves(|page| {
             n += page.count as u64;
-            if page.right == 0 {
-                return Ok(n);
-            }
-            id = page.right;
-        }
-        Err(self.corrupt(self.base, "the tree's leaf links loop".into()))
+            Ok(())
+        })?;
+        Ok(n)
     }
 
     /// Every entry in key order, a leaf at a time.
@@ -276,6 +268,51 @@ impl Tree {
             pos: 0,
             visited: std::collections::HashSet::new(),
             done: false,
+        }
+    }
+
+    /// Every entry in key order as stored: the fingerprint's bytes (up to the first NUL) and
+    /// where its field is. Nothing is copied, for readers of whole trees (conversion).
+    pub fn visit(
+        &self,
+        mut f: impl FnMut(&[u8], FieldLoc) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let k = self.geo.key;
+        self.walk_leaves(|page| {
+            for i in 0..page.count {
+                let s = self.slot(page, i);
+                let key = &s[..k];
+                let end = key.iter().position(|&c| c == 0).unwrap_or(k);
+                f(&key[..end], self.leaf_value(s))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The leaves from the leftmost rightwards; a link to a node page or back to a leaf
+    /// already seen is an error, reported before any entry repeats.
+    fn walk_leaves(
+        &self,
+        mut f: impl FnMut(&Page<'_>) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut id = self.leftmost_leaf()?;
+        let mut visited = std::collections::HashSet::new();
+        loop {
+            let page = self.page(id)?;
+            if page.node {
+                return Err(self.corrupt(self.base, format!("leaf link leads to node page {id}")));
+            }
+            if !visited.insert(id) {
+                return Err(self.corrupt(
+                    self.base,
+                    format!("the tree's leaf links loop back to page {id}"),
+                ));
+            }
+            f(&page)?;
+            if page.right == 0 {
+                return Ok(());
+            }
+            id = page.right;
         }
     }
 
@@ -490,6 +527,15 @@ mod tests {
             let t = tree_of(build(geo, &entries).unwrap(), geo);
             let got: Vec<_> = t.entries().map(Result::unwrap).collect();
             assert_eq!(got, entries, "n={n}");
+            // The copy-free walk sees the same entries, and the counts agree.
+            let mut visited = Vec::new();
+            t.visit(|fp, loc| {
+                visited.push((String::from_utf8(fp.to_vec()).unwrap(), loc));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(visited, entries, "n={n}");
+            assert_eq!(t.entry_count().unwrap(), n as u64);
             for (fp, loc) in entries.iter().step_by(7) {
                 assert_eq!(t.lookup(fp).unwrap(), Some(*loc), "n={n} {fp}");
             }

@@ -485,9 +485,12 @@ pub(crate) struct RawIndex {
 }
 
 impl RawIndex {
-    /// (fingerprint, location) in fingerprint order.
-    pub fn entries(&self) -> super::btree::TreeEntries {
-        self.tree.entries()
+    /// Each entry's fingerprint bytes and location, in fingerprint order, nothing copied.
+    pub fn visit(
+        &self,
+        f: impl FnMut(&[u8], FieldLoc) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        self.tree.visit(f)
     }
 
     /// How many entries it holds.

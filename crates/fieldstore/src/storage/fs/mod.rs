@@ -87,6 +87,11 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>>;
     /// Maps a file that is never modified again (index files).
     fn map(&self, path: &Path) -> io::Result<Mapped>;
+    /// Maps a file to be read whole (a conversion's checksums): its pages are mapped at once,
+    /// far cheaper than one page fault per few pages.
+    fn map_whole(&self, path: &Path) -> io::Result<Mapped> {
+        self.map(path)
+    }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
     /// Creates or truncates a file and writes it, without syncing (as `std::fs::write`).
     fn write(&self, path: &Path, data: &[u8]) -> io::Result<()>;

@@ -31,6 +31,14 @@ impl FileSystem for OsFs {
         Ok(Mapped::Mmap(unsafe { memmap2::Mmap::map(&f) }?))
     }
 
+    fn map_whole(&self, path: &Path) -> io::Result<Mapped> {
+        let f = File::open(path)?;
+        // SAFETY: as `map`; data files are append-only, and only what was written is read.
+        Ok(Mapped::Mmap(unsafe {
+            memmap2::MmapOptions::new().populate().map(&f)
+        }?))
+    }
+
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
     }

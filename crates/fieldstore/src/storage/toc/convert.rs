@@ -542,7 +542,7 @@ impl Job<'_> {
         let p = self
             .dir
             .join(crate::storage::posix::split_adopted(object).0);
-        let m = Arc::new(self.fs.map(&p).map_err(io("open", &p))?);
+        let m = Arc::new(self.fs.map_whole(&p).map_err(io("open", &p))?);
         if let Ok(mut maps) = self.maps.lock() {
             maps.insert(object.to_string(), m.clone());
         }
@@ -559,16 +559,16 @@ impl Job<'_> {
         // In the order the fields lie in their files, not the tree's: the tree's order jumps
         // about each data file, and memory read in order runs several times faster. The
         // places are copied out so that the sort and the pass touch only contiguous memory.
-        let mut order: Vec<(u32, u64, u64, usize)> = ix
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.file, e.offset, e.length, i))
-            .collect();
-        order.sort_unstable();
+        let order = file_order(&ix.entries);
         let mut crcs = vec![0u32; ix.entries.len()];
         let mut infos: Vec<Option<std::sync::Arc<[u8]>>> = vec![None; ix.entries.len()];
-        for (n, &(file, offset, length, i)) in order.iter().enumerate() {
+        for (n, &i) in order.iter().enumerate() {
+            let IndexEntry {
+                file,
+                offset,
+                length,
+                ..
+            } = ix.entries[i];
             let m = &maps[file as usize];
             let slice = usize::try_from(offset)
                 .ok()
@@ -766,8 +766,7 @@ impl Job<'_> {
 fn fdb5_index(raw: &RawIndex) -> Result<NewIndex, StorageError> {
     let keywords: &[String] = &raw.keywords;
     let mut entries = Vec::new();
-    for e in raw.entries() {
-        let (fp, loc) = e?;
+    raw.visit(|fp, loc| {
         entries.push(IndexEntry {
             values: values_of(keywords, fp),
             file: raw.object_of(&loc)?,
@@ -777,7 +776,8 @@ fn fdb5_index(raw: &RawIndex) -> Result<NewIndex, StorageError> {
             checksum: None,
             extract: None,
         });
-    }
+        Ok(())
+    })?;
     Ok(NewIndex {
         key: raw.index_key.clone(),
         keywords: keywords.to_vec(),
@@ -788,21 +788,21 @@ fn fdb5_index(raw: &RawIndex) -> Result<NewIndex, StorageError> {
     })
 }
 
-/// A fingerprint's values joined by `SEP`. A value may hold `:` itself (FDB5's `quantile`):
-/// then the fingerprint is split as the reader splits it.
-fn values_of(keywords: &[String], fp: String) -> String {
-    let colons = fp.bytes().filter(|&b| b == b':').count();
+/// A fingerprint's values joined by `SEP`, copied once. A value may hold `:` itself (FDB5's
+/// `quantile`): then the fingerprint is split as the reader splits it.
+fn values_of(keywords: &[String], fp: &[u8]) -> String {
+    let colons = fp.iter().filter(|&&b| b == b':').count();
     if colons + 1 == keywords.len() {
-        let mut b = fp.into_bytes();
+        let mut b = fp.to_vec();
         for c in b.iter_mut().filter(|c| **c == b':') {
             *c = SEP as u8;
         }
-        // One ASCII byte for another: still UTF-8.
-        match String::from_utf8(b) {
-            Ok(v) => return v,
-            Err(e) => return String::from_utf8_lossy(e.as_bytes()).replace(SEP, ":"),
+        // One ASCII byte for another: UTF-8 if the fingerprint was.
+        if let Ok(v) = String::from_utf8(b) {
+            return v;
         }
     }
+    let fp = String::from_utf8_lossy(fp);
     let key = datum_key(keywords, &fp);
     let mut v = String::with_capacity(fp.len());
     for (i, kw) in keywords.iter().enumerate() {
@@ -812,6 +812,31 @@ fn values_of(keywords: &[String], fp: String) -> String {
         v.push_str(key.get(kw).unwrap_or(""));
     }
     v
+}
+
+/// The positions of `entries` in the order their fields lie in the data files. Sorted as one
+/// word per entry (file and offset packed) where they fit, several times faster than tuples.
+fn file_order(entries: &[IndexEntry]) -> Vec<usize> {
+    const OFFSET_BITS: u32 = 44;
+    let packable = entries
+        .iter()
+        .all(|e| e.file < (1 << (64 - OFFSET_BITS)) && e.offset < (1 << OFFSET_BITS));
+    if packable {
+        let mut keys: Vec<(u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ((u64::from(e.file) << OFFSET_BITS) | e.offset, i))
+            .collect();
+        keys.sort_unstable();
+        return keys.into_iter().map(|(_, i)| i).collect();
+    }
+    let mut keys: Vec<(u32, u64, usize)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.file, e.offset, i))
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, _, i)| i).collect()
 }
 
 /// The new catalogue, through the reader every command uses, against the old one: as many
@@ -876,4 +901,49 @@ fn newest_of(old: &[OldIndex]) -> HashMap<(crate::model::Key, crate::model::Key)
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kws(k: &[&str]) -> Vec<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn fingerprints_become_keys_also_when_a_value_holds_a_colon() {
+        let k = kws(&["step", "levelist", "param"]);
+        assert_eq!(values_of(&k, b"12:500:130"), "12\u{1f}500\u{1f}130");
+        // FDB5's quantile values hold `:` themselves.
+        let k = kws(&["step", "quantile", "param"]);
+        let v = values_of(&k, b"12:99:100:130");
+        assert_eq!(v.split(SEP).collect::<Vec<_>>(), ["12", "99:100", "130"]);
+    }
+
+    fn entry(file: u32, offset: u64) -> IndexEntry {
+        IndexEntry {
+            values: String::new(),
+            file,
+            offset,
+            length: 1,
+            masked: false,
+            checksum: None,
+            extract: None,
+        }
+    }
+
+    #[test]
+    fn fields_are_visited_in_file_order_whether_or_not_places_pack_into_a_word() {
+        let small = [entry(1, 5), entry(0, 9), entry(1, 0), entry(0, 2)];
+        assert_eq!(file_order(&small), [3, 1, 2, 0]);
+        // An offset past 2^44 cannot be packed: the tuple sort gives the same order.
+        let large = [
+            entry(1, 1 << 50),
+            entry(0, 9),
+            entry(1, 0),
+            entry(0, 1 << 45),
+        ];
+        assert_eq!(file_order(&large), [1, 3, 2, 0]);
+    }
 }
