@@ -111,8 +111,9 @@ pub fn new_listiterator(it: *mut *mut fdb_listiterator_t) -> c_int {
     run(|| give(it, "it", fdb_listiterator_t::default()))
 }
 
-/// 5.10's `fdb_list`: (re)fills `it` with the fields `req` names (NULL: all). Masked
-/// duplicates are hidden, unlike FDB5 5.10, which lists every copy ever archived.
+/// 5.10's `fdb_list`: (re)fills `it` with the fields `req` names (NULL: all), every copy ever
+/// archived of each, replaced ones included, as FDB5 5.10 lists them (it has no way to ask for
+/// each key once; programs built against it count and expect the copies).
 pub fn list_into(
     fdb: *mut fdb_handle_t,
     req: *const fdb_request_t,
@@ -120,7 +121,7 @@ pub fn list_into(
 ) -> c_int {
     run(|| {
         let it = obj(it, "it")?;
-        let iter = start(fdb, req, false, 3)?;
+        let iter = start(fdb, req, true, 3)?;
         *it = fdb_listiterator_t {
             iter: Some(iter),
             ..Default::default()

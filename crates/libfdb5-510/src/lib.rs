@@ -19,7 +19,7 @@ pub extern "C" fn fdb_new_listiterator(it: *mut *mut fdb_listiterator_t) -> c_in
     fieldstore_c::list::new_listiterator(it)
 }
 
-/// Fills `it` with the fields `req` names (NULL: every field), newest copy of each.
+/// Fills `it` with the fields `req` names (NULL: every field), every copy of each, as 5.10 does.
 #[no_mangle]
 pub extern "C" fn fdb_list(
     fdb: *mut fdb_handle_t,

@@ -1,8 +1,8 @@
 /* A program as a model developer builds it against Debian's libfdb5-dev (5.10.8): compiled
  * with Debian's header, linked with Debian's libfdb5.so.0d. The test runs it unchanged on
  * FDB5 and on fieldstore (LD_LIBRARY_PATH) and compares what it prints and retrieves.
- * Usage: debian_program GRIB OUT. Archives GRIB, lists everything and one field, retrieves
- * two steps of param 130 into OUT; prints the listing and reader positions on stdout. */
+ * Usage: debian_program GRIB OUT. Archives GRIB, lists everything, archives it again and lists
+ * everything (both copies), lists one field, retrieves two steps of param 130 into OUT; prints the listing and reader positions on stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
     OK(fdb_flush(fdb));
 
     list(fdb, NULL, "all:");
+    /* archived again: 5.10 lists both copies of each field */
+    OK(fdb_archive_multiple(fdb, NULL, grib, (size_t)n));
+    OK(fdb_flush(fdb));
+    list(fdb, NULL, "all, archived twice:");
 
     fdb_request_t* req = NULL;
     OK(fdb_new_request(&req));

@@ -140,13 +140,14 @@ int main(int argc, char** argv) {
     CHECK(count(fdb, NULL, NULL, 0) == 2);
     OK(fdb_delete_request(req));
 
-    /* by the messages' own keys; archiving again replaces, and the listing hides the copies */
+    /* by the messages' own keys; archiving again replaces, and 5.10's listing shows every copy:
+     * the two fields above, then the three messages twice */
     OK(fdb_archive_multiple(fdb, NULL, grib, glen));
     OK(fdb_flush(fdb));
     OK(fdb_archive_multiple(fdb, NULL, grib, glen));
     OK(fdb_flush(fdb));
     char first[1024] = "";
-    CHECK(count(fdb, NULL, first, sizeof first) == 3);
+    CHECK(count(fdb, NULL, first, sizeof first) == 8);
     CHECK(strncmp(first, "{class=od,expver=0001,stream=oper,date=20261122,time=1200", 57) == 0);
     CHECK(strstr(first, "}{type=fc,levtype=pl}{step=") != NULL);
 
@@ -164,12 +165,12 @@ int main(int argc, char** argv) {
     FAILS(fdb_archive(fdb, key, "world", 5), "foo");
     OK(fdb_delete_key(key));
     OK(fdb_flush(fdb));
-    CHECK(count(fdb, NULL, NULL, 0) == 4);
+    CHECK(count(fdb, NULL, NULL, 0) == 9);
 
     /* listing by request; an unknown keyword is an error */
     req = base_request();
     add(req, "param", "130");
-    CHECK(count(fdb, req, first, sizeof first) == 2);
+    CHECK(count(fdb, req, first, sizeof first) == 6); /* 2 copies of 2 fields, 1 above, the key */
     CHECK(strstr(first, "param=130") != NULL);
     add(req, "foo", "bar");
     FAILS(fdb_list(fdb, req, it), "unknown keyword");
