@@ -340,7 +340,20 @@ fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
 /// `fieldstore read` of every listed field (one request each, in listing order) gives the bytes
 /// the listing locates; and `fieldstore axes` gives the listed keys' values.
 fn ours_read_and_axes_agree(env: &Env, what: &str, lines: &[String], work: &Path) -> Vec<u8> {
+    ours_read_and_axes_agree_with(env, what, lines, lines, work)
+}
+
+/// As `ours_read_and_axes_agree`, with axes giving the values of `axes_lines`' keys (FDB5's axes
+/// ignore list locks, so they also give those of a database the listing leaves out).
+fn ours_read_and_axes_agree_with(
+    env: &Env,
+    what: &str,
+    lines: &[String],
+    axes_lines: &[String],
+    work: &Path,
+) -> Vec<u8> {
     let keys: Vec<String> = lines.iter().map(|l| located(l).key).collect();
+    let axes_keys: Vec<String> = axes_lines.iter().map(|l| located(l).key).collect();
     let axes = env
         .fieldstore()
         .args(["axes", "--json", REQ])
@@ -350,7 +363,7 @@ fn ours_read_and_axes_agree(env: &Env, what: &str, lines: &[String], work: &Path
         serde_json::from_str(&stdout_of(&format!("{what}: axes"), &axes)).unwrap();
     assert_eq!(
         got,
-        axes_of(&keys),
+        axes_of(&axes_keys),
         "{what}: `fieldstore axes` (left), the listed keys' values (right)"
     );
     if lines.is_empty() {
@@ -497,6 +510,18 @@ fn side_by_side(
     work: &Path,
     ranges: &[String],
 ) -> (Vec<String>, Vec<String>) {
+    side_by_side_axes(env, stage, work, ranges, None)
+}
+
+/// As `side_by_side`; `axes_lines` are the fields whose values `fieldstore axes` must give when
+/// they are not the visible ones (a list lock hides a database from listings, not from axes).
+fn side_by_side_axes(
+    env: &Env,
+    stage: &str,
+    work: &Path,
+    ranges: &[String],
+    axes_lines: Option<&[String]>,
+) -> (Vec<String>, Vec<String>) {
     let mut listed = Vec::new();
     for full in [false, true] {
         let theirs = run(env.fdb5("fdb-list").args(listing(full)));
@@ -567,7 +592,13 @@ fn side_by_side(
     }
     let axes_work = work.join(&slug);
     std::fs::create_dir_all(&axes_work).unwrap();
-    ours_read_and_axes_agree(env, stage, &visible, &axes_work);
+    ours_read_and_axes_agree_with(
+        env,
+        stage,
+        &visible,
+        axes_lines.unwrap_or(&visible),
+        &axes_work,
+    );
     (visible, full)
 }
 
@@ -827,10 +858,10 @@ fn flat_layout_with_sub_tocs_purge_hide_lock_wipe_side_by_side() {
     assert_eq!(hidden.len(), 12);
     assert!(!hidden.iter().any(|l| l.contains("date=20261123")));
 
-    // A list lock: FDB5 leaves the database out of listings, and so does ours; retrieving
-    // from it still works.
+    // A list lock: FDB5 leaves the database out of listings (not of axes), and so does ours;
+    // retrieving from it still works.
     run(env.fdb5("fdb-lock").args(["--list", D22]));
-    let (locked, _) = side_by_side(&env, "list-locked", d.path(), &[]);
+    let (locked, _) = side_by_side_axes(&env, "list-locked", d.path(), &[], Some(&hidden));
     assert_eq!(locked.len(), 2, "only the 20261124 database lists");
     assert!(locked.iter().all(|l| l.contains("date=20261124")));
     let o = env.fieldstore().args(["list", D22]).output().unwrap();

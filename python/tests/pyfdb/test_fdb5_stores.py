@@ -654,14 +654,6 @@ def test_format_fdb5_store_written_by_ours_read_by_525(tmp_path, ref_python):
     check_retrieved(store, keys, store.theirs(retrieve_ops(store, keys)), "5.25 retrieve")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "fieldstore's pyfdb: list(include_masked=True, level=2) gives one element per distinct "
-        "index key; 5.25 gives one per index, i.e. per flush that wrote that key"
-    ),
-)
 def test_525_level2_masked_listing(tmp_path, ref_python):
     store = Shared(tmp_path, ref_python)
     store.write(ref_python, [[field(D1, 0, 130, 500)], [field(D1, 6, 130, 500)]])
@@ -678,14 +670,6 @@ def test_525_axes_value_order(tmp_path, ref_python):
     compare(store, ops, "exactly as 5.25", exact=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "a database list-locked by fdb-lock --list: 5.25's pyfdb still lists it at level 1 and "
-        "axes() still gives its values; fieldstore's pyfdb leaves it out of both"
-    ),
-)
 def test_525_list_lock_level1_and_axes(tmp_path, ref_python):
     store = Shared(tmp_path, ref_python)
     store.write(ref_python, [[field(D1, 0, 130, 500), field(D2, 6, 130, 850)]])

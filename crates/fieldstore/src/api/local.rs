@@ -5,10 +5,11 @@ use std::io::Read;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::element::{
-    sorted_values, AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions, Location,
+    sorted_values, AxesMap, ControlAction, ControlIdentifier, ListOptions, Location,
 };
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
+use super::listing::{Listing, LockRule};
 use super::operation::Operation;
 use super::reader::{copy_with, field_at, DataReader, FieldSpan, COPY_CHUNK};
 use super::results::{
@@ -21,7 +22,6 @@ use crate::model::request::Request;
 use crate::model::schema::{ExpandMode, Expansion, LevelMatcher, Schema, SplitKey};
 use crate::model::types::Context;
 use crate::model::{Key, ModelError};
-use crate::storage::catalogue::EntryIter;
 use crate::storage::toc::placement::RootUsage;
 use crate::storage::toc::relocate::MoveOptions;
 use crate::storage::{
@@ -782,7 +782,7 @@ impl LocalFdb {
     }
 }
 
-fn field_location(store: &dyn Store, db: &DbRef, field: &FieldRef) -> Location {
+pub(super) fn field_location(store: &dyn Store, db: &DbRef, field: &FieldRef) -> Location {
     Location {
         uri: store.uri(db, &field.object),
         offset: field.offset,
@@ -1162,169 +1162,6 @@ impl DataReader for FieldStream {
     }
 }
 
-/// `list` as a lazy walk: database by database, index by index, entry by entry, so memory holds
-/// one database's index summaries and the entry being yielded, never the result.
-struct Listing {
-    catalogue: Arc<dyn Catalogue>,
-    store: Arc<dyn Store>,
-    expansions: Vec<Expansion>,
-    /// Each expansion's datum level, hashed: the test every entry goes through.
-    datum_matchers: Vec<LevelMatcher>,
-    options: ListOptions,
-    dbs: std::vec::IntoIter<Result<DbRef, StorageError>>,
-    reader: Option<Box<dyn CatalogueReader>>,
-    /// Expansions whose database level matches the current database.
-    db_ex: Vec<usize>,
-    next_index: usize,
-    /// Expansions whose index level matches the current index.
-    index_ex: Vec<usize>,
-    index_key: Key,
-    timestamp: u64,
-    entries: Option<EntryIter<'static>>,
-    /// Depth 2: index keys already listed for this database.
-    seen_index: HashSet<Key>,
-}
-
-impl Listing {
-    fn split(&self, index: Key, datum: Key) -> SplitKey {
-        SplitKey {
-            db: self
-                .reader
-                .as_ref()
-                .map(|r| r.db().key.clone())
-                .unwrap_or_default(),
-            index,
-            datum,
-        }
-    }
-
-    /// Moves to the next index of the current database that can match; `Some` when depth 2
-    /// yields it as an element.
-    fn next_index(&mut self) -> Option<Result<ListElement, ApiError>> {
-        let reader = self.reader.as_ref()?;
-        while let Some(ix) = reader.indexes().get(self.next_index) {
-            let i = self.next_index;
-            self.next_index += 1;
-            let index_ex: Vec<usize> = self
-                .db_ex
-                .iter()
-                .copied()
-                .filter(|&e| self.expansions[e].levels[1].matches(&ix.index_key))
-                .collect();
-            if index_ex.is_empty() {
-                continue;
-            }
-            if self.options.depth == 2 {
-                if !self.seen_index.insert(ix.index_key.clone()) {
-                    continue;
-                }
-                let (key, ts) = (ix.index_key.clone(), ix.timestamp);
-                return Some(Ok(ListElement {
-                    key: self.split(key, Key::new()),
-                    location: None,
-                    timestamp: ts,
-                    masked: false,
-                }));
-            }
-            // Skip the index without opening it when its value summary rules it out.
-            let possible = index_ex.iter().any(|&e| {
-                self.expansions[e].levels[2]
-                    .keywords
-                    .iter()
-                    .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)))
-            });
-            if !possible {
-                continue;
-            }
-            self.index_key = ix.index_key.clone();
-            self.timestamp = ix.timestamp;
-            match reader.entries(i, self.options.include_masked) {
-                Ok(it) => {
-                    self.entries = Some(it);
-                    self.index_ex = index_ex;
-                    return None;
-                }
-                Err(e) => return Some(Err(e.into())),
-            }
-        }
-        self.reader = None;
-        None
-    }
-}
-
-impl Iterator for Listing {
-    type Item = Result<ListElement, ApiError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(entries) = self.entries.as_mut() {
-                for e in entries.by_ref() {
-                    let e = match e {
-                        Ok(e) => e,
-                        Err(err) => return Some(Err(err.into())),
-                    };
-                    if !self
-                        .index_ex
-                        .iter()
-                        .any(|&x| self.datum_matchers[x].matches(&e.datum))
-                    {
-                        continue;
-                    }
-                    let db = self.reader.as_ref().map(|r| r.db().clone())?;
-                    return Some(Ok(ListElement {
-                        location: Some(field_location(self.store.as_ref(), &db, &e.field)),
-                        key: self.split(self.index_key.clone(), e.datum),
-                        timestamp: self.timestamp,
-                        masked: e.masked,
-                    }));
-                }
-                self.entries = None;
-            }
-            if self.reader.is_some() {
-                if let Some(el) = self.next_index() {
-                    return Some(el);
-                }
-                continue;
-            }
-            let db = match self.dbs.next()? {
-                Ok(db) => db,
-                Err(e) => return Some(Err(e.into())),
-            };
-            match self.catalogue.is_locked(&db, "list") {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => return Some(Err(e.into())),
-            }
-            self.db_ex = (0..self.expansions.len())
-                .filter(|&e| self.expansions[e].levels[0].matches(&db.key))
-                .collect();
-            if self.db_ex.is_empty() {
-                continue;
-            }
-            if self.options.depth <= 1 {
-                return Some(Ok(ListElement {
-                    key: SplitKey {
-                        db: db.key,
-                        index: Key::new(),
-                        datum: Key::new(),
-                    },
-                    location: None,
-                    timestamp: 0,
-                    masked: false,
-                }));
-            }
-            match self.catalogue.reader(&db) {
-                Ok(r) => {
-                    self.reader = Some(r);
-                    self.next_index = 0;
-                    self.seen_index.clear();
-                }
-                Err(e) => return Some(Err(e.into())),
-            }
-        }
-    }
-}
-
 /// A field's bytes as `store` gets them: in memory, or still arriving (a server streaming a
 /// large field), which can be written only once.
 enum FieldBytes<'a> {
@@ -1549,29 +1386,7 @@ impl Fdb for LocalFdb {
     }
 
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
-        if !self.config.actions.list {
-            return Err(ApiError::Invalid("list is disabled by this config".into()));
-        }
-        let expansions = self.expand(request, ExpandMode::List)?;
-        Ok(Box::new(Listing {
-            catalogue: self.catalogue.clone(),
-            store: self.store.clone(),
-            datum_matchers: expansions
-                .iter()
-                .map(|e| LevelMatcher::new(&e.levels[2]))
-                .collect(),
-            expansions,
-            options,
-            dbs: self.catalogue.databases().into_iter(),
-            reader: None,
-            db_ex: Vec::new(),
-            next_index: 0,
-            index_ex: Vec::new(),
-            index_key: Key::new(),
-            timestamp: 0,
-            entries: None,
-            seen_index: HashSet::new(),
-        }))
+        self.listing(request, options, LockRule::Honour)
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
@@ -1579,12 +1394,14 @@ impl Fdb for LocalFdb {
             return self.axes_from_summaries(request);
         }
         let mut axes = AxesMap::new();
-        for el in self.list(
+        // FDB5's axes ignore list locks (only its listing checks them): as it does.
+        for el in self.listing(
             request,
             ListOptions {
                 include_masked: false,
                 depth: depth.clamp(1, 3),
             },
+            LockRule::Ignore,
         )? {
             let el = el?;
             for k in [&el.key.db, &el.key.index, &el.key.datum] {
@@ -2018,6 +1835,25 @@ impl Fdb for LocalFdb {
 }
 
 impl LocalFdb {
+    fn listing(
+        &self,
+        request: &Request,
+        options: ListOptions,
+        locks: LockRule,
+    ) -> Result<ListIter, ApiError> {
+        if !self.config.actions.list {
+            return Err(ApiError::Invalid("list is disabled by this config".into()));
+        }
+        let expansions = self.expand(request, ExpandMode::List)?;
+        Ok(Box::new(Listing::new(
+            self.catalogue.clone(),
+            self.store.clone(),
+            expansions,
+            options,
+            locks,
+        )))
+    }
+
     /// Axes of whole fields (depth 3) as `list` would give them, from each index's stored value
     /// summary where the request takes every field of the index (FDB5 answers from the same
     /// summaries); an index the request takes in part is listed. A million-field store: one
@@ -2039,11 +1875,9 @@ impl LocalFdb {
             .iter()
             .map(|e| LevelMatcher::new(&e.levels[2]))
             .collect();
+        // No list lock is checked, as FDB5's axes check none.
         for db in self.catalogue.databases() {
             let db = db?;
-            if self.catalogue.is_locked(&db, "list")? {
-                continue;
-            }
             let db_ex: Vec<usize> = (0..expansions.len())
                 .filter(|&e| expansions[e].levels[0].matches(&db.key))
                 .collect();

@@ -1,0 +1,232 @@
+//! `list`: a lazy walk over the catalogue, with FDB5's rules for what each depth gives and
+//! which locks apply.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::element::{ListElement, ListOptions};
+use super::error::ApiError;
+use crate::model::schema::{Expansion, LevelMatcher, SplitKey};
+use crate::model::Key;
+use crate::storage::catalogue::{Catalogue, CatalogueReader, EntryIter};
+use crate::storage::{DbRef, StorageError, Store};
+
+/// `list` as a lazy walk: database by database, index by index, entry by entry, so memory holds
+/// one database's index summaries and the entry being yielded, never the result.
+pub(super) struct Listing {
+    catalogue: Arc<dyn Catalogue>,
+    store: Arc<dyn Store>,
+    expansions: Vec<Expansion>,
+    /// Each expansion's datum level, hashed: the test every entry goes through.
+    datum_matchers: Vec<LevelMatcher>,
+    options: ListOptions,
+    dbs: std::vec::IntoIter<Result<DbRef, StorageError>>,
+    reader: Option<Box<dyn CatalogueReader>>,
+    /// Expansions whose database level matches the current database.
+    db_ex: Vec<usize>,
+    next_index: usize,
+    /// Expansions whose index level matches the current index.
+    index_ex: Vec<usize>,
+    index_key: Key,
+    timestamp: u64,
+    entries: Option<EntryIter<'static>>,
+    /// Depth 2: index keys already listed for this database.
+    seen_index: HashSet<Key>,
+    locks: LockRule,
+    /// A toc catalogue: FDB5 lists its databases at depth 1 from their directory names.
+    toc: bool,
+}
+
+/// Whether databases locked for listing are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LockRule {
+    /// As FDB5's listing: a database locked for listing "does not exist", except at depth 1 of
+    /// a toc store, which FDB5 answers from directory names before it opens (or checks) any.
+    Honour,
+    /// As FDB5's axes, which check no lock.
+    Ignore,
+}
+
+impl Listing {
+    pub(super) fn new(
+        catalogue: Arc<dyn Catalogue>,
+        store: Arc<dyn Store>,
+        expansions: Vec<Expansion>,
+        options: ListOptions,
+        locks: LockRule,
+    ) -> Listing {
+        let toc = catalogue.kind() == "toc";
+        Listing {
+            dbs: catalogue.databases().into_iter(),
+            catalogue,
+            store,
+            datum_matchers: expansions
+                .iter()
+                .map(|e| LevelMatcher::new(&e.levels[2]))
+                .collect(),
+            expansions,
+            options,
+            reader: None,
+            db_ex: Vec::new(),
+            next_index: 0,
+            index_ex: Vec::new(),
+            index_key: Key::new(),
+            timestamp: 0,
+            entries: None,
+            seen_index: HashSet::new(),
+            locks,
+            toc,
+        }
+    }
+
+    fn split(&self, index: Key, datum: Key) -> SplitKey {
+        SplitKey {
+            db: self
+                .reader
+                .as_ref()
+                .map(|r| r.db().key.clone())
+                .unwrap_or_default(),
+            index,
+            datum,
+        }
+    }
+
+    /// Moves to the next index of the current database that can match; `Some` when depth 2
+    /// yields it as an element.
+    fn next_index(&mut self) -> Option<Result<ListElement, ApiError>> {
+        let reader = self.reader.as_ref()?;
+        while let Some(ix) = reader.indexes().get(self.next_index) {
+            let i = self.next_index;
+            self.next_index += 1;
+            let index_ex: Vec<usize> = self
+                .db_ex
+                .iter()
+                .copied()
+                .filter(|&e| self.expansions[e].levels[1].matches(&ix.index_key))
+                .collect();
+            if index_ex.is_empty() {
+                continue;
+            }
+            if self.options.depth == 2 {
+                // Each index key once, or (masked ones included) each index, as FDB5 lists
+                // one element per index and deduplicates only when asked.
+                let first = self.seen_index.insert(ix.index_key.clone());
+                if !first && !self.options.include_masked {
+                    continue;
+                }
+                let (key, ts) = (ix.index_key.clone(), ix.timestamp);
+                return Some(Ok(ListElement {
+                    key: self.split(key, Key::new()),
+                    location: None,
+                    timestamp: ts,
+                    masked: !first,
+                }));
+            }
+            // Skip the index without opening it when its value summary rules it out.
+            let possible = index_ex.iter().any(|&e| {
+                self.expansions[e].levels[2]
+                    .keywords
+                    .iter()
+                    .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)))
+            });
+            if !possible {
+                continue;
+            }
+            self.index_key = ix.index_key.clone();
+            self.timestamp = ix.timestamp;
+            match reader.entries(i, self.options.include_masked) {
+                Ok(it) => {
+                    self.entries = Some(it);
+                    self.index_ex = index_ex;
+                    return None;
+                }
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+        self.reader = None;
+        None
+    }
+}
+
+impl Iterator for Listing {
+    type Item = Result<ListElement, ApiError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entries) = self.entries.as_mut() {
+                for e in entries.by_ref() {
+                    let e = match e {
+                        Ok(e) => e,
+                        Err(err) => return Some(Err(err.into())),
+                    };
+                    if !self
+                        .index_ex
+                        .iter()
+                        .any(|&x| self.datum_matchers[x].matches(&e.datum))
+                    {
+                        continue;
+                    }
+                    let db = self.reader.as_ref().map(|r| r.db().clone())?;
+                    return Some(Ok(ListElement {
+                        location: Some(super::local::field_location(
+                            self.store.as_ref(),
+                            &db,
+                            &e.field,
+                        )),
+                        key: self.split(self.index_key.clone(), e.datum),
+                        timestamp: self.timestamp,
+                        masked: e.masked,
+                    }));
+                }
+                self.entries = None;
+            }
+            if self.reader.is_some() {
+                if let Some(el) = self.next_index() {
+                    return Some(el);
+                }
+                continue;
+            }
+            let db = match self.dbs.next()? {
+                Ok(db) => db,
+                Err(e) => return Some(Err(e.into())),
+            };
+            self.db_ex = (0..self.expansions.len())
+                .filter(|&e| self.expansions[e].levels[0].matches(&db.key))
+                .collect();
+            if self.db_ex.is_empty() {
+                continue;
+            }
+            let check = match self.locks {
+                LockRule::Honour => !(self.toc && self.options.depth <= 1),
+                LockRule::Ignore => false,
+            };
+            if check {
+                match self.catalogue.is_locked(&db, "list") {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => return Some(Err(e.into())),
+                }
+            }
+            if self.options.depth <= 1 {
+                return Some(Ok(ListElement {
+                    key: SplitKey {
+                        db: db.key,
+                        index: Key::new(),
+                        datum: Key::new(),
+                    },
+                    location: None,
+                    timestamp: 0,
+                    masked: false,
+                }));
+            }
+            match self.catalogue.reader(&db) {
+                Ok(r) => {
+                    self.reader = Some(r);
+                    self.next_index = 0;
+                    self.seen_index.clear();
+                }
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+    }
+}
