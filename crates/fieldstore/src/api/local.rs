@@ -1798,21 +1798,18 @@ impl Fdb for LocalFdb {
             }
         }
         let mut out = Vec::new();
-        let mut reports = Vec::new();
+        let fs = toc.file_system();
+        let mut old = crate::storage::toc::convert::OldCatalogues::default();
         for db in dbs {
             let r = match toc.convert_database(&db, to, options) {
                 Ok(r) => r,
                 Err(e) => {
                     // Those converted before are: their old files still go.
-                    let fs = toc.file_system();
-                    let _ = crate::storage::toc::convert::remove_old_catalogues(
-                        &*fs,
-                        &reports,
-                        options.grace,
-                    );
+                    let _ = old.finish();
                     return Err(e.into());
                 }
             };
+            old.remove_after(fs.clone(), &r, options.grace);
             // This handle's writers for it go: the next archive opens the new catalogue.
             if r.done {
                 self.detach(&db)?;
@@ -1826,10 +1823,8 @@ impl Fdb for LocalFdb {
                 indexes: r.indexes,
                 done: r.done,
             });
-            reports.push(r);
         }
-        let fs = toc.file_system();
-        crate::storage::toc::convert::remove_old_catalogues(&*fs, &reports, options.grace)?;
+        old.finish()?;
         Ok(out)
     }
 }

@@ -5,9 +5,10 @@
 //! new, oldest first, so masking and `list --full` are kept), checked against the old
 //! catalogue, then renamed in, the toc last (one rename: readers see the old catalogue or the
 //! new one). Every field's bytes are read once for its CRC-32C, which fieldstore's format
-//! records and FDB5's cannot. The old catalogue's files go after a grace period, one for all
-//! the databases of a request. A conversion killed part way leaves only the hidden directory,
-//! which the next one removes; databases it finished are in the new format and skipped.
+//! records and FDB5's cannot. The old catalogue's files go after a grace period, each
+//! database's counted from its switch. A conversion killed part way leaves only the hidden
+//! directory, which the next one removes; databases it finished are in the new format and
+//! skipped.
 //!
 //! From FDB5's format, indexes are converted on all cores straight from their B-trees (a tree
 //! holds each fingerprint once, in order; its toc record has its axes): no key is built per
@@ -69,25 +70,56 @@ pub struct ConvertReport {
     pub entries: u64,
     pub indexes: u64,
     pub done: bool,
-    /// The old catalogue's files, unreferenced now: `remove_old_catalogues` deletes them once
-    /// readers had their grace period (empty with `keep`).
+    /// The old catalogue's files, unreferenced now: [`OldCatalogues`] deletes them once readers
+    /// had their grace period (empty with `keep`).
     pub old_files: Vec<PathBuf>,
 }
 
-/// Deletes what conversions left of the old catalogues, after one grace period for all.
-pub fn remove_old_catalogues(
-    fs: &dyn FileSystem,
-    reports: &[ConvertReport],
-    grace: Duration,
-) -> Result<(), StorageError> {
-    if reports.iter().all(|r| r.old_files.is_empty()) {
-        return Ok(());
+/// Deletes what conversions left of the old catalogues, each database's after its own grace
+/// period, in the background: the next database converts meanwhile (unlinking a large FDB5
+/// index drops its cached pages, which takes a while). `finish` waits for all.
+#[derive(Default)]
+pub struct OldCatalogues {
+    removing: Vec<std::thread::JoinHandle<Result<(), StorageError>>>,
+}
+
+impl OldCatalogues {
+    /// Removes `report`'s old files once `grace` has passed from now.
+    pub fn remove_after(
+        &mut self,
+        fs: Arc<dyn FileSystem>,
+        report: &ConvertReport,
+        grace: Duration,
+    ) {
+        if report.old_files.is_empty() {
+            return;
+        }
+        let files = report.old_files.clone();
+        self.removing.push(std::thread::spawn(move || {
+            std::thread::sleep(grace);
+            remove_files(&*fs, &files)
+        }));
     }
-    std::thread::sleep(grace);
-    // Unlinking a file drops its cached pages, which takes a while for large FDB5 indexes:
-    // on all cores.
-    let files: Vec<&PathBuf> = reports.iter().flat_map(|r| &r.old_files).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get().clamp(1, 8));
+
+    /// Waits for every removal; the first error.
+    pub fn finish(self) -> Result<(), StorageError> {
+        let mut first = Ok(());
+        for h in self.removing {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(config("a removing thread panicked".into())));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// Unlinks files on up to two threads: a directory's entries change one at a time, but the
+/// pages a file drops are freed by the thread that unlinks it.
+fn remove_files(fs: &dyn FileSystem, files: &[PathBuf]) -> Result<(), StorageError> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get().clamp(1, 2));
     let per = files.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let handles: Vec<_> = files
@@ -213,7 +245,7 @@ enum Source<'a> {
 
 impl TocCatalogue {
     /// Converts the database `db` to `to`; a database already in that format is left alone.
-    /// The old catalogue's files are left for `remove_old_catalogues`.
+    /// The old catalogue's files are left for [`OldCatalogues`].
     pub fn convert_database(
         &self,
         db: &DbRef,
