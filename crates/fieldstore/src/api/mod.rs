@@ -8,6 +8,7 @@ pub mod extract_json;
 pub(crate) mod fdb;
 pub(crate) mod feed;
 pub mod frontends;
+pub mod lifecycle;
 pub(crate) mod local;
 pub(crate) mod operation;
 pub(crate) mod reader;
