@@ -323,10 +323,17 @@ impl TieredCatalogue {
         schema_text: &str,
         opts: &MoveOptions,
     ) -> Result<MoveReport, StorageError> {
+        let root = self.toc.configured_root(db, dest)?;
+        if !opts.dry_run {
+            // A killed move may have left the root a copy to finish or undo first.
+            self.recover_tier_move(&db.key)?;
+        }
+        let db = &self
+            .find_in_buckets(&db.key)?
+            .ok_or_else(|| config(format!("database {} is not in a bucket", db.key)))?;
         let (b, inner) = self
             .split(db)
             .ok_or_else(|| config(format!("database {} is not in a bucket", db.key)))?;
-        let root = self.toc.configured_root(db, dest)?;
         let name = crate::storage::toc::disk_name(&db.key);
         let to = root.path.join(&name);
         let stats = b.catalogue.stats(&inner)?;
@@ -346,7 +353,6 @@ impl TieredCatalogue {
         if opts.dry_run {
             return Ok(report);
         }
-        self.recover_tier_move(&db.key)?;
         std::fs::create_dir_all(&root.path).map_err(|e| {
             config(format!(
                 "root {} does not exist and cannot be created: {e}",
