@@ -155,7 +155,7 @@ fn plan_rule(
                 }
             }
             for (_, mut list) in streams {
-                list.sort_by(|a, b| b.0.cmp(&a.0));
+                list.sort_by_key(|b| std::cmp::Reverse(b.0));
                 let mut distinct: Vec<NaiveDateTime> = list.iter().map(|(t, _)| *t).collect();
                 distinct.dedup();
                 let Some(oldest_kept) = distinct.get(runs.saturating_sub(1)).copied() else {
