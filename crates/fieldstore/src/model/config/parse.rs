@@ -1576,6 +1576,69 @@ mod tests {
     }
 
     #[test]
+    fn bucket_roots_and_lifecycle_rules() {
+        let l = local(
+            parse(
+                "spaces: [{roots: [{path: /fast, capacity: 1GiB}, {path: 's3://cold/ops/', max_age: 30d}]}]\n\
+                 s3: {endpoint: 'http://127.0.0.1:9000'}\n\
+                 lifecycle:\n  grace: 0s\n  rules:\n\
+                 \x20 - {name: cool, request: 'class=od', older_than: 2d, move_to: 's3://cold/ops'}\n\
+                 \x20 - {request: 'class=od', older_than: 36h, wipe: true}\n\
+                 \x20 - {keep_runs: 4}\n",
+            )
+            .unwrap(),
+        );
+        assert_eq!(l.spaces[0].roots[1].path, Path::new("s3://cold/ops"));
+        assert_eq!(l.spaces[0].roots[1].max_age_days, Some(30));
+        assert!(l.s3.is_some());
+        let lc = l.lifecycle.unwrap();
+        assert_eq!(lc.grace, std::time::Duration::ZERO);
+        assert_eq!(
+            lc.rules[0].action,
+            super::super::LifecycleAction::Move {
+                older_than: std::time::Duration::from_secs(2 * 86400),
+                to: "s3://cold/ops".into()
+            }
+        );
+        assert_eq!(lc.rules[1].name, "rule[1]");
+        assert_eq!(
+            lc.rules[1].action,
+            super::super::LifecycleAction::Wipe {
+                older_than: std::time::Duration::from_secs(36 * 3600)
+            }
+        );
+        assert_eq!(
+            lc.rules[2].action,
+            super::super::LifecycleAction::KeepRuns { runs: 4 }
+        );
+        for (text, wanted) in [
+            (
+                "spaces: [{roots: [{path: 's3://cold'}]}]\n",
+                "missing required key 's3'",
+            ),
+            (
+                "spaces: [{roots: [{path: 's3:///x'}]}]\ns3: {endpoint: 'http://h:9000'}\n",
+                "names no bucket",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{older_than: 2d}]}\n",
+                "a rule is one of",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{keep_runs: 0}]}\n",
+                "not a number of runs",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{older_than: soon, wipe: true}]}\n",
+                "not a duration",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn pipelines_section() {
         let base = "engine: toc\nspaces: [{roots: [{path: /a}]}]\n";
         assert!(local(parse(base).unwrap()).pipelines.is_empty());
