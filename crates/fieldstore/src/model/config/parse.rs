@@ -1781,7 +1781,7 @@ mod tests {
             ),
             (
                 "spaces: [{roots: [{path: /a}]}]\ns3: {endpoint: 'http://h', bucket: fdb}",
-                "an s3 section needs engine: s3 or store: s3",
+                "an s3 section needs engine: s3, store: s3 or a root naming a bucket",
             ),
         ] {
             let e = parse(text).unwrap_err().to_string();
