@@ -528,3 +528,39 @@ fn kill_9_during_moves_loses_nothing_and_repeats_nothing() {
     assert!(killed > 0 || rounds == 0, "no move was killed");
     eprintln!("{rounds} rounds, {killed} moves killed mid-way");
 }
+
+#[test]
+fn a_full_bucket_turns_new_databases_away_naming_why() {
+    let Some(m) = minio::Minio::shared("lifecycle") else {
+        return;
+    };
+    let s = Store::new(m, "150KiB", "");
+    // The bucket takes one database of about 110 KiB, then is over its capacity.
+    let config = std::fs::read_to_string(s.path("fdb.yaml"))
+        .unwrap()
+        .replace(
+            &format!("{{path: \"{}\"}}", s.bucket_uri()),
+            &format!("{{path: \"{}\", capacity: 100KiB}}", s.bucket_uri()),
+        );
+    std::fs::write(s.path("fdb.yaml"), config).unwrap();
+    for d in &DATES[..3] {
+        s.write(d);
+    }
+    assert_eq!(s.place_of("20261122"), "bucket");
+    let file = s.path("20261123.grib");
+    s.ok(&[
+        "sample",
+        "--out",
+        file.to_str().unwrap(),
+        "--date",
+        "20261123",
+        "--points",
+        "2000",
+    ]);
+    let o = s.run(&["write", file.to_str().unwrap()]);
+    let err = common::failed("write into full tiers", &o);
+    assert!(err.contains(&s.bucket_uri()), "{err}");
+    assert!(err.contains("capacity 102400"), "{err}");
+    // Nothing of the refused write is visible; the rest is intact.
+    assert_eq!(s.fields(), 3 * PER_DB);
+}
