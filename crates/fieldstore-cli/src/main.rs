@@ -71,6 +71,9 @@ enum Command {
     Purge(DoitArgs),
     /// Move whole databases to another configured root (tier), atomically for readers.
     Move(commands::relocate::MoveArgs),
+    /// Lifecycle rules of the config (move and wipe databases as they age): `run [--dry-run]`.
+    #[command(subcommand)]
+    Lifecycle(commands::lifecycle::LifecycleCommand),
     /// Convert whole databases between fieldstore's format and FDB5's, in place, atomically for
     /// readers (--to fdb5 | fieldstore).
     Convert(commands::convert::ConvertArgs),
@@ -184,6 +187,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Purge(a) => commands::store::purge(a, &session),
         Command::Stats(a) => commands::store::stats(a, &session),
         Command::Move(a) => commands::relocate::run(a, &session),
+        Command::Lifecycle(c) => commands::lifecycle::run(c, &session),
         Command::Convert(a) => commands::convert::run(a, &session),
         Command::Adopt(a) => commands::adopt::run(a, &session),
         Command::Dump(a) => commands::store::dump(a, &session),

@@ -4,12 +4,16 @@
 //!   limit of the server that fieldstore's archive and retrieve are held to;
 //! - `freshness`: a writer process (this program again) archives one field per flush; this process
 //!   polls `list` and reports, per flush, the time from `flush()` returning to the field listed;
-//! - `count`: the objects under a prefix (the garbage checks).
+//! - `count`: the objects under a prefix (the garbage checks);
+//! - `copy`: the plain copy of a directory's files to objects (what `mc cp --recursive` does: a
+//!   PUT per file, a multipart upload of 16 MiB parts, 4 in flight, for larger ones), the bar
+//!   `fieldstore move` of a database from a root to a bucket is held to (bench/lifecycle.sh).
 //!
 //! Usage:
 //!   s3bench limit ENDPOINT BUCKET PREFIX GRIB [THREADS]
 //!   s3bench freshness CONFIG GRIB FLUSHES
 //!   s3bench count ENDPOINT BUCKET PREFIX
+//!   s3bench copy ENDPOINT BUCKET PREFIX DIR
 //! Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as for the store.
 
 use std::io::{BufRead, BufReader, Write};
@@ -42,7 +46,8 @@ fn main() {
             .map_err(Error::from)
             .and_then(|n| fresh_writer(config, grib, n)),
         ["count", endpoint, bucket, prefix] => count(endpoint, bucket, prefix),
-        _ => Err("usage: s3bench limit ENDPOINT BUCKET PREFIX GRIB [THREADS] | freshness CONFIG GRIB FLUSHES | count ENDPOINT BUCKET PREFIX".into()),
+        ["copy", endpoint, bucket, prefix, dir] => copy(endpoint, bucket, prefix, dir),
+        _ => Err("usage: s3bench limit ENDPOINT BUCKET PREFIX GRIB [THREADS] | freshness CONFIG GRIB FLUSHES | count ENDPOINT BUCKET PREFIX | copy ENDPOINT BUCKET PREFIX DIR".into()),
     };
     if let Err(e) = result {
         eprintln!("s3bench: {e}");
@@ -245,5 +250,61 @@ fn count(endpoint: &str, bucket: &str, prefix: &str) -> Result<(), Error> {
         bytes += o.size;
     }
     println!("{n} objects, {bytes} bytes");
+    Ok(())
+}
+
+/// Uploads every file of `dir` as `PREFIX/NAME`: one PUT up to 16 MiB, else a multipart upload
+/// of 16 MiB parts with 4 in flight; prints the bytes and seconds.
+fn copy(endpoint: &str, bucket: &str, prefix: &str, dir: &str) -> Result<(), Error> {
+    const PART: usize = 16 << 20;
+    let c = client(endpoint, bucket, prefix)?;
+    let t = Instant::now();
+    let mut total = 0u64;
+    let mut files = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if !e.file_type()?.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(e.path())?;
+        let key = e.file_name().to_string_lossy().into_owned();
+        total += bytes.len() as u64;
+        files += 1;
+        if bytes.len() <= PART {
+            c.put(&key, &bytes)?;
+            continue;
+        }
+        let upload = c.multipart(&key)?;
+        let chunks: Vec<(u16, &[u8])> = bytes
+            .chunks(PART)
+            .enumerate()
+            .map(|(i, b)| (i as u16 + 1, b))
+            .collect();
+        let mut parts = Vec::new();
+        for group in chunks.chunks(4) {
+            let got: Vec<Result<fieldstore::storage::s3::Part, String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = group
+                    .iter()
+                    .map(|(n, b)| {
+                        let upload = &upload;
+                        s.spawn(move || upload.put_part(*n, b).map_err(|e| e.to_string()))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+                    .collect()
+            });
+            for p in got {
+                parts.push(p?);
+            }
+        }
+        upload.complete(&parts)?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "copy: {files} files, {total} bytes, {secs:.3} s, {:.1} MiB/s",
+        total as f64 / 1048576.0 / secs
+    );
     Ok(())
 }

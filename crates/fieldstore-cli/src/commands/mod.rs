@@ -4,6 +4,7 @@ pub mod extract;
 pub mod fdb5_form;
 pub mod hammer;
 pub mod info;
+pub mod lifecycle;
 pub mod pipeline;
 pub mod pipeline_store;
 pub mod relocate;

@@ -104,6 +104,9 @@ pub struct LocalFdb {
     catalogue: Arc<dyn Catalogue>,
     /// The same catalogue when it is the toc one: tiers and `move` are its own.
     toc: Option<Arc<TocCatalogue>>,
+    /// When the config's spaces name buckets as well as roots: the catalogue over both, whose
+    /// moves between a root and a bucket are its own (docs/lifecycle.md).
+    tiers: Option<Arc<crate::storage::tiered::TieredCatalogue>>,
     /// The configured store, wrapped so objects adopted from S3 buckets are read where they lie.
     store: Arc<dyn Store>,
     /// The S3 server objects adopted from buckets are read from (docs/adopt.md).
@@ -148,6 +151,7 @@ impl LocalFdb {
             None => Schema::default_schema(),
         };
         let mut toc = None;
+        let mut tiers = None;
         let (catalogue, store): (Arc<dyn Catalogue>, Arc<dyn Store>) =
             match (config.engine.as_str(), config.store.as_str()) {
                 ("toc" | "", "file" | "posix" | "") => {
@@ -156,7 +160,24 @@ impl LocalFdb {
                             .reloading_from(config.spaces_source.clone()),
                     );
                     toc = Some(t.clone());
-                    (t, Arc::new(PosixStore::new(fs)))
+                    let files: Arc<dyn Store> = Arc::new(PosixStore::new(fs));
+                    let buckets = config.spaces.iter().flat_map(|s| &s.roots).any(|r| {
+                        crate::storage::tiered::is_bucket_root(&r.path)
+                    });
+                    if buckets {
+                        let tiered = Arc::new(crate::storage::tiered::TieredCatalogue::new(
+                            t,
+                            &config.spaces,
+                            config.s3.as_ref(),
+                        )?);
+                        tiers = Some(tiered.clone());
+                        let store = Arc::new(crate::storage::tiered::TieredStore::new(
+                            files, &tiered,
+                        ));
+                        (tiered, store)
+                    } else {
+                        (t, files)
+                    }
                 }
                 ("memory", "memory" | "") => {
                     let m = config.memory.clone().unwrap_or_default();
@@ -200,11 +221,51 @@ impl LocalFdb {
             clock: Box::new(|| Utc::now().date_naive()),
             catalogue,
             toc,
+            tiers,
             store,
             adopted,
             writers: RwLock::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Every database readers see that `request` names; an empty request: every database.
+    pub(crate) fn databases_matching(&self, request: &Request) -> Result<Vec<DbRef>, ApiError> {
+        if request.is_empty() {
+            return Ok(self
+                .catalogue
+                .databases()
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?);
+        }
+        self.matching_dbs(request)
+    }
+
+    /// The config this handle was opened with.
+    pub fn local_config(&self) -> &LocalConfig {
+        &self.config
+    }
+
+    /// When the database last changed (its last commit), where the catalogue can tell.
+    pub(crate) fn last_change(&self, db: &DbRef) -> Option<std::time::SystemTime> {
+        if let Some(t) = &self.tiers {
+            if let Some(at) = t.last_change(db) {
+                return Some(at);
+            }
+        }
+        std::fs::metadata(std::path::Path::new(&db.id).join("toc"))
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
+    /// Whether the database lies in the tier `to` (a root's path or a bucket's URI).
+    pub(crate) fn is_in_tier(&self, db: &DbRef, to: &str) -> bool {
+        if let Some(uri) = crate::storage::tiered::canonical_bucket_uri(to) {
+            return db.id.starts_with(&uri);
+        }
+        self.toc
+            .as_ref()
+            .is_some_and(|t| t.is_in_root(db, std::path::Path::new(to)))
     }
 
     /// Replaces the clock that resolves relative dates (tests, or a service pinned to a day).
@@ -1721,8 +1782,18 @@ impl Fdb for LocalFdb {
             )));
         }
         // Those already there have nothing to do; a request naming only such is an error.
-        let (there, dbs): (Vec<DbRef>, Vec<DbRef>) =
-            dbs.into_iter().partition(|db| toc.is_in_root(db, dest));
+        let dest_text = dest.display().to_string();
+        let to_bucket = dest_text.starts_with("s3://");
+        let bucket_uri = crate::storage::tiered::canonical_bucket_uri(&dest_text);
+        let (there, dbs): (Vec<DbRef>, Vec<DbRef>) = dbs.into_iter().partition(|db| {
+            if to_bucket {
+                bucket_uri
+                    .as_ref()
+                    .is_some_and(|u| db.id.starts_with(u.as_str()))
+            } else {
+                toc.is_in_root(db, dest)
+            }
+        });
         if dbs.is_empty() && options.older_than_days.is_some() {
             return Ok(Vec::new());
         }
@@ -1742,7 +1813,25 @@ impl Fdb for LocalFdb {
         }
         let mut out = Vec::new();
         for db in dbs {
-            let r = toc.move_database(&db, dest, options)?;
+            let in_bucket = db.id.starts_with("s3://");
+            let r = match (&self.tiers, to_bucket, in_bucket) {
+                (None, true, _) => {
+                    return Err(ApiError::Config(format!(
+                        "{dest_text} is not a tier of this config: name the bucket as a root of a space (path: {dest_text}) and give the server in an s3: section"
+                    )))
+                }
+                (Some(_), true, true) => {
+                    return Err(ApiError::Invalid(format!(
+                        "database {} is in a bucket ({}): move it to a root first",
+                        db.key, db.id
+                    )))
+                }
+                (Some(t), true, false) => {
+                    t.move_to_bucket(&db, &dest_text, self.schema.text(), options)?
+                }
+                (Some(t), false, true) => t.move_to_root(&db, dest, self.schema.text(), options)?,
+                _ => toc.move_database(&db, dest, options)?,
+            };
             // This handle's writers for it go: the next archive opens the moved copy.
             if r.done {
                 self.detach(&db)?;

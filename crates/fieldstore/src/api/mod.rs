@@ -8,6 +8,7 @@ pub mod extract_json;
 pub(crate) mod fdb;
 pub(crate) mod feed;
 pub mod frontends;
+pub mod lifecycle;
 mod listing;
 pub(crate) mod local;
 pub(crate) mod operation;

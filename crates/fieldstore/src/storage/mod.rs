@@ -17,6 +17,8 @@ pub(crate) mod names;
 pub(crate) mod posix;
 pub mod s3;
 pub(crate) mod store;
+pub mod tier_move;
+pub mod tiered;
 pub mod toc;
 
 pub use catalogue::{

@@ -55,14 +55,19 @@ impl FdbConfig {
                         write!(s, ", retains the {n} newest databases")?;
                     }
                 }
-                if let Some(c) = &l.s3 {
-                    write!(
+                match &l.s3 {
+                    // Only bucket roots use it: they name their own buckets.
+                    Some(c) if l.engine != "s3" && l.store != "s3" => {
+                        write!(s, ", s3: server {} (for its bucket roots)", c.endpoint)?;
+                    }
+                    Some(c) => write!(
                         s,
                         ", s3: s3://{}/{} at {}",
                         c.bucket,
                         c.prefix.as_deref().unwrap_or(""),
                         c.endpoint
-                    )?;
+                    )?,
+                    None => {}
                 }
                 if l.actions != Actions::default() {
                     write!(s, ", actions: {}", flags(&l.actions))?;

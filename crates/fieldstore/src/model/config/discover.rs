@@ -72,6 +72,7 @@ pub fn embedded_default(env: Env) -> FdbConfig {
         s3: None,
         adopt_s3: None,
         pipelines: Vec::new(),
+        lifecycle: None,
         creator: None,
     })
 }

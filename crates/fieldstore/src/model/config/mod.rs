@@ -7,6 +7,8 @@ mod describe;
 pub use describe::{human_bytes, limits as describe_limits};
 mod discover;
 mod env;
+mod lifecycle;
+pub use lifecycle::{LifecycleAction, LifecycleConfig, LifecycleRule};
 mod parse;
 
 use std::path::PathBuf;
@@ -169,6 +171,8 @@ pub struct LocalConfig {
     /// `pipelines:`: MultIO plans run on this store's stream of flushed fields
     /// (`fieldstore pipeline follow`, docs/pipelines.md).
     pub pipelines: Vec<PipelineConfig>,
+    /// `lifecycle:`: rules moving and wiping databases as they age (docs/lifecycle.md).
+    pub lifecycle: Option<LifecycleConfig>,
     /// Not read from the file: the server identity databases created through this handle are
     /// recorded as made by ([`FdbConfig::acting_for`], docs/authorization.md).
     pub creator: Option<String>,

@@ -606,6 +606,7 @@ impl Walk<'_> {
                         "s3",
                         "adopt",
                         "pipelines",
+                        "lifecycle",
                         // Accepted and ignored: they tune FDB5 internals with no equivalent here.
                         "tocSerialisationVersion",
                         "useSubToc",
@@ -871,20 +872,6 @@ impl Walk<'_> {
                 ),
             ));
         }
-        let uses_s3 = engine == "s3" || store == "s3";
-        let s3 = match (m.get("s3"), uses_s3) {
-            (None | Some(Value::Null), true) => {
-                return Err(self.err(
-                    path,
-                    "missing required key 's3' (engine or store s3 needs the server: s3: {endpoint: http://host:9000, bucket: NAME})",
-                ))
-            }
-            (Some(v), true) => Some(self.s3(v, &join(path, "s3"))?),
-            (None | Some(Value::Null), false) => None,
-            (Some(_), false) => {
-                return Err(self.err(&join(path, "s3"), "an s3 section needs engine: s3 or store: s3"))
-            }
-        };
         let memory = match (m.get("memory"), in_memory) {
             (None | Some(Value::Null), true) => Some(MemoryConfig {
                 instance: Some(next_instance()),
@@ -938,6 +925,25 @@ impl Walk<'_> {
                 .map(|(i, s)| self.space(s, &format!("{spaces_path}[{i}]"), fdb_home.as_deref()))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        let uses_s3 = engine == "s3" || store == "s3";
+        // Roots naming buckets (tiers, docs/lifecycle.md) take the server from the s3: section.
+        let bucket_tiers = spaces
+            .iter()
+            .flat_map(|s| &s.roots)
+            .any(|r| r.path.to_str().is_some_and(|p| p.starts_with("s3://")));
+        let s3 = match (m.get("s3"), uses_s3 || bucket_tiers) {
+            (None | Some(Value::Null), true) => {
+                return Err(self.err(
+                    path,
+                    "missing required key 's3' (engine or store s3, or a root naming a bucket, needs the server: s3: {endpoint: http://host:9000, bucket: NAME})",
+                ))
+            }
+            (Some(v), true) => Some(self.s3(v, &join(path, "s3"), uses_s3)?),
+            (None | Some(Value::Null), false) => None,
+            (Some(_), false) => {
+                return Err(self.err(&join(path, "s3"), "an s3 section needs engine: s3, store: s3 or a root naming a bucket (path: s3://BUCKET/PREFIX)"))
+            }
+        };
         let format = self.format(m, path)?;
         if format.is_some() && engine != "toc" {
             return Err(self.err(
@@ -970,8 +976,96 @@ impl Walk<'_> {
                 Some(v) => self.adopt(v, &join(path, "adopt"))?,
             },
             pipelines: self.pipelines(m, path)?,
+            lifecycle: self.lifecycle(m, path)?,
             creator: None,
         })
+    }
+
+    /// `lifecycle: {grace: 10m, rules: [{name, request, older_than, move_to | wipe | keep_runs}]}`.
+    fn lifecycle(
+        &self,
+        m: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Option<super::LifecycleConfig>, ConfigError> {
+        use super::{LifecycleAction, LifecycleConfig, LifecycleRule};
+        let v = match m.get("lifecycle") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(v) => v,
+        };
+        let path = join(path, "lifecycle");
+        let lm = self.map(v, &path, &["grace", "rules"])?;
+        let duration = |map: &Map<String, Value>,
+                        key: &str,
+                        at: &str|
+         -> Result<Option<std::time::Duration>, ConfigError> {
+            match self.string(map, key, at)? {
+                None => Ok(None),
+                Some(g) => parse_duration(&g).map(Some).ok_or_else(|| {
+                    self.err(
+                        &join(at, key),
+                        format!("'{g}' is not a duration like 36h, 2d, 10m or 600 (seconds)"),
+                    )
+                }),
+            }
+        };
+        let grace = duration(lm, "grace", &path)?.unwrap_or(LifecycleConfig::DEFAULT_GRACE);
+        let mut rules = Vec::new();
+        if !matches!(lm.get("rules"), None | Some(Value::Null)) {
+            for (i, r) in self.children(lm, "rules", &path)?.iter().enumerate() {
+                let p = format!("{}[{i}]", join(&path, "rules"));
+                let e = self.map(
+                    r,
+                    &p,
+                    &[
+                        "name",
+                        "request",
+                        "older_than",
+                        "move_to",
+                        "wipe",
+                        "keep_runs",
+                    ],
+                )?;
+                let name = self
+                    .string(e, "name", &p)?
+                    .unwrap_or_else(|| format!("rule[{i}]"));
+                let request = self.string(e, "request", &p)?.unwrap_or_default();
+                let older = duration(e, "older_than", &p)?;
+                let to = self.string(e, "move_to", &p)?;
+                let wipe = self.boolean(e, "wipe", &p, false)?;
+                let keep = match self.string(e, "keep_runs", &p)? {
+                    None => None,
+                    Some(k) => Some(
+                        k.trim()
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| {
+                                self.err(
+                                    &join(&p, "keep_runs"),
+                                    format!("'{k}' is not a number of runs (1 or more)"),
+                                )
+                            })?,
+                    ),
+                };
+                let action = match (to, wipe, keep, older) {
+                    (Some(to), false, None, Some(older_than)) => LifecycleAction::Move { older_than, to },
+                    (None, true, None, Some(older_than)) => LifecycleAction::Wipe { older_than },
+                    (None, false, Some(runs), None) => LifecycleAction::KeepRuns { runs },
+                    _ => {
+                        return Err(self.err(
+                            &p,
+                            "a rule is one of: {older_than: AGE, move_to: TIER}, {older_than: AGE, wipe: true}, {keep_runs: N}",
+                        ))
+                    }
+                };
+                rules.push(LifecycleRule {
+                    name,
+                    request,
+                    action,
+                });
+            }
+        }
+        Ok(Some(LifecycleConfig { grace, rules }))
     }
 
     /// `pipelines: [{name, plan, request, state, from}]`.
@@ -1091,7 +1185,8 @@ impl Walk<'_> {
     }
 
     /// `s3: {endpoint: http://host:9000, bucket: fdb, prefix: ops/, ...}`.
-    fn s3(&self, v: &Value, path: &str) -> Result<S3Config, ConfigError> {
+    /// `bucket` may be left out only where every bucket is named by a root (`s3://BUCKET/...`).
+    fn s3(&self, v: &Value, path: &str, bucket_required: bool) -> Result<S3Config, ConfigError> {
         let m = self.map(
             v,
             path,
@@ -1125,7 +1220,10 @@ impl Walk<'_> {
                 format!("'{endpoint}' is not an http:// or https:// URL"),
             ));
         }
-        let bucket = required("bucket", "the bucket's name")?;
+        let bucket = match self.string(m, "bucket", path)? {
+            None if !bucket_required => "unused".to_string(),
+            _ => required("bucket", "the bucket's name")?,
+        };
         let valid_bucket = (3..=63).contains(&bucket.len())
             && bucket
                 .chars()
@@ -1360,8 +1458,20 @@ impl Walk<'_> {
             .ok_or_else(|| self.err(path, "missing required key 'path'"))?;
         let writable = self.boolean(m, "writable", path, true)?;
         let visit = self.boolean(m, "visit", path, true)?;
+        let root_path = if let Some(rest) = raw.strip_prefix("s3://") {
+            // A bucket tier (docs/lifecycle.md): kept as written, never a directory.
+            if rest.split('/').next().is_none_or(str::is_empty) {
+                return Err(self.err(
+                    &join(path, "path"),
+                    format!("'{raw}' names no bucket (s3://BUCKET/PREFIX)"),
+                ));
+            }
+            PathBuf::from(raw.trim_end_matches('/'))
+        } else {
+            self.path_value(&raw, fdb_home, &join(path, "path"))?
+        };
         Ok(Root {
-            path: self.path_value(&raw, fdb_home, &join(path, "path"))?,
+            path: root_path,
             name: self.string(m, "name", path)?,
             writable,
             visit,
@@ -1462,6 +1572,69 @@ mod tests {
         match c {
             FdbConfig::Local(l) => l,
             other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bucket_roots_and_lifecycle_rules() {
+        let l = local(
+            parse(
+                "spaces: [{roots: [{path: /fast, capacity: 1GiB}, {path: 's3://cold/ops/', max_age: 30d}]}]\n\
+                 s3: {endpoint: 'http://127.0.0.1:9000'}\n\
+                 lifecycle:\n  grace: 0s\n  rules:\n\
+                 \x20 - {name: cool, request: 'class=od', older_than: 2d, move_to: 's3://cold/ops'}\n\
+                 \x20 - {request: 'class=od', older_than: 36h, wipe: true}\n\
+                 \x20 - {keep_runs: 4}\n",
+            )
+            .unwrap(),
+        );
+        assert_eq!(l.spaces[0].roots[1].path, Path::new("s3://cold/ops"));
+        assert_eq!(l.spaces[0].roots[1].max_age_days, Some(30));
+        assert!(l.s3.is_some());
+        let lc = l.lifecycle.unwrap();
+        assert_eq!(lc.grace, std::time::Duration::ZERO);
+        assert_eq!(
+            lc.rules[0].action,
+            super::super::LifecycleAction::Move {
+                older_than: std::time::Duration::from_secs(2 * 86400),
+                to: "s3://cold/ops".into()
+            }
+        );
+        assert_eq!(lc.rules[1].name, "rule[1]");
+        assert_eq!(
+            lc.rules[1].action,
+            super::super::LifecycleAction::Wipe {
+                older_than: std::time::Duration::from_secs(36 * 3600)
+            }
+        );
+        assert_eq!(
+            lc.rules[2].action,
+            super::super::LifecycleAction::KeepRuns { runs: 4 }
+        );
+        for (text, wanted) in [
+            (
+                "spaces: [{roots: [{path: 's3://cold'}]}]\n",
+                "missing required key 's3'",
+            ),
+            (
+                "spaces: [{roots: [{path: 's3:///x'}]}]\ns3: {endpoint: 'http://h:9000'}\n",
+                "names no bucket",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{older_than: 2d}]}\n",
+                "a rule is one of",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{keep_runs: 0}]}\n",
+                "not a number of runs",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{older_than: soon, wipe: true}]}\n",
+                "not a duration",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
         }
     }
 
@@ -1608,7 +1781,7 @@ mod tests {
             ),
             (
                 "spaces: [{roots: [{path: /a}]}]\ns3: {endpoint: 'http://h', bucket: fdb}",
-                "an s3 section needs engine: s3 or store: s3",
+                "an s3 section needs engine: s3, store: s3 or a root naming a bucket",
             ),
         ] {
             let e = parse(text).unwrap_err().to_string();

@@ -52,7 +52,12 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    fn new(spaces: Vec<Space>) -> Result<Layout, StorageError> {
+    fn new(mut spaces: Vec<Space>) -> Result<Layout, StorageError> {
+        // Roots naming buckets are the tiered catalogue's (storage/tiered.rs), never directories.
+        for s in &mut spaces {
+            s.roots
+                .retain(|r| !crate::storage::tiered::is_bucket_root(&r.path));
+        }
         let regexes = spaces
             .iter()
             .map(|s| {

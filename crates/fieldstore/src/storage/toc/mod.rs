@@ -12,7 +12,7 @@ mod reader;
 pub mod relocate;
 mod unpublished;
 mod watch;
-mod writer;
+pub(crate) mod writer;
 
 pub use catalogue::TocCatalogue;
 pub use index::IndexFile;

@@ -22,13 +22,13 @@ pub const MOVING: &str = ".moving.";
 /// The old copy's journal once the new copy is the one (`toc.moved.UNIQUE`).
 pub const MOVED_PREFIX: &str = "toc.moved.";
 /// In the old copy while both exist: names where the new copy is.
-const LEAVING: &str = "moving-out";
+pub(crate) const LEAVING: &str = "moving-out";
 /// How long both copies stay visible: a reader that listed the databases just before the new
 /// copy appeared opens the old one's journal within it.
-const OVERLAP: Duration = Duration::from_secs(1);
+pub(crate) const OVERLAP: Duration = Duration::from_secs(1);
 /// Written into the archive lock a move takes, so a lock left by a killed move is told from an
 /// operator's.
-const LOCK_TAG: &str = "move by pid ";
+pub(crate) const LOCK_TAG: &str = "move by pid ";
 
 /// Whether this copy of a database is being left by a move (another copy is the one to use).
 pub(crate) fn being_left(fs: &dyn crate::storage::fs::FileSystem, dir: &Path) -> bool {
@@ -82,7 +82,7 @@ fn config(detail: String) -> StorageError {
 }
 
 /// The files of a database directory with their sizes, in name order.
-fn files_of(dir: &Path) -> Result<Vec<(String, u64)>, StorageError> {
+pub(crate) fn files_of(dir: &Path) -> Result<Vec<(String, u64)>, StorageError> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).map_err(io("list", dir))? {
         let e = e.map_err(io("list", dir))?;
@@ -95,7 +95,7 @@ fn files_of(dir: &Path) -> Result<Vec<(String, u64)>, StorageError> {
     Ok(out)
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(io("sync", dir))
@@ -152,7 +152,7 @@ fn copy_checked(
     Ok(())
 }
 
-fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -162,7 +162,7 @@ fn stale_move_lock(dir: &Path) -> bool {
 }
 
 /// The process that holds the archive lock in `dir` for a move, if a move took it.
-fn move_pid(dir: &Path) -> Option<u32> {
+pub(crate) fn move_pid(dir: &Path) -> Option<u32> {
     let lock = maintenance::lock_path(dir, "archive");
     let text = std::fs::read_to_string(lock).ok()?;
     text.strip_prefix(LOCK_TAG)?.trim().parse().ok()
@@ -171,7 +171,7 @@ fn move_pid(dir: &Path) -> Option<u32> {
 impl TocCatalogue {
     /// The configured root at `dest` (as written in the config, or the same directory), of the
     /// database's space: writers look for an existing database only in its space's roots.
-    fn configured_root(&self, db: &DbRef, dest: &Path) -> Result<Root, StorageError> {
+    pub(crate) fn configured_root(&self, db: &DbRef, dest: &Path) -> Result<Root, StorageError> {
         let layout = self.layout();
         let all: Vec<&Root> = layout.spaces.iter().flat_map(|s| &s.roots).collect();
         let root = all
@@ -445,7 +445,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// Deletes an old copy whose journal was renamed away. Deleted in place, it would for a moment
 /// hold data files and no renamed journal, which listings report as a database that lost its
 /// `toc`; renamed first to a hidden `.NAME.moving.*` name, no listing ever sees it.
-fn remove_old_copy(dir: &Path) -> Result<(), StorageError> {
+pub(crate) fn remove_old_copy(dir: &Path) -> Result<(), StorageError> {
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -456,9 +456,26 @@ fn remove_old_copy(dir: &Path) -> Result<(), StorageError> {
 }
 
 /// Makes an old copy invisible in one rename of its journal; its files stay for readers.
-fn hide(dir: &Path) -> Result<(), StorageError> {
+pub(crate) fn hide(dir: &Path) -> Result<(), StorageError> {
     let toc = dir.join("toc");
     let moved = dir.join(format!("{MOVED_PREFIX}{}", unique_name()));
     std::fs::rename(&toc, &moved).map_err(io("rename", &toc))?;
     sync_dir(dir)
+}
+
+/// Takes the archive lock of the database in `dir` for a move by this process (writers opening
+/// it get `locked`); refused when any lock is there. Returns the lock file.
+pub(crate) fn take_move_lock(dir: &Path) -> Result<PathBuf, StorageError> {
+    let lock = maintenance::lock_path(dir, "archive");
+    if lock.exists() {
+        return Err(StorageError::Config {
+            detail: format!(
+                "{} is locked for archive (another move, or an operator's lock: `fieldstore control --unlock --archive`)",
+                dir.display()
+            ),
+        });
+    }
+    std::fs::write(&lock, format!("{LOCK_TAG}{}", std::process::id()))
+        .map_err(io("create", &lock))?;
+    Ok(lock)
 }
