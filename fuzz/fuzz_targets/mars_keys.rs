@@ -3,8 +3,8 @@
 //! reads the same message and gives exactly the same keys (the native reader is only ever sure,
 //! never a guess). Seeds: any GRIB message (tests/data/real-grib, `fieldstore sample`).
 
-use fieldstore::grib::native::mars::mars_keys;
 use fieldstore::grib::eccodes_mars_keys;
+use fieldstore::grib::native::mars::mars_keys;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
