@@ -10,6 +10,12 @@ use crate::context::Session;
 pub fn run(session: &Session) -> Result<()> {
     outln!("fieldstore {}", env!("CARGO_PKG_VERSION"))?;
     outln!("ecCodes {}", fieldstore::grib::eccodes_version())?;
+    // Keys of the messages the native reader claims come from its tables, not from the ecCodes
+    // loaded: which definitions those tables were generated from.
+    outln!(
+        "MARS key tables (native reader): {}",
+        fieldstore::grib::native::mars::table_version()
+    )?;
     let loaded = session.config()?;
     outln!("config: {}", loaded.source)?;
     outln!("how it was found:")?;

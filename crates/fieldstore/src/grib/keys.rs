@@ -9,7 +9,19 @@ use crate::model::Key;
 
 /// The MARS keys of one framed message, in ecCodes' order, values as strings. Never copies the
 /// message; safe to call from many threads at once (ecCodes is thread-safe per handle).
+///
+/// The native reader answers when it is sure of ecCodes' answer (the common operational
+/// messages, at a fraction of the cost); every other message goes to ecCodes.
 pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
+    match super::native::mars::mars_keys(message) {
+        Ok(key) => Ok(key),
+        Err(_) => eccodes_mars_keys(message),
+    }
+}
+
+/// The MARS keys of one framed message, always through ecCodes (what the native reader is
+/// compared with).
+pub fn eccodes_mars_keys(message: &[u8]) -> Result<Key, GribError> {
     // ecCodes reads some of a message's lists while opening it, trusting their lengths: its
     // layout is checked from the bytes first, as for decoding.
     if let Some((_, _, first)) = super::framing::split_slice(message, "data")?.first() {

@@ -17,7 +17,7 @@ mod sections;
 pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;
 pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
-pub use keys::mars_keys;
+pub use keys::{eccodes_mars_keys, mars_keys};
 
 /// The ecCodes version linked, e.g. `2.28.0`.
 pub fn eccodes_version() -> String {

@@ -4,12 +4,16 @@
 //!
 //! What it gives: the sections' offsets, lengths and bodies (GRIB2 sections 0-7, with sections
 //! 2-7 repeated for multi-field messages; GRIB1 indicator, PDS, GDS, BMS, BDS), the template
-//! numbers, and the grid definitions extraction and geometry need ([`GridDefinition`]). A native
-//! MARS key reader reads the product definition and local sections through the same views.
+//! numbers, and the grid definitions extraction and geometry need ([`GridDefinition`]). The
+//! native MARS key reader ([`mars`]) reads the product definition and local sections through the
+//! same views.
 
 mod grib1;
 mod grib2;
 mod grid;
+pub mod mars;
+#[cfg(test)]
+mod mars_differential;
 
 pub use grib1::Grib1;
 pub use grib2::{Grib2, Grib2Field};
