@@ -74,6 +74,13 @@ fn list_and_read_load_no_eccodes_write_does() {
     assert!(read.status.success(), "{read:?}");
     assert_eq!(std::fs::metadata(&out).unwrap().len(), 228);
     assert!(!loads_eccodes(&read), "read loaded ecCodes");
+    // A well-known short name is resolved without ecCodes too.
+    let by_name = ONE.replace("param=130", "param=t");
+    let named = d.path().join("named.grib");
+    let read = fs(&cfg, &trace, &["read", &by_name, named.to_str().unwrap()]);
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(std::fs::read(&named).unwrap(), std::fs::read(&out).unwrap());
+    assert!(!loads_eccodes(&read), "read of param=t loaded ecCodes");
 
     let w = tempfile::tempdir().unwrap();
     let wcfg = config(w.path());
