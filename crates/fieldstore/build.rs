@@ -1,21 +1,6 @@
-//! Links ecCodes, the system library that reads GRIB metadata (Debian: `libeccodes-dev`).
+//! Nothing to link: ecCodes is opened at run time (src/grib/loader.rs). The script stays so that
+//! the build dependencies' feature pins in Cargo.toml keep unifying with the proc-macros'.
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=ECCODES_DIR");
-    if let Ok(dir) = std::env::var("ECCODES_DIR") {
-        println!("cargo:rustc-link-search=native={dir}/lib");
-        println!("cargo:rustc-link-lib=dylib=eccodes");
-        return;
-    }
-    if pkg_config::Config::new()
-        .atleast_version("2.20")
-        .probe("eccodes")
-        .is_err()
-    {
-        println!(
-            "cargo:warning=pkg-config could not find eccodes; linking -leccodes anyway \
-             (install libeccodes-dev, or set ECCODES_DIR)"
-        );
-        println!("cargo:rustc-link-lib=dylib=eccodes");
-    }
+    println!("cargo:rerun-if-changed=build.rs");
 }

@@ -21,10 +21,43 @@ mod sync;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// ecCodes' version, as the library linked against reports it.
+/// ecCodes' version, as the library in use reports it (loading it), or why there is none.
 #[pyfunction]
 fn eccodes_version(py: Python<'_>) -> String {
     py.detach(fieldstore::grib::eccodes_version)
+}
+
+/// Which ecCodes this process uses: `version`, `path`, `origin`, `definitions`, `samples`.
+/// With `load=False`, `None` while nothing has needed ecCodes (reading and listing never do).
+/// Raises `ConfigError` naming what to install when there is none.
+#[pyfunction]
+#[pyo3(signature = (load = true))]
+fn eccodes_info<'py>(py: Python<'py>, load: bool) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let info = if load {
+        Some(py.detach(fieldstore::grib::eccodes))
+    } else {
+        fieldstore::grib::eccodes_if_loaded()
+    };
+    let Some(info) = info else {
+        return Ok(None);
+    };
+    let info = info.map_err(errors::to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("version", &info.version)?;
+    d.set_item("path", &info.path)?;
+    d.set_item("origin", info.origin.to_string())?;
+    d.set_item("definitions", &info.definitions)?;
+    d.set_item("samples", &info.samples)?;
+    Ok(Some(d))
+}
+
+/// Registers the `eccodeslib` (and `eckitlib`) package directories `importlib` found, so that
+/// ecCodes, when first needed, is opened from the same wheel pyfdb and eccodes-python use. Loads
+/// nothing.
+#[pyfunction]
+#[pyo3(signature = (eccodeslib, eckitlib = None))]
+fn _prefer_eccodeslib(eccodeslib: std::path::PathBuf, eckitlib: Option<std::path::PathBuf>) {
+    fieldstore::grib::prefer_eccodeslib(eccodeslib, eckitlib);
 }
 
 /// A realistic GRIB2 field with the given MARS keys (as `fieldstore sample` makes): for tests
@@ -62,6 +95,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     extract::register(m)?;
     pipeline::register(m)?;
     m.add_function(wrap_pyfunction!(eccodes_version, m)?)?;
+    m.add_function(wrap_pyfunction!(eccodes_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_prefer_eccodeslib, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
     Ok(())
 }

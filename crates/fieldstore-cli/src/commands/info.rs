@@ -9,7 +9,7 @@ use crate::context::Session;
 
 pub fn run(session: &Session) -> Result<()> {
     outln!("fieldstore {}", env!("CARGO_PKG_VERSION"))?;
-    outln!("ecCodes {}", fieldstore::grib::eccodes_version())?;
+    eccodes()?;
     // Keys of the messages the native reader claims come from its tables, not from the ecCodes
     // loaded: which definitions those tables were generated from.
     outln!(
@@ -33,6 +33,33 @@ pub fn run(session: &Session) -> Result<()> {
     let schema = session.schema()?;
     outln!("schema rules: {} paths", schema.paths().len())?;
     tiers(&loaded.config)
+}
+
+/// Which ecCodes the process would use and why. `info` loads it (that is the question asked);
+/// its absence is reported, not an error: reading and listing work without it.
+fn eccodes() -> Result<()> {
+    match fieldstore::grib::eccodes() {
+        Ok(i) => {
+            outln!("ecCodes {} ({})", i.version, i.origin)?;
+            outln!("  library: {}", i.path)?;
+            if let Some(d) = &i.definitions {
+                outln!("  definitions: {d}")?;
+            }
+            if let Some(s) = &i.samples {
+                outln!("  samples: {s}")?;
+            }
+        }
+        Err(e) => outln!("ecCodes: not loaded: {e}")?,
+    }
+    if let Some(p) = std::env::var_os("ECCODES_DEFINITION_PATH") {
+        // ecCodes prepends it to its own (eccodeslib's built-in) definitions: another version's
+        // tree there makes decoding fail or change keys.
+        outln!(
+            "  ECCODES_DEFINITION_PATH={} (prepended to the library's own)",
+            p.to_string_lossy()
+        )?;
+    }
+    Ok(())
 }
 
 /// Each space and root of every local toc config: handler, limits, use and free space, so an

@@ -13,6 +13,30 @@ from __future__ import annotations
 
 from . import _native
 from ._field import Field
+
+
+def _register_eccodeslib() -> None:
+    """Tell the native library where the `eccodeslib` wheel is (by import spec, which also works
+    for `--target` and user-site installs), so that ecCodes, opened when first needed, is the
+    same copy pyfdb and eccodes-python use: one ecCodes per process. Imports and loads nothing."""
+    import importlib.util
+    import os
+
+    def package_dir(name: str):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        return os.fspath(list(spec.submodule_search_locations)[0])
+
+    eccodeslib = package_dir("eccodeslib")
+    if eccodeslib is not None:
+        _native._prefer_eccodeslib(eccodeslib, package_dir("eckitlib"))
+
+
+_register_eccodeslib()
 from ._native import (
     FDB,
     ArchiveSummary,
@@ -30,6 +54,7 @@ from ._native import (
     WaitingReader,
     WhereElement,
     WipeElement,
+    eccodes_info,
     eccodes_version,
     make_field,
 )
@@ -71,6 +96,7 @@ __all__ = [
     "DumpElement",
     "ControlElement",
     "CompactElement",
+    "eccodes_info",
     "eccodes_version",
     "make_field",
     "Error",

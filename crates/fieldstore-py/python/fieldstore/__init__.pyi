@@ -17,6 +17,7 @@ from ._native import (
     WaitingReader as WaitingReader,
     WhereElement as WhereElement,
     WipeElement as WipeElement,
+    eccodes_info as eccodes_info,
     eccodes_version as eccodes_version,
     make_field as make_field,
 )

@@ -1,7 +1,7 @@
 """Type stubs of the native module `fieldstore._native` (built from crates/fieldstore-py/src)."""
 
 import os
-from typing import Any, Iterator, Literal, Mapping, Sequence, Union, overload
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union, overload
 
 import numpy
 
@@ -14,6 +14,8 @@ ConfigLike = Union[Mapping[str, Any], str, os.PathLike[str], None]
 Buffer = Union[bytes, bytearray, memoryview]
 
 def eccodes_version() -> str: ...
+def eccodes_info(load: bool = True) -> Optional[dict[str, Optional[str]]]: ...
+def _prefer_eccodeslib(eccodeslib: str, eckitlib: Optional[str] = None) -> None: ...
 def extract_message(data: Buffer, ranges: Sequence[tuple[int, int]]) -> Extraction: ...
 def make_field(keys: Mapping[str, Union[str, int, float]], npoints: int = 1000, seed: int = 0) -> bytes: ...
 

@@ -62,6 +62,9 @@ pub enum GribError {
     Decode(String),
     #[error("ecCodes: {0}")]
     EcCodes(String),
+    /// ecCodes is loaded at run time, when first needed (writing, decoding, making fields).
+    #[error(transparent)]
+    NoEccodes(#[from] super::loader::EccodesLoadError),
 }
 
 impl GribError {
@@ -69,6 +72,8 @@ impl GribError {
         match self {
             GribError::Io { .. } => ErrorKind::Io,
             GribError::EcCodes(_) => ErrorKind::Internal,
+            // An installation to complete (the message names the package), like a config error.
+            GribError::NoEccodes(_) => ErrorKind::Config,
             GribError::NoGeometry { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::BadRequest,
         }

@@ -29,7 +29,7 @@ unsafe impl Send for Handle<'_> {}
 impl<'a> Handle<'a> {
     /// Wraps a message without copying it. The caller has checked the framing.
     pub(crate) fn from_message(data: &'a [u8]) -> Result<Handle<'a>, GribError> {
-        super::log::route();
+        super::log::route()?;
         super::log::guarded(|| {
             // SAFETY: data is valid for `len` bytes for 'a, which the handle cannot outlive.
             let raw = unsafe {
@@ -54,7 +54,7 @@ impl<'a> Handle<'a> {
     /// A handle on its own copy of a message, so keys can be set (re-encoding) while the
     /// caller's bytes stay untouched.
     pub(crate) fn from_message_copy(data: &[u8]) -> Result<Handle<'static>, GribError> {
-        super::log::route();
+        super::log::route()?;
         super::log::guarded(|| {
             // SAFETY: data is valid for `len` bytes during the call; ecCodes copies it.
             let raw = unsafe {
@@ -90,7 +90,7 @@ impl<'a> Handle<'a> {
     }
 
     pub(crate) fn from_sample(name: &str) -> Result<Handle<'static>, GribError> {
-        super::log::route();
+        super::log::route()?;
         let c = CString::new(name)
             .map_err(|_| GribError::EcCodes(format!("bad sample name {name:?}")))?;
         // SAFETY: c is a valid C string.

@@ -16,8 +16,11 @@ use std::sync::Once;
 use super::error::GribError;
 use super::ffi;
 
-/// Routes ecCodes' default context's log to `tracing`, once per process, before the first handle.
-pub(crate) fn route() {
+/// Loads ecCodes if this is the process's first use of it (a typed error naming what to install
+/// if it cannot be), and routes its default context's log to `tracing`, once per process, before
+/// the first handle.
+pub(crate) fn route() -> Result<(), GribError> {
+    ffi::library()?;
     static ROUTED: Once = Once::new();
     ROUTED.call_once(|| {
         // SAFETY: the default context lives for the process; the procedure is a plain function
@@ -30,6 +33,7 @@ pub(crate) fn route() {
             ffi::codes_set_codes_assertion_failed_proc(Some(on_assertion));
         }
     });
+    Ok(())
 }
 
 thread_local! {

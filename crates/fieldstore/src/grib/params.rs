@@ -22,6 +22,9 @@ pub fn param_id(name: &str) -> Result<Option<String>, GribError> {
         return Ok(None);
     }
     let name = name.to_ascii_lowercase();
+    if let Some(id) = well_known(&name) {
+        return Ok(Some(id.to_string()));
+    }
     if let Ok(c) = cache().lock() {
         if let Some(hit) = c.get(&name) {
             return Ok(hit.clone());
@@ -80,6 +83,37 @@ fn plausible(name: &str) -> bool {
 }
 
 /// A resolver for [`crate::model::types::Context`].
+/// The most used ECMWF parameters, whose paramIds every ecCodes version gives alike (the test
+/// below checks each against the ecCodes loaded; 2.28 and 2.50 checked by hand with grib_set):
+/// a request naming them (`param=t`) is resolved without opening ecCodes, so that reading and
+/// listing never need it (docs/eccodes.md). Not `vo`, `gh` or `tp`: ecCodes' GRIB2 lookup, the
+/// one `param_id` uses, gives 262503, 228002 and none for them.
+const WELL_KNOWN: [(&str, u32); 16] = [
+    ("z", 129),
+    ("t", 130),
+    ("u", 131),
+    ("v", 132),
+    ("q", 133),
+    ("sp", 134),
+    ("w", 135),
+    ("msl", 151),
+    ("d", 155),
+    ("r", 157),
+    ("tcc", 164),
+    ("10u", 165),
+    ("10v", 166),
+    ("2t", 167),
+    ("2d", 168),
+    ("lsm", 172),
+];
+
+fn well_known(name: &str) -> Option<u32> {
+    WELL_KNOWN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, id)| *id)
+}
+
 pub fn resolver(name: &str) -> Option<String> {
     param_id(name).ok().flatten()
 }
@@ -87,6 +121,23 @@ pub fn resolver(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The built-in names agree with ecCodes' own lookup (the path every other name takes).
+    #[test]
+    fn well_known_names_are_what_eccodes_says() {
+        let mut wrong = Vec::new();
+        for (name, id) in WELL_KNOWN {
+            let mut h = Handle::from_sample("GRIB2").unwrap();
+            let _ = h.set_long("setLocalDefinition", 1);
+            h.set_string("shortName", name).unwrap();
+            let got = h.get_long("paramId").unwrap();
+            if got != i64::from(id) {
+                wrong.push(format!("{name}: table {id}, ecCodes {got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:?}");
+        assert_eq!(param_id("T").unwrap(), Some("130".into()));
+    }
 
     /// Regression: `param=é` (and other non-ASCII names) crashed the process with SIGSEGV inside
     /// ecCodes' short-name lookup; such names are unknown without asking ecCodes.

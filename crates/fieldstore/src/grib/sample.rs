@@ -158,6 +158,13 @@ impl FieldMaker {
                 "levtype" => match *v {
                     "sfc" => h.set_long("typeOfFirstFixedSurface", 1)?,
                     "ml" => h.set_long("typeOfFirstFixedSurface", 105)?,
+                    // eccodeslib 2.43 (PyPI's newest for Python 3.9) has `levtype` read-only
+                    // in the GRIB2 sample: an isobaric surface is then set directly.
+                    "pl" => {
+                        if h.set_string("levtype", "pl").is_err() {
+                            h.set_long("typeOfFirstFixedSurface", 100)?;
+                        }
+                    }
                     other => h.set_string("levtype", other)?,
                 },
                 "domain" => {}

@@ -1,0 +1,163 @@
+//! ecCodes is opened at run time and only when needed: `fieldstore list` and `read` load no
+//! libeccodes (checked with the dynamic loader's own trace, `LD_DEBUG=files`), `write` loads it,
+//! and a missing library is one error naming what to install, not a failure to start.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const FS: &str = env!("CARGO_BIN_EXE_fieldstore");
+
+const ONE: &str = "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,\
+                   levelist=500,param=130,step=0";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A store at `dir/root` with its config at `dir/config.yaml`.
+fn config(dir: &Path) -> std::path::PathBuf {
+    let c = dir.join("config.yaml");
+    std::fs::write(
+        &c,
+        format!(
+            "type: local\nengine: toc\nspaces:\n- roots:\n  - path: {}\n",
+            dir.join("root").display()
+        ),
+    )
+    .unwrap();
+    c
+}
+
+fn fs(config: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(FS);
+    c.arg("--config").arg(config);
+    c.env_remove("FIELDSTORE_ECCODES_LIB");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args).output().unwrap()
+}
+
+fn loads_eccodes(o: &Output) -> bool {
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .any(|l| l.contains("file=") && l.contains("libeccodes.so"))
+}
+
+#[test]
+fn list_and_read_load_no_eccodes_write_does() {
+    let d = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fieldstore/tests/fixtures/stores/v3/root");
+    copy_dir(&fixture, &d.path().join("root"));
+    let cfg = config(d.path());
+    let trace = [("LD_DEBUG", "files")];
+
+    let list = fs(&cfg, &trace, &["list", "class=od"]);
+    assert!(list.status.success(), "{list:?}");
+    assert!(String::from_utf8_lossy(&list.stdout).contains("param=130"));
+    // The trace names every library the loader opens: the check can fail, and does for write.
+    assert!(String::from_utf8_lossy(&list.stderr).contains("file="));
+    assert!(!loads_eccodes(&list), "list loaded ecCodes");
+
+    let out = d.path().join("one.grib");
+    let read = fs(&cfg, &trace, &["read", ONE, out.to_str().unwrap()]);
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), 228);
+    assert!(!loads_eccodes(&read), "read loaded ecCodes");
+    // A well-known short name is resolved without ecCodes too.
+    let by_name = ONE.replace("param=130", "param=t");
+    let named = d.path().join("named.grib");
+    let read = fs(&cfg, &trace, &["read", &by_name, named.to_str().unwrap()]);
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(std::fs::read(&named).unwrap(), std::fs::read(&out).unwrap());
+    assert!(!loads_eccodes(&read), "read of param=t loaded ecCodes");
+
+    // ECMWF's GRIB2: its keys are read natively, so writing it needs no ecCodes either.
+    let w = tempfile::tempdir().unwrap();
+    let wcfg = config(w.path());
+    let write = fs(&wcfg, &trace, &["write", out.to_str().unwrap()]);
+    assert!(write.status.success(), "{write:?}");
+    assert!(!loads_eccodes(&write), "write of a field read natively loaded ecCodes");
+
+    // The same field as GRIB1, which the native reader leaves to ecCodes: loaded then.
+    let g1 = w.path().join("one-grib1.grib");
+    let made = Command::new("grib_set")
+        .args(["-s", "edition=1"])
+        .arg(&out)
+        .arg(&g1)
+        .output();
+    match made {
+        Ok(o) if o.status.success() => {
+            let write = fs(&wcfg, &trace, &["write", g1.to_str().unwrap()]);
+            assert!(write.status.success(), "{write:?}");
+            assert!(loads_eccodes(&write), "write of GRIB1 did not load ecCodes");
+        }
+        _ => eprintln!("grib_set (libeccodes-tools) missing: the GRIB1 write is not checked"),
+    }
+}
+
+#[test]
+fn a_missing_eccodes_is_one_error_naming_what_to_install() {
+    let d = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fieldstore/tests/fixtures/stores/v3/root");
+    copy_dir(&fixture, &d.path().join("root"));
+    let cfg = config(d.path());
+    let none = [("FIELDSTORE_ECCODES_LIB", "/nonexistent/libeccodes.so")];
+
+    // Reading needs no ecCodes, so a missing one does not matter.
+    let out = d.path().join("one.grib");
+    let read = fs(&cfg, &none, &["read", ONE, out.to_str().unwrap()]);
+    assert!(read.status.success(), "{read:?}");
+
+    let info = fs(&cfg, &none, &["info"]);
+    assert!(info.status.success(), "{info:?}");
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("ecCodes: not loaded"), "{text}");
+
+    // A field whose keys need ecCodes (GRIB1: the native reader leaves it) fails to write,
+    // naming what to install.
+    let w = tempfile::tempdir().unwrap();
+    let g1 = w.path().join("one-grib1.grib");
+    let made = Command::new("grib_set")
+        .args(["-s", "edition=1"])
+        .arg(&out)
+        .arg(&g1)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("grib_set (libeccodes-tools) missing: the failing write is not checked");
+        return;
+    }
+    let write = fs(&config(w.path()), &none, &["write", g1.to_str().unwrap()]);
+    assert!(!write.status.success());
+    let err = String::from_utf8_lossy(&write.stderr);
+    assert!(err.contains("/nonexistent/libeccodes.so"), "{err}");
+    assert!(err.contains("pip install eccodeslib"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+}
+
+#[test]
+fn info_names_the_loaded_eccodes() {
+    let d = tempfile::tempdir().unwrap();
+    let info = fs(&config(d.path()), &[], &["info"]);
+    assert!(info.status.success(), "{info:?}");
+    let text = String::from_utf8_lossy(&info.stdout);
+    let line = text.lines().nth(1).unwrap_or_default();
+    // e.g. "ecCodes 2.28.0 (the system's)", then the library's path.
+    assert!(line.starts_with("ecCodes 2."), "{text}");
+    assert!(
+        text.contains("  library: /") && text.contains("libeccodes.so"),
+        "{text}"
+    );
+}
