@@ -87,7 +87,10 @@ fn list_and_read_load_no_eccodes_write_does() {
     let wcfg = config(w.path());
     let write = fs(&wcfg, &trace, &["write", out.to_str().unwrap()]);
     assert!(write.status.success(), "{write:?}");
-    assert!(!loads_eccodes(&write), "write of a field read natively loaded ecCodes");
+    assert!(
+        !loads_eccodes(&write),
+        "write of a field read natively loaded ecCodes"
+    );
 
     // The same field as GRIB1, which the native reader leaves to ecCodes: loaded then.
     let g1 = w.path().join("one-grib1.grib");
@@ -144,7 +147,6 @@ fn a_missing_eccodes_is_one_error_naming_what_to_install() {
     assert!(err.contains("/nonexistent/libeccodes.so"), "{err}");
     assert!(err.contains("pip install eccodeslib"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-
 }
 
 #[test]
