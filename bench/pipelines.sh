@@ -52,8 +52,9 @@ feed=$site/multiolib/bin/multio-feed
 # the wheel's run path names atlaslib-ecmwf; the package installs as atlaslib_ecmwf
 mlibs=$site/atlaslib_ecmwf/lib64
 multio_version=$("$py" -m pip --disable-pip-version-check show multiolib 2>/dev/null | sed -n 's/^Version: //p')
-libeccodes=$(ldd "$fs" | awk '/libeccodes/ {print $3}')
-[ -n "$libeccodes" ] || { echo "fieldstore links no libeccodes?" >&2; exit 1; }
+# the ecCodes fieldstore loads at run time (docs/eccodes.md), so that Python uses the same one
+libeccodes=$("$fs" info 2>/dev/null | awk '/^  library: / {print $2; exit}')
+[ -n "$libeccodes" ] || { echo "fieldstore loads no ecCodes (fieldstore info)?" >&2; exit 1; }
 eccodes_version=$(codes_info -v 2>/dev/null || echo '?')
 
 # --- The input ----------------------------------------------------------------------------------
