@@ -7,6 +7,8 @@
 mod common;
 #[path = "../../fieldstore/tests/support/minio.rs"]
 mod minio;
+#[path = "common/reader.rs"]
+mod reader;
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -384,41 +386,19 @@ fn keep_runs_wipes_all_but_the_newest_runs_of_each_stream() {
 
 /// Lists and retrieves in a loop until told to stop; every answer must hold each field once.
 fn reader_loop(s: &Store, stop: Arc<AtomicBool>, fields: usize) -> (usize, Vec<String>) {
-    let mut rounds = 0;
-    let mut errors = Vec::new();
-    let target = s.path("reader.grib");
-    while !stop.load(Ordering::Relaxed) {
-        let o = s.run(&["list", "class=od", "--porcelain"]);
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let mut lines: Vec<&str> = text.lines().collect();
-        let n = lines.len();
-        lines.sort();
-        lines.dedup();
-        if !o.status.success() || n != fields || lines.len() != fields {
-            errors.push(format!(
-                "list: {n} lines, {} distinct: {}",
-                lines.len(),
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        let o = s.run(&[
-            "read",
-            "class=od,expver=0001,stream=oper,date=20261120/20261121,time=1200,type=fc,levtype=pl,levelist=1000/850/500,param=t/u/v,step=0/6/12",
-            target.to_str().unwrap(),
-        ]);
-        if !o.status.success() {
-            errors.push(format!("read: {}", String::from_utf8_lossy(&o.stderr)));
-        } else {
-            let got = std::fs::read(&target)
+    reader::rounds(
+        |args| s.run(args),
+        &stop,
+        fields,
+        "class=od,expver=0001,stream=oper,date=20261120/20261121,time=1200,type=fc,levtype=pl,levelist=1000/850/500,param=t/u/v,step=0/6/12",
+        &s.path("reader.grib"),
+        |target| {
+            let got = std::fs::read(target)
                 .map(|b| sorted_fields(&b).len())
                 .unwrap_or(0);
-            if got != 2 * PER_DB {
-                errors.push(format!("read: {got} fields"));
-            }
-        }
-        rounds += 1;
-    }
-    (rounds, errors)
+            (got != 2 * PER_DB).then(|| format!("{got} fields"))
+        },
+    )
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! age placement; handlers; `move` while a reader lists and retrieves throughout; config errors.
 
 mod common;
+#[path = "common/reader.rs"]
+mod reader;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -339,35 +341,14 @@ fn a_root_added_while_a_writer_runs_gets_its_next_database() {
 
 /// Lists and retrieves everything in a loop until told to stop; every answer must be whole.
 fn reader_loop(s: &Store, stop: Arc<AtomicBool>, fields: usize) -> (usize, Vec<String>) {
-    let mut rounds = 0;
-    let mut errors = Vec::new();
-    let target = s.path("out.grib");
-    while !stop.load(Ordering::Relaxed) {
-        let o = s.run(&["list", "class=od", "--porcelain"]);
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let mut lines: Vec<&str> = text.lines().collect();
-        let n = lines.len();
-        lines.sort();
-        lines.dedup();
-        if !o.status.success() || n != fields || lines.len() != fields {
-            errors.push(format!(
-                "list: {n} lines, {} distinct: {}",
-                lines.len(),
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        let o = s.run(&[
-            "read",
-            "class=od,expver=0001,stream=oper,date=20260101/20260102,time=1200,type=fc,levtype=pl,levelist=1000/500,param=t/u,step=0/1",
-            target.to_str().unwrap(),
-        ]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        if !o.status.success() {
-            errors.push(format!("read: {err}"));
-        }
-        rounds += 1;
-    }
-    (rounds, errors)
+    reader::rounds(
+        |args| s.run(args),
+        &stop,
+        fields,
+        "class=od,expver=0001,stream=oper,date=20260101/20260102,time=1200,type=fc,levtype=pl,levelist=1000/500,param=t/u,step=0/1",
+        &s.path("out.grib"),
+        |_| None,
+    )
 }
 
 #[test]
