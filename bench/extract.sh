@@ -133,12 +133,7 @@ configs="local remote"
 if [ "${SKIP_S3:-0}" != 1 ]; then
   scripts/minio install >/dev/null
   s3_dir=$(mktemp -d -p "${MINIO_DIR:-/dev/shm}")
-  scripts/minio start "$s3_dir" > "$work/minio.env"
-  endpoint=$(sed -n 's/^endpoint=//p' "$work/minio.env")
-  AWS_ACCESS_KEY_ID=$(sed -n 's/^access_key=//p' "$work/minio.env")
-  AWS_SECRET_ACCESS_KEY=$(sed -n 's/^secret_key=//p' "$work/minio.env")
-  export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
-  unset AWS_PROFILE
+  minio_start "$s3_dir"
   printf 'type: local\nengine: s3\nstore: s3\nschema: %s\ns3:\n  endpoint: %s\n  bucket: extract\n  region: us-east-1\n' \
     "$store/schema" "$endpoint" > "$work/s3.yaml"
   t0=$(now)

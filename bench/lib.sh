@@ -20,6 +20,17 @@ bench_setup() {
 
 now() { date +%s.%N; }
 
+# Starts a MinIO keeping its data in DIR (scripts/minio): sets $endpoint and exports its keys as
+# AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. The caller stops it (scripts/minio stop DIR).
+minio_start() {
+  scripts/minio start "$1" > "$work/minio.env"
+  endpoint=$(sed -n 's/^endpoint=//p' "$work/minio.env")
+  AWS_ACCESS_KEY_ID=$(sed -n 's/^access_key=//p' "$work/minio.env")
+  AWS_SECRET_ACCESS_KEY=$(sed -n 's/^secret_key=//p' "$work/minio.env")
+  export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+  unset AWS_PROFILE
+}
+
 # Median, minimum and maximum of the numbers in a file, one per line.
 stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f %.3f %.3f", a[int((NR+1)/2)], a[1], a[NR]}'; }
 

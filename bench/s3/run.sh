@@ -23,13 +23,8 @@ cargo build --release -q -p fieldstore --example s3bench
 cp target/release/examples/s3bench "$work/s3bench"
 sb=$work/s3bench
 minio_dir=$(mktemp -d -p "$base")
-scripts/minio start "$minio_dir" > "$work/minio.env"
 trap 'scripts/minio stop "$minio_dir" >/dev/null 2>&1 || true; rm -rf "$minio_dir" "$work"' EXIT
-endpoint=$(sed -n 's/^endpoint=//p' "$work/minio.env")
-AWS_ACCESS_KEY_ID=$(sed -n 's/^access_key=//p' "$work/minio.env")
-AWS_SECRET_ACCESS_KEY=$(sed -n 's/^secret_key=//p' "$work/minio.env")
-export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
-unset AWS_PROFILE
+minio_start "$minio_dir"
 fstype=$(df --output=fstype "$minio_dir" | tail -1)
 echo "MinIO $(scripts/minio path) at $endpoint, data in $minio_dir ($fstype); toc roots beside it"
 echo
