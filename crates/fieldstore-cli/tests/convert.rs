@@ -287,3 +287,114 @@ fn a_field_past_its_data_files_end_stops_the_conversion_and_changes_nothing() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Databases convert side by side: one that cannot be converted (a field past its data file's
+/// end) fails the command and stays as it was, while the other is converted all the same, its
+/// old catalogue cleared, and lists and reads as before.
+#[test]
+fn a_failing_database_leaves_the_others_converted() {
+    if !fdb5::have_fdb5() {
+        skip::skip("convert", "FDB5's fdb-write", true);
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config.yaml");
+    let root = d.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
+            schema().display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let (a, b) = (d.path().join("a.grib"), d.path().join("b.grib"));
+    fs(
+        &config,
+        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
+    );
+    fs(
+        &config,
+        &[
+            "sample",
+            "--out",
+            b.to_str().unwrap(),
+            "--points",
+            "300",
+            "--date",
+            "20261123",
+        ],
+    );
+    for f in [&a, &b] {
+        ok(
+            "fdb-write",
+            with_config(Command::new("fdb-write").arg(f), &config)
+                .output()
+                .unwrap(),
+        );
+    }
+    let good = DB.replace("20261122", "20261123");
+    let listed = || sorted(&fs(&config, &["list", &good, "--full", "--porcelain"]));
+    let before = listed();
+    let read_good = |out: &Path| {
+        fs(
+            &config,
+            &[
+                "read",
+                &ALL.replace("20261122", "20261123"),
+                out.to_str().unwrap(),
+            ],
+        );
+        std::fs::read(out).unwrap()
+    };
+    let bytes = read_good(&d.path().join("before.grib"));
+    // The database of 20261122 is damaged: its data file lost its last 10 bytes.
+    let bad = PathBuf::from(fs(&config, &["where", DB]).trim());
+    let data = std::fs::read_dir(&bad)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "data"))
+        .expect("a data file");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let bad_toc = std::fs::read(bad.join("toc")).unwrap();
+    let o = with_config(
+        Command::new(FS).args([
+            "convert",
+            "class=od,expver=0001",
+            "--to",
+            "fieldstore",
+            "--grace",
+            "0",
+        ]),
+        &config,
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("past the end of the data file"), "{err}");
+    assert_eq!(std::fs::read(bad.join("toc")).unwrap(), bad_toc);
+    assert!(fs(&config, &["where", DB, "--show-format"])
+        .trim_end()
+        .ends_with("\tfdb5"));
+    assert!(fs(&config, &["where", &good, "--show-format"])
+        .trim_end()
+        .ends_with("\tfieldstore"));
+    assert_eq!(listed(), before);
+    assert_eq!(read_good(&d.path().join("after.grib")), bytes);
+    let good_dir = PathBuf::from(fs(&config, &["where", &good]).trim());
+    let old: Vec<_> = std::fs::read_dir(&good_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".index"))
+        .collect();
+    assert!(old.is_empty(), "FDB5's index files left: {old:?}");
+}

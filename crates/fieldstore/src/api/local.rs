@@ -1889,13 +1889,17 @@ impl Fdb for LocalFdb {
         let mut out = Vec::new();
         let fs = toc.file_system();
         let mut old = crate::storage::toc::convert::OldCatalogues::default();
-        for db in dbs {
-            let r = match toc.convert_database(&db, to, options) {
+        let results = crate::storage::toc::convert::each_database(&dbs, |db| {
+            toc.convert_database(db, to, options)
+        });
+        let mut first_error = None;
+        for (db, r) in dbs.into_iter().zip(results) {
+            let r = match r {
                 Ok(r) => r,
                 Err(e) => {
-                    // Those converted before are: their old files still go.
-                    let _ = old.finish();
-                    return Err(e.into());
+                    // Those converted (before or beside it) are: their old files still go.
+                    first_error.get_or_insert(e);
+                    continue;
                 }
             };
             old.remove_after(fs.clone(), &r, options.grace);
@@ -1913,7 +1917,11 @@ impl Fdb for LocalFdb {
                 done: r.done,
             });
         }
-        old.finish()?;
+        let finished = old.finish();
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
+        finished?;
         Ok(out)
     }
 }

@@ -25,7 +25,7 @@ use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{JournalMark, Record};
 use super::maintenance;
 use super::reader::DbReader;
-use super::writer::{ensure_database, DbWriter};
+use super::writer::{stage_database, DbWriter};
 use crate::model::config::DbFormat;
 use crate::storage::catalogue::{Catalogue, CatalogueReader, CatalogueWriter};
 use crate::storage::fdb5::reader::{datum_key, Fdb5Reader, RawIndex};
@@ -138,6 +138,48 @@ fn remove_files(fs: &dyn FileSystem, files: &[PathBuf]) -> Result<(), StorageErr
                 .unwrap_or_else(|_| Err(config("a removing thread panicked".into())))
         })
     })
+}
+
+/// Runs `convert` on every database, two at a time where the machine has the cores, giving
+/// the results in the order of `dbs`. A database's conversion ends in a chain of syncs (its
+/// index files, its journal, the directory twice) during which the CPU would idle; beside a
+/// second conversion it does not. Each conversion locks its own database only.
+pub fn each_database<T: Send>(
+    dbs: &[DbRef],
+    convert: impl Fn(&DbRef) -> Result<T, StorageError> + Sync,
+) -> Vec<Result<T, StorageError>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .clamp(1, 2)
+        .min(dbs.len());
+    if threads <= 1 {
+        return dbs.iter().map(&convert).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<T, StorageError>>>> =
+        dbs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(db) = dbs.get(i) else { break };
+                let r = convert(db);
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                Err(config(
+                    "a conversion thread stopped without a result".into(),
+                ))
+            })
+        })
+        .collect()
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StorageError {
@@ -360,7 +402,7 @@ impl TocCatalogue {
         // by their names in the database's directory, where the index files will join them.
         match (to, source) {
             (DbFormat::Fieldstore, source) => {
-                ensure_database(
+                stage_database(
                     &*fs,
                     work,
                     &db.key,

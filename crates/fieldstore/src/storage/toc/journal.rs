@@ -69,7 +69,6 @@ impl Record {
 }
 
 /// Encodes records into one buffer, as one append writes them.
-#[cfg(test)]
 pub fn encode(records: &[Record]) -> Vec<u8> {
     encode_with_offsets(records).0
 }
