@@ -12,7 +12,8 @@
 # Usage: bench/http.sh [LARGE_FIELDS=64] [ROUNDS=5]   (bench/http.sh --quick: 8 fields, 2 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--quick" ]; then L=8; R=2; else L=${1:-64}; R=${2:-5}; fi
+quick=0
+if [ "${1:-}" = "--quick" ]; then quick=1; L=8; R=2; else L=${1:-64}; R=${2:-5}; fi
 . bench/lib.sh
 bench_setup "${BENCH_DIR:-/dev/shm}"
 python=$(scripts/browser-install | tail -1)
@@ -81,4 +82,6 @@ echo
 echo "| Chromium $chromium, choose a 0.1° field -> map drawn (performance.now in the page), $R times | median ms (min-max) | bar |"
 echo "| --- | --- | --- |"
 echo "| 3600 x 1801 = $ptotal points, $pdrawn drawn; server decode $decode ms; $(printf '%.0f' "$(echo "$coloured * 100" | bc -l)") % of the map coloured | $dmed ($dmin-$dmax) | $([ "$dverdict" = 1 ] && echo "met (<= 1000 ms)" || echo "NOT met (<= 1000 ms)") |"
-[ "$verdict" = 1 ] && [ "$dverdict" = 1 ]
+# A missed bar fails a measuring run; the quick run (bench/run-all --quick, in the suite, on a
+# machine that may be busy) checks that the bytes agree and the map is drawn, not the speed.
+[ "$quick" = 1 ] || { [ "$verdict" = 1 ] && [ "$dverdict" = 1 ]; }
