@@ -154,3 +154,84 @@ fn still_matches(store: &dyn Store, l: &Located, e: &SideEntry) -> Result<bool, 
     let (fresh, _) = super::extract::side_is_fresh(store, l, e)?;
     Ok(fresh && crate::extract::ExtractInfo::decode(&e.info).is_ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::api::testing::local;
+    use crate::api::{ExtractIndexOptions, Fdb};
+    use crate::grib;
+
+    const REQ: &str =
+        "class=od,stream=oper,type=fc,expver=0001,date=20260101,time=0000,step=6,levtype=sfc,param=167";
+
+    /// A field streamed into fieldstore's own format has no information in its catalogue
+    /// entry (as in databases from before it was kept): extract reads it whole until
+    /// extract-index describes it in a side file, then only the point's bytes, with the same
+    /// values; a second run reads nothing.
+    #[test]
+    fn fields_stored_without_information_get_it_beside_their_data_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = local(dir.path());
+        let keys = [
+            ("class", "od"),
+            ("stream", "oper"),
+            ("type", "fc"),
+            ("expver", "0001"),
+            ("date", "20260101"),
+            ("time", "0000"),
+            ("step", "6"),
+            ("levtype", "sfc"),
+            ("param", "167"),
+        ];
+        let msg = grib::sample::make_field(&keys, 65160, 1).unwrap();
+        let key = grib::mars_keys(&msg).unwrap();
+        f.archive_grib_from(&key, msg.len() as u64, &mut &msg[..])
+            .unwrap();
+        f.flush().unwrap();
+        let req = crate::model::request::parse_request(REQ).unwrap();
+        let ranges = [100..101, 40000..40010];
+        let before = f.extract(&req, &ranges).unwrap();
+        assert_eq!(before[0].bytes_read, msg.len() as u64, "read whole");
+
+        let dry = ExtractIndexOptions {
+            dry_run: true,
+            progress: None,
+        };
+        let r = f.extract_index(&req, &dry).unwrap();
+        assert_eq!((r.fields, r.added, r.already, r.side_files), (1, 1, 0, 1));
+        assert_eq!(
+            f.extract(&req, &ranges).unwrap()[0].bytes_read,
+            msg.len() as u64
+        );
+
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let options = ExtractIndexOptions {
+            dry_run: false,
+            progress: Some(std::sync::Arc::new(move |done, total| {
+                s.lock().unwrap().push((done, total))
+            })),
+        };
+        let r = f.extract_index(&req, &options).unwrap();
+        assert_eq!((r.added, r.already, r.left), (1, 0, 0));
+        assert_eq!(r.bytes_read, msg.len() as u64);
+        assert_eq!(seen.lock().unwrap().last(), Some(&(1, 1)));
+        let after = f.extract(&req, &ranges).unwrap();
+        assert_eq!(after[0].ranges, before[0].ranges);
+        assert!(after[0].bytes_read < 1024, "{}", after[0].bytes_read);
+
+        let again = f.extract_index(&req, &options).unwrap();
+        assert_eq!((again.added, again.already, again.bytes_read), (0, 1, 0));
+    }
+
+    #[test]
+    fn a_memory_store_refuses_naming_why() {
+        let f = crate::api::testing::memory();
+        let req = crate::model::request::parse_request(REQ).unwrap();
+        let e = f
+            .extract_index(&req, &ExtractIndexOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("memory"), "{e}");
+    }
+}
