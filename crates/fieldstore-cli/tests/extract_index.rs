@@ -32,6 +32,11 @@ struct Store {
 
 impl Store {
     fn new(dir: &Path) -> Store {
+        Store::with_format(dir, "fdb5")
+    }
+
+    /// A store whose new databases take `format` (`fdb5` or `fieldstore`).
+    fn with_format(dir: &Path, format: &str) -> Store {
         let root = dir.join("root");
         let home = dir.join("home");
         std::fs::create_dir_all(&root).unwrap();
@@ -42,7 +47,7 @@ impl Store {
         std::fs::write(
             &config,
             format!(
-                "type: local\nengine: toc\nformat: fdb5\nschema: {}\nspaces:\n- handler: Default\n  roots:\n  - path: {}\n",
+                "type: local\nengine: toc\nformat: {format}\nschema: {}\nspaces:\n- handler: Default\n  roots:\n  - path: {}\n",
                 schema.display(),
                 root.display()
             ),
@@ -394,4 +399,30 @@ fn extract_index_adds_information_to_fields_fdb5_wrote_resumably() {
         std::fs::read_dir(&store.root).unwrap().next().is_none(),
         "the database's directory is gone"
     );
+}
+
+/// A fieldstore database converted to FDB5's format keeps its fields' extraction information,
+/// moved from its catalogue entries into side files beside the data files (which stay where
+/// they are); FDB5 reads the result.
+#[test]
+fn conversion_to_fdb5s_format_moves_the_information_into_side_files() {
+    let test = "conversion_to_fdb5s_format_moves_the_information_into_side_files";
+    let d = tempfile::tempdir().unwrap();
+    let (_, ccsds) = fields(d.path());
+    let store = Store::with_format(d.path(), "fieldstore");
+    store.fieldstore(&["write", ccsds.to_str().unwrap()]);
+    assert!(store.files_ending(".extract").is_empty(), "kept in the catalogue");
+    all_partial(&extract(&store, &ccsds, "fieldstore's format"), &ccsds, "fieldstore's format");
+    store.fieldstore(&["convert", DB, "--to", "fdb5", "--grace", "0"]);
+    assert_eq!(
+        store.files_ending(".data.extract").len(),
+        store.files_ending(".data").len()
+    );
+    all_partial(&extract(&store, &ccsds, "converted"), &ccsds, "converted");
+    if fdb5::have_fdb5() {
+        assert_eq!(fdb5::fdb5_listing(&store.config, &store.home).len(), 4);
+        assert_eq!(fdb5_read(&store, d.path()), messages(&ccsds));
+    } else {
+        missing(test, "FDB5's tools (fdb-list, fdb-read)");
+    }
 }

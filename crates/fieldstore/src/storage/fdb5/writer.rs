@@ -106,6 +106,9 @@ struct Pending {
 pub(crate) struct Fdb5Writer {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// Where the fields' data files are (and their side files go): the database's directory,
+    /// but for a conversion, which writes the catalogue in a work directory beside it.
+    data_dir: PathBuf,
     db: Key,
     schema: Option<Schema>,
     pending: Vec<Pending>,
@@ -125,10 +128,18 @@ impl Fdb5Writer {
         Ok(Fdb5Writer {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
+            data_dir: dir.to_path_buf(),
             db,
             schema,
             pending: Vec::new(),
         })
+    }
+
+    /// The fields added name data files of `dir` (a conversion's database), not of the
+    /// directory the catalogue is written in.
+    pub fn with_data_dir(mut self, dir: &Path) -> Fdb5Writer {
+        self.data_dir = dir.to_path_buf();
+        self
     }
 
     /// Writes one index key's tree into a new index file; returns its record.
@@ -215,7 +226,7 @@ impl Fdb5Writer {
             }
         }
         for (object, fields) in by_object {
-            let data = self.dir.join(object);
+            let data = self.data_dir.join(object);
             let file = self
                 .fs
                 .open(&data, OpenMode::Read)

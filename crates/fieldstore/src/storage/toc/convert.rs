@@ -453,7 +453,8 @@ impl TocCatalogue {
             maps: HashMap::new(),
         };
         create_fdb5(&*fs, work, &db.key, schema_text)?;
-        let mut writer = Fdb5Writer::open(&fs, work)?;
+        // Side files of extraction information go beside the data files, which stay in `dir`.
+        let mut writer = Fdb5Writer::open(&fs, work)?.with_data_dir(dir);
         let mut done = 0u64;
         for ix in old {
             for (datum, field) in &ix.entries {
