@@ -411,8 +411,15 @@ fn conversion_to_fdb5s_format_moves_the_information_into_side_files() {
     let (_, ccsds) = fields(d.path());
     let store = Store::with_format(d.path(), "fieldstore");
     store.fieldstore(&["write", ccsds.to_str().unwrap()]);
-    assert!(store.files_ending(".extract").is_empty(), "kept in the catalogue");
-    all_partial(&extract(&store, &ccsds, "fieldstore's format"), &ccsds, "fieldstore's format");
+    assert!(
+        store.files_ending(".extract").is_empty(),
+        "kept in the catalogue"
+    );
+    all_partial(
+        &extract(&store, &ccsds, "fieldstore's format"),
+        &ccsds,
+        "fieldstore's format",
+    );
     store.fieldstore(&["convert", DB, "--to", "fdb5", "--grace", "0"]);
     assert_eq!(
         store.files_ending(".data.extract").len(),

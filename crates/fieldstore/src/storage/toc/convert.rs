@@ -225,12 +225,14 @@ impl Bytes<'_> {
     }
 }
 
+/// The files of a directory, but side files of extraction information: a conversion to FDB5's
+/// format writes them, and `extract-index` may meanwhile, and neither changes the catalogue.
 fn files_in(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
     Ok(fs
         .read_dir(dir)
         .map_err(io("list", dir))?
         .into_iter()
-        .filter(|e| !e.is_dir)
+        .filter(|e| !e.is_dir && !e.file_name().ends_with(crate::storage::sidecar::SUFFIX))
         .map(|e| e.file_name())
         .collect())
 }
