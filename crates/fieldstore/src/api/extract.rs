@@ -135,6 +135,56 @@ fn one(
     ranges: &[Range<u64>],
 ) -> Result<Extraction, ApiError> {
     let key = full_key(l);
+    let mut checked = 0;
+    let (info, from_side) = match (&l.field.extract, side) {
+        (Some(x), _) => (Some(ExtractInfo::decode(x).map_err(ApiError::from)?), false),
+        (None, Some(e)) => {
+            let (fresh, read) = side_is_fresh(store, l, e)?;
+            checked = read;
+            // Damaged side information is as good as none: the field is decoded whole.
+            (
+                fresh.then(|| ExtractInfo::decode(&e.info).ok()).flatten(),
+                true,
+            )
+        }
+        (None, None) => (None, false),
+    };
+    if let Some(info) = info.filter(|i| i.total_length == l.field.length) {
+        match ranged(store, l, &info, ranges, &key) {
+            Ok((out, read)) => {
+                return Ok(Extraction {
+                    key,
+                    ranges: out,
+                    bytes_read: checked + read,
+                    grid_md5: info.md5_grid_section,
+                })
+            }
+            // A side file is not the catalogue: information in it that does not fit the bytes
+            // (a data file changed past the bytes the check covers) is no reason to fail; the
+            // field is decoded whole, and a real fault of the request or the bytes shows there.
+            Err(_) if from_side => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let bytes = store.read(&l.db, &l.field)?;
+    let (out, grid_md5) = whole(&bytes, ranges).map_err(|e| in_field(e, &key, store, l))?;
+    Ok(Extraction {
+        key,
+        ranges: out,
+        bytes_read: checked + l.field.length,
+        grid_md5,
+    })
+}
+
+/// A field's values at the ranges through its extraction information: only the planned pieces
+/// read. Returns them with the bytes read.
+fn ranged(
+    store: &dyn Store,
+    l: &Located,
+    info: &ExtractInfo,
+    ranges: &[Range<u64>],
+    key: &Key,
+) -> Result<(Vec<RangeValues>, u64), ApiError> {
     let named = |e: crate::extract::ExtractError| {
         ApiError::Invalid(format!(
             "{} ({}): {e}",
@@ -142,34 +192,14 @@ fn one(
             store.uri(&l.db, &l.field.object)
         ))
     };
-    let mut bytes_read = 0;
-    let info = match (&l.field.extract, side) {
-        (Some(x), _) => Some(ExtractInfo::decode(x).map_err(ApiError::from)?),
-        (None, Some(e)) => {
-            let (fresh, read) = side_is_fresh(store, l, e)?;
-            bytes_read += read;
-            // Damaged side information is as good as none: the field is decoded whole.
-            fresh.then(|| ExtractInfo::decode(&e.info).ok()).flatten()
-        }
-        (None, None) => None,
-    };
-    let Some(info) = info.filter(|i| i.total_length == l.field.length) else {
-        let bytes = store.read(&l.db, &l.field)?;
-        let (out, grid_md5) = whole(&bytes, ranges).map_err(|e| in_field(e, &key, store, l))?;
-        return Ok(Extraction {
-            key,
-            ranges: out,
-            bytes_read: bytes_read + l.field.length,
-            grid_md5,
-        });
-    };
-    let mut plan = info.plan(ranges).map_err(|e| in_field(e, &key, store, l))?;
+    let mut plan = info.plan(ranges).map_err(|e| in_field(e, key, store, l))?;
     if store.kind() == "s3" {
         // A GET costs a round trip: pieces closer than this are fetched as one (a box's rows).
         plan = coalesce(plan, S3_GAP);
     }
     let object = store.open_object(&l.db, &l.field.object)?;
     let mut pieces: Vec<(Range<u64>, Vec<u8>)> = Vec::with_capacity(plan.len());
+    let mut bytes_read = 0;
     for p in plan {
         let len = usize::try_from(p.end - p.start).map_err(|_| named(too_large(&p)))?;
         let mut buf = vec![0u8; len];
@@ -193,13 +223,8 @@ fn one(
         .collect();
     let out = info
         .extract(ranges, &fetched)
-        .map_err(|e| in_field(e, &key, store, l))?;
-    Ok(Extraction {
-        key,
-        ranges: out,
-        bytes_read,
-        grid_md5: info.md5_grid_section,
-    })
+        .map_err(|e| in_field(e, key, store, l))?;
+    Ok((out, bytes_read))
 }
 
 /// Whether a side file's record still describes the field: the CRC-32C of the field's first
