@@ -57,6 +57,9 @@ enum Command {
     /// Values at grid points, places or boxes of the fields a request names, reading only the
     /// bytes those points need (GribJump's extraction).
     Extract(commands::extract::ExtractArgs),
+    /// Add extraction information to fields stored without it (FDB5's format, older
+    /// databases), so extract reads only the bytes a few points need; resumable.
+    ExtractIndex(commands::extract_index::ExtractIndexArgs),
     /// Follow fields as flushes make them visible: one line each, or a command run per field.
     Watch(commands::watch::WatchArgs),
     /// List fields, indexes or databases matching a partial request.
@@ -178,6 +181,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Write(a) => commands::store::write(a, &session),
         Command::Read(a) => commands::store::read(a, &session),
         Command::Extract(a) => commands::extract::extract(a, &session),
+        Command::ExtractIndex(a) => commands::extract_index::run(a, &session),
         Command::List(a) => commands::store::list(a, &session),
         Command::Watch(a) => commands::watch::run(a, &session),
         Command::Axes(a) => commands::store::axes(a, &session),

@@ -204,12 +204,31 @@ POLYTOPE_BASE = {"class": "rd", "stream": "oper", "type": "fc", "date": "2024010
     # A 10x20 degree box over two steps, CCSDS with and without a bitmap.
     ("boundingbox", dict(POLYTOPE_BASE, param="165/228", step="0/12",
                          feature={"type": "boundingbox", "points": [[40, 0], [50, 20]]})),
+    # A quadrilateral (Polytope's polygon slicer: a row of points per latitude, clipped to the
+    # edges) over two steps, 2t (simple) and 10v (simple, with a bitmap).
+    ("polygon", dict(POLYTOPE_BASE, param="167/166", step="0/12",
+                     feature={"type": "polygon", "shape": [[38, 2], [52, 6], [47, 24], [36, 14]]})),
+    # Two polygons at once, one across the 0 meridian (longitudes wrapped by the cyclic axis).
+    ("polygons", dict(POLYTOPE_BASE, param="165", step="6",
+                      feature={"type": "polygon",
+                               "shape": [[[10, -8], [16, -2], [9, 4]], [[-30, 100], [-22, 110], [-32, 112]]]})),
+    # A trajectory: a disk of 2 degrees swept along three points, at one step (polytope-mars
+    # takes one step per trajectory), CCSDS with and without a bitmap.
+    ("trajectory", dict(POLYTOPE_BASE, param="165/228", step="12",
+                        feature={"type": "trajectory", "points": [[40, 0], [45, 10], [52, 20]],
+                                 "axes": ["latitude", "longitude"], "inflation": 2, "inflate": "round"})),
+    # The same swept as a box.
+    ("trajectory-box", dict(POLYTOPE_BASE, param="167", step="18",
+                            feature={"type": "trajectory", "points": [[-10, 170], [0, 185], [5, 200]],
+                                     "axes": ["latitude", "longitude"], "inflation": 1.5, "inflate": "box"})),
 ])
 def test_polytope_same_coveragejson(data, ours, reference, ours_subprocess, name, request_):
     spec = {"request": request_, "config": polytope_config(data)}
     ref = reference("polytope", spec)
     got = ours_subprocess("polytope", spec)
     assert ref["type"] == "CoverageCollection" and ref["coverages"], ref
+    # Shapes that caught points: a comparison of empty answers would show nothing.
+    assert any(rng["values"] for c in ref["coverages"] for rng in c["ranges"].values()), ref
     assert canonical(got) == canonical(ref)
 
 

@@ -1,6 +1,7 @@
 pub mod adopt;
 pub mod convert;
 pub mod extract;
+pub mod extract_index;
 pub mod fdb5_form;
 pub mod hammer;
 pub mod info;

@@ -12,7 +12,9 @@ use super::local::Located;
 use super::reader::DataReader;
 use crate::extract::{extract_message, ExtractInfo, RangeValues};
 use crate::model::Key;
-use crate::storage::Store;
+use crate::storage::sidecar::{head_crc, SideEntry, HEAD};
+use crate::storage::{SideMap, Store};
+use std::collections::{HashMap, VecDeque};
 
 /// One field's values: its full MARS key and, per range asked for, the values (NaN where
 /// missing) and the mask of present points.
@@ -34,11 +36,15 @@ const PARALLEL_FIELDS: usize = 16;
 /// Extracts from fields located in a store, in their order.
 pub(super) fn extract_located(
     store: &dyn Store,
-    located: &std::collections::VecDeque<Located>,
+    located: &VecDeque<Located>,
     ranges: &[Range<u64>],
 ) -> Result<Vec<Extraction>, ApiError> {
     check_ranges(ranges)?;
-    let located: Vec<&Located> = located.iter().collect();
+    let sides = side_entries(store, located);
+    let located: Vec<(&Located, Option<&SideEntry>)> = located
+        .iter()
+        .zip(sides.iter().map(Option::as_ref))
+        .collect();
     let threads = if store.kind() == "s3" {
         PARALLEL_FIELDS
     } else {
@@ -46,7 +52,10 @@ pub(super) fn extract_located(
     }
     .min(located.len());
     if threads <= 1 {
-        return located.iter().map(|l| one(store, l, ranges)).collect();
+        return located
+            .iter()
+            .map(|(l, side)| one(store, l, *side, ranges))
+            .collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<Extraction, ApiError>>>> =
@@ -55,8 +64,10 @@ pub(super) fn extract_located(
         for _ in 0..threads {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(l) = located.get(i) else { break };
-                let r = one(store, l, ranges);
+                let Some((l, side)) = located.get(i) else {
+                    break;
+                };
+                let r = one(store, l, *side, ranges);
                 if let Ok(mut slot) = results[i].lock() {
                     *slot = Some(r);
                 }
@@ -75,6 +86,32 @@ pub(super) fn extract_located(
         .collect()
 }
 
+/// For each field whose catalogue entry has no extraction information, the side file's entry
+/// for it, if any (`storage::sidecar`: FDB5's format, fields stored before information was
+/// kept, `fieldstore extract-index`). Each side file is read once per call. One that cannot be
+/// read is as good as missing: those fields are decoded whole, as without it.
+fn side_entries(store: &dyn Store, located: &VecDeque<Located>) -> Vec<Option<SideEntry>> {
+    let mut files: HashMap<(&str, &str), SideMap> = HashMap::new();
+    located
+        .iter()
+        .map(|l| {
+            if l.field.extract.is_some() {
+                return None;
+            }
+            let map = files
+                .entry((l.db.id.as_str(), l.field.object.as_str()))
+                .or_insert_with(|| {
+                    store
+                        .side_entries(&l.db, &l.field.object)
+                        .unwrap_or_default()
+                });
+            map.get(&l.field.offset)
+                .filter(|e| e.length == l.field.length)
+                .cloned()
+        })
+        .collect()
+}
+
 /// Bytes between two planned pieces an S3 store fetches rather than asking twice.
 const S3_GAP: u64 = 64 << 10;
 
@@ -89,9 +126,65 @@ fn coalesce(plan: Vec<Range<u64>>, gap: u64) -> Vec<Range<u64>> {
     out
 }
 
-/// One field: through its stored extraction information when there is some, else whole.
-fn one(store: &dyn Store, l: &Located, ranges: &[Range<u64>]) -> Result<Extraction, ApiError> {
+/// One field: through its stored extraction information when there is some (in its catalogue
+/// entry, else in a side file whose record still matches the field's first bytes), else whole.
+fn one(
+    store: &dyn Store,
+    l: &Located,
+    side: Option<&SideEntry>,
+    ranges: &[Range<u64>],
+) -> Result<Extraction, ApiError> {
     let key = full_key(l);
+    let mut checked = 0;
+    let (info, from_side) = match (&l.field.extract, side) {
+        (Some(x), _) => (Some(ExtractInfo::decode(x).map_err(ApiError::from)?), false),
+        (None, Some(e)) => {
+            let (fresh, read) = side_is_fresh(store, l, e)?;
+            checked = read;
+            // Damaged side information is as good as none: the field is decoded whole.
+            (
+                fresh.then(|| ExtractInfo::decode(&e.info).ok()).flatten(),
+                true,
+            )
+        }
+        (None, None) => (None, false),
+    };
+    if let Some(info) = info.filter(|i| i.total_length == l.field.length) {
+        match ranged(store, l, &info, ranges, &key) {
+            Ok((out, read)) => {
+                return Ok(Extraction {
+                    key,
+                    ranges: out,
+                    bytes_read: checked + read,
+                    grid_md5: info.md5_grid_section,
+                })
+            }
+            // A side file is not the catalogue: information in it that does not fit the bytes
+            // (a data file changed past the bytes the check covers) is no reason to fail; the
+            // field is decoded whole, and a real fault of the request or the bytes shows there.
+            Err(_) if from_side => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let bytes = store.read(&l.db, &l.field)?;
+    let (out, grid_md5) = whole(&bytes, ranges).map_err(|e| in_field(e, &key, store, l))?;
+    Ok(Extraction {
+        key,
+        ranges: out,
+        bytes_read: checked + l.field.length,
+        grid_md5,
+    })
+}
+
+/// A field's values at the ranges through its extraction information: only the planned pieces
+/// read. Returns them with the bytes read.
+fn ranged(
+    store: &dyn Store,
+    l: &Located,
+    info: &ExtractInfo,
+    ranges: &[Range<u64>],
+    key: &Key,
+) -> Result<(Vec<RangeValues>, u64), ApiError> {
     let named = |e: crate::extract::ExtractError| {
         ApiError::Invalid(format!(
             "{} ({}): {e}",
@@ -99,24 +192,7 @@ fn one(store: &dyn Store, l: &Located, ranges: &[Range<u64>]) -> Result<Extracti
             store.uri(&l.db, &l.field.object)
         ))
     };
-    let info = l
-        .field
-        .extract
-        .as_deref()
-        .map(ExtractInfo::decode)
-        .transpose()
-        .map_err(ApiError::from)?;
-    let Some(info) = info.filter(|i| i.total_length == l.field.length) else {
-        let bytes = store.read(&l.db, &l.field)?;
-        let (out, grid_md5) = whole(&bytes, ranges).map_err(|e| in_field(e, &key, store, l))?;
-        return Ok(Extraction {
-            key,
-            ranges: out,
-            bytes_read: l.field.length,
-            grid_md5,
-        });
-    };
-    let mut plan = info.plan(ranges).map_err(|e| in_field(e, &key, store, l))?;
+    let mut plan = info.plan(ranges).map_err(|e| in_field(e, key, store, l))?;
     if store.kind() == "s3" {
         // A GET costs a round trip: pieces closer than this are fetched as one (a box's rows).
         plan = coalesce(plan, S3_GAP);
@@ -147,13 +223,22 @@ fn one(store: &dyn Store, l: &Located, ranges: &[Range<u64>]) -> Result<Extracti
         .collect();
     let out = info
         .extract(ranges, &fetched)
-        .map_err(|e| in_field(e, &key, store, l))?;
-    Ok(Extraction {
-        key,
-        ranges: out,
-        bytes_read,
-        grid_md5: info.md5_grid_section,
-    })
+        .map_err(|e| in_field(e, key, store, l))?;
+    Ok((out, bytes_read))
+}
+
+/// Whether a side file's record still describes the field: the CRC-32C of the field's first
+/// bytes as they are now against the one recorded (a data file replaced under the same name
+/// holds other fields). Returns it with the bytes read to know.
+pub(super) fn side_is_fresh(
+    store: &dyn Store,
+    l: &Located,
+    e: &SideEntry,
+) -> Result<(bool, u64), ApiError> {
+    let object = store.open_object(&l.db, &l.field.object)?;
+    let mut head = vec![0u8; l.field.length.min(HEAD) as usize];
+    let n = object.read_at(l.field.offset, &mut head)?;
+    Ok((n == head.len() && head_crc(&head) == e.head_crc, n as u64))
 }
 
 /// A message in memory: its values at the ranges, and its grid's md5.

@@ -106,6 +106,23 @@ pub trait Fdb: Send + Sync {
         }
     }
 
+    /// Adds extraction information to the fields a request names that were stored without it
+    /// (`api/extract_index.rs`), where the data is: only a config whose databases are local
+    /// directories can.
+    fn extract_index(
+        &self,
+        request: &Request,
+        options: &super::ExtractIndexOptions,
+    ) -> Result<super::ExtractIndexReport, ApiError> {
+        match self.forward_to() {
+            Some(child) => child.extract_index(request, options),
+            None => Err(ApiError::Invalid(format!(
+                "extract-index runs on a config whose databases are local directories (point --config at one); {} is not",
+                self.name()
+            ))),
+        }
+    }
+
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         forward(self, Operation::List)?.list(request, options)

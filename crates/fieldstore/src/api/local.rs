@@ -1395,6 +1395,33 @@ impl Fdb for LocalFdb {
         super::extract::extract_located(&*self.store, &self.locate(request)?, ranges)
     }
 
+    fn extract_index(
+        &self,
+        request: &Request,
+        options: &super::ExtractIndexOptions,
+    ) -> Result<super::ExtractIndexReport, ApiError> {
+        if self.store.kind() != "file" {
+            return Err(ApiError::Invalid(format!(
+                "extract-index keeps extraction information beside data files in database directories; this config's store is {}, whose fields have it in their catalogue entries when archived (fields stored without it are extracted whole)",
+                self.store.kind()
+            )));
+        }
+        let located = self.locate(request)?;
+        if located.is_empty() {
+            return Err(ApiError::NothingMatched(format!(
+                "no field matches {request}"
+            )));
+        }
+        let mut dbs: Vec<&DbRef> = located.iter().map(|l| &l.db).collect();
+        dbs.dedup();
+        for db in dbs {
+            if self.catalogue.is_locked(db, "archive")? {
+                return Err(locked(db, "archive"));
+            }
+        }
+        super::extract_index::run(&*self.store, &located, options)
+    }
+
     fn subscribe(
         &self,
         request: &Request,

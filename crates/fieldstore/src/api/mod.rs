@@ -4,6 +4,7 @@ pub(crate) mod archiver;
 pub(crate) mod element;
 pub(crate) mod error;
 mod extract;
+mod extract_index;
 pub mod extract_json;
 pub(crate) mod fdb;
 pub(crate) mod feed;
@@ -26,6 +27,7 @@ pub use element::{
 };
 pub use error::{ApiError, RemoteFailure};
 pub use extract::{extract_selections, Extraction, SelectedField, SelectedValues, Selection};
+pub use extract_index::{ExtractIndexOptions, ExtractIndexProgress, ExtractIndexReport};
 pub use fdb::{Fdb, ListIter};
 pub use local::{Clock, LocalFdb};
 pub use operation::{Operation, UnknownOperation};

@@ -460,6 +460,23 @@ impl Store for AdoptingStore {
             None => self.inner.object_size(db, object),
         }
     }
+
+    fn side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+    ) -> Result<super::store::SideMap, StorageError> {
+        self.inner.side_entries(db, object)
+    }
+
+    fn add_side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+        entries: &[super::sidecar::SideEntry],
+    ) -> Result<(), StorageError> {
+        self.inner.add_side_entries(db, object, entries)
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod memory;
 pub(crate) mod names;
 pub(crate) mod posix;
 pub mod s3;
+pub mod sidecar;
 pub(crate) mod store;
 pub mod tier_move;
 pub mod tiered;
@@ -30,7 +31,7 @@ pub use error::StorageError;
 pub use memory::{Limits as MemoryLimits, MemoryBackend, MemoryCatalogue, MemoryStore};
 pub use posix::{adopted_object, PosixStore};
 pub(crate) use store::read_exactly;
-pub use store::{FieldRef, ObjectReader, Store, StoreWriter};
+pub use store::{FieldRef, ObjectReader, SideMap, Store, StoreWriter};
 pub use toc::TocCatalogue;
 
 use crate::model::Key;

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 
 use super::fs::{self, FileSystem, FsFile, OpenMode};
 use super::names::unique_name;
+use super::sidecar;
 use super::store::ObjectReader;
 use super::{DbRef, FieldRef, StorageError, Store, StoreWriter};
 
@@ -196,6 +197,8 @@ impl Store for PosixStore {
                 continue;
             }
             fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
+            let side = sidecar::path_of(&p);
+            fs::remove_if_exists(&*self.fs, &side).map_err(StorageError::io("remove", &side))?;
         }
         Ok(())
     }
@@ -222,6 +225,14 @@ impl Store for PosixStore {
                 let p = d.join(o);
                 fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
             }
+            // Side files of extraction information, including those of data files gone before.
+            for e in &entries {
+                let name = e.file_name();
+                if !e.is_dir && name.ends_with(&format!("{SUFFIX}{}", sidecar::SUFFIX)) {
+                    let p = d.join(&name);
+                    fs::remove_if_exists(&*self.fs, &p).map_err(StorageError::io("remove", &p))?;
+                }
+            }
         }
         Ok(objects.iter().map(|o| self.uri(db, o)).collect())
     }
@@ -231,6 +242,34 @@ impl Store for PosixStore {
             .metadata(&object_path(db, object))
             .ok()
             .map(|m| m.len)
+    }
+
+    fn side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+    ) -> Result<super::store::SideMap, StorageError> {
+        if !sidecar::has_side(object) {
+            return Ok(super::store::SideMap::new());
+        }
+        sidecar::read(&*self.fs, &dir(db).join(object))
+    }
+
+    fn add_side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+        entries: &[sidecar::SideEntry],
+    ) -> Result<(), StorageError> {
+        if !sidecar::has_side(object) {
+            return Err(StorageError::Config {
+                detail: format!(
+                    "{object} is not a data file of database {}: its extraction information is not kept beside it",
+                    db.id
+                ),
+            });
+        }
+        sidecar::append(&*self.fs, &dir(db).join(object), entries)
     }
 }
 

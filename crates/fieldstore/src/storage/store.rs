@@ -72,7 +72,34 @@ pub trait Store: Send + Sync {
 
     /// Size in bytes of an object, for statistics; `None` if it is gone.
     fn object_size(&self, db: &DbRef, object: &str) -> Option<u64>;
+
+    /// The extraction information kept beside an object for fields whose catalogue entry has
+    /// none (`storage::sidecar`), by offset; empty where the store keeps none (only a
+    /// directory's data files have side files).
+    fn side_entries(&self, _db: &DbRef, _object: &str) -> Result<SideMap, StorageError> {
+        Ok(SideMap::new())
+    }
+
+    /// Adds extraction information beside an object (`extract-index`); refused by stores that
+    /// cannot keep it.
+    fn add_side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+        _entries: &[super::sidecar::SideEntry],
+    ) -> Result<(), StorageError> {
+        Err(StorageError::Config {
+            detail: format!(
+                "{} cannot keep extraction information beside its objects ({}): only databases kept in a directory can",
+                self.kind(),
+                self.uri(db, object)
+            ),
+        })
+    }
 }
+
+/// A side file's entries by the offset of their field.
+pub type SideMap = std::collections::HashMap<u64, super::sidecar::SideEntry>;
 
 pub trait StoreWriter: Send {
     /// Stores the bytes; they need not be durable until `sync`. The returned reference carries

@@ -561,6 +561,21 @@ impl Store for TieredStore {
     fn object_size(&self, db: &DbRef, object: &str) -> Option<u64> {
         on_store!(self, db, object_size(object))
     }
+    fn side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+    ) -> Result<super::store::SideMap, StorageError> {
+        on_store!(self, db, side_entries(object))
+    }
+    fn add_side_entries(
+        &self,
+        db: &DbRef,
+        object: &str,
+        entries: &[super::sidecar::SideEntry],
+    ) -> Result<(), StorageError> {
+        on_store!(self, db, add_side_entries(object, entries))
+    }
 }
 
 #[cfg(test)]

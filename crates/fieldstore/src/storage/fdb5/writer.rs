@@ -106,6 +106,9 @@ struct Pending {
 pub(crate) struct Fdb5Writer {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// Where the fields' data files are (and their side files go): the database's directory,
+    /// but for a conversion, which writes the catalogue in a work directory beside it.
+    data_dir: PathBuf,
     db: Key,
     schema: Option<Schema>,
     pending: Vec<Pending>,
@@ -125,10 +128,18 @@ impl Fdb5Writer {
         Ok(Fdb5Writer {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
+            data_dir: dir.to_path_buf(),
             db,
             schema,
             pending: Vec::new(),
         })
+    }
+
+    /// The fields added name data files of `dir` (a conversion's database), not of the
+    /// directory the catalogue is written in.
+    pub fn with_data_dir(mut self, dir: &Path) -> Fdb5Writer {
+        self.data_dir = dir.to_path_buf();
+        self
     }
 
     /// Writes one index key's tree into a new index file; returns its record.
@@ -195,6 +206,48 @@ impl Fdb5Writer {
     }
 }
 
+impl Fdb5Writer {
+    /// Appends the extraction information of the batch's fields to the side files of their
+    /// data files (`storage::sidecar`), which FDB5's records cannot hold. The store synced the
+    /// fields' bytes before this commit, so a record never names bytes that are not there; a
+    /// crash after it and before the toc record leaves records no index names, which no reader
+    /// asks for.
+    fn write_side_files(&self, pending: &[Pending]) -> Result<(), StorageError> {
+        use crate::storage::sidecar::{has_side, head_crc, read_head, SideEntry};
+        let mut by_object: BTreeMap<&str, Vec<&FieldRef>> = BTreeMap::new();
+        for p in pending {
+            for (_, field) in p.fields.values() {
+                if field.extract.is_some() && has_side(&field.object) {
+                    by_object
+                        .entry(field.object.as_str())
+                        .or_default()
+                        .push(field);
+                }
+            }
+        }
+        for (object, fields) in by_object {
+            let data = self.data_dir.join(object);
+            let file = self
+                .fs
+                .open(&data, OpenMode::Read)
+                .map_err(StorageError::io("open", &data))?;
+            let mut entries = Vec::with_capacity(fields.len());
+            for field in fields {
+                let Some(info) = &field.extract else { continue };
+                let head = read_head(&*file, &data, field.offset, field.length)?;
+                entries.push(SideEntry {
+                    offset: field.offset,
+                    length: field.length,
+                    head_crc: head_crc(&head),
+                    info: info.clone(),
+                });
+            }
+            crate::storage::sidecar::append(&*self.fs, &data, &entries)?;
+        }
+        Ok(())
+    }
+}
+
 impl CatalogueWriter for Fdb5Writer {
     fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError> {
         let pos = match self.pending.iter().position(|p| p.index == *index) {
@@ -255,6 +308,7 @@ impl CatalogueWriter for Fdb5Writer {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
+        self.write_side_files(&pending)?;
         let mut records = Vec::with_capacity(pending.len());
         for p in &pending {
             records.push(Payload::Index(self.write_index(p, now)?));

@@ -267,12 +267,14 @@ impl Bytes<'_> {
     }
 }
 
+/// The files of a directory, but side files of extraction information: a conversion to FDB5's
+/// format writes them, and `extract-index` may meanwhile, and neither changes the catalogue.
 fn files_in(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
     Ok(fs
         .read_dir(dir)
         .map_err(io("list", dir))?
         .into_iter()
-        .filter(|e| !e.is_dir)
+        .filter(|e| !e.is_dir && !e.file_name().ends_with(crate::storage::sidecar::SUFFIX))
         .map(|e| e.file_name())
         .collect())
 }
@@ -495,7 +497,8 @@ impl TocCatalogue {
             maps: HashMap::new(),
         };
         create_fdb5(&*fs, work, &db.key, schema_text)?;
-        let mut writer = Fdb5Writer::open(&fs, work)?;
+        // Side files of extraction information go beside the data files, which stay in `dir`.
+        let mut writer = Fdb5Writer::open(&fs, work)?.with_data_dir(dir);
         let mut done = 0u64;
         for ix in old {
             for (datum, field) in &ix.entries {
