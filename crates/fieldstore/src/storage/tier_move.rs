@@ -51,14 +51,18 @@ impl Copied {
     ) {
         use std::hash::{Hash, Hasher};
         // SipHash with fixed keys: the same entry digests alike in the copy and the read-back
-        // (both in this process), and one pass over it (this runs once per field).
+        // (both in this process). A key's pairs are summed, so their order (which the two
+        // catalogues may keep differently) does not count, and nothing is sorted or allocated
+        // (this runs twice per field).
+        let pairs = |key: &crate::model::Key, salt: u8| {
+            key.iter().fold(0u64, |acc, kv| {
+                let mut h = std::hash::DefaultHasher::new();
+                (salt, kv).hash(&mut h);
+                acc.wrapping_add(h.finish())
+            })
+        };
         let mut h = std::hash::DefaultHasher::new();
-        for key in [index, datum] {
-            let mut pairs: Vec<(&str, &str)> = key.iter().collect();
-            pairs.sort_unstable();
-            pairs.hash(&mut h);
-        }
-        (length, crc).hash(&mut h);
+        (pairs(index, 0), pairs(datum, 1), length, crc).hash(&mut h);
         let h = h.finish();
         self.fields += 1;
         self.bytes += length;
@@ -504,7 +508,17 @@ impl TieredCatalogue {
         };
         let reader = self.toc.reader(db).map_err(undo)?;
         let files = PosixStore::new(self.toc.file_system());
-        let mut sw = b.store.writer(&inner).map_err(undo)?;
+        // Parts small enough that a few are in flight while the copy goes on, for a database of
+        // a few parts too (the first leaves once it is full).
+        let part = usize::try_from(total / 8)
+            .unwrap_or(usize::MAX)
+            .clamp(5 << 20, super::s3::store::DEFAULT_PART_SIZE);
+        let mut sw = b
+            .store
+            .clone()
+            .with_part_size(part)
+            .writer(&inner)
+            .map_err(undo)?;
         let mut cw = b.catalogue.writer(&inner).map_err(undo)?;
         let copied =
             copy_fields(&*reader, &files, db, &mut *sw, &mut *cw, opts, total).map_err(undo)?;
