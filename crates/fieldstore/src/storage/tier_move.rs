@@ -117,8 +117,7 @@ impl Window {
                 Some(w) if w.object == object => w.reader,
                 _ => src.open_object(db, object)?,
             };
-            let mut buf = Vec::new();
-            buf.resize(len.max(READ_WINDOW), 0);
+            let mut buf = vec![0; len.max(READ_WINDOW)];
             let got = read_some_at(&*reader, offset, &mut buf)?;
             if got < len {
                 return Err(config(format!(
