@@ -6,10 +6,11 @@
 # measured R times on a fresh root and prefix; medians (min-max). The bar: move >= 80 % of the
 # copy's speed.
 #
-# A move also reads every field back through the catalogue (checking its CRC-32C), commits one
-# catalogue marker, compares the new copy's entries with the old's, and pauses 1 s between
-# marking the old copy as left and hiding it (readers that chose it just before open it in that
-# second): the table shows the move's time with and without that fixed pause.
+# A move also reads every field through the catalogue (checking its CRC-32C), commits one
+# catalogue marker and compares the new copy's entries with the old's. It returns once the
+# bucket's copy is the one: the old root copy's retirement (hidden 1 s after the switch, deleted
+# after --grace) is left to a later move or lifecycle run (docs/lifecycle.md), so it is not in
+# the time; the script checks after each move that every field is listed once.
 # Usage: [MINIO_DIR=/dev/shm] [POINTS=1000] [POINTS_LARGE=2000000]
 #        bench/lifecycle.sh [SMALL_FIELDS≈10000] [LARGE_FIELDS≈40] [REPEATS=3]
 set -euo pipefail
@@ -64,16 +65,15 @@ measure() { # NAME
 timed_move() { local f=$1 t0; shift; t0=$(now); "$@" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }; echo "$(now) - $t0" | bc >> "$f"; }
 
 row() { # NAME LABEL
-  local name=$1 bytes mib copy move work_only
+  local name=$1 bytes mib copy move
   bytes=$(cat "$work/$name.bytes")
   mib=$(echo "scale=3; $bytes / 1048576" | bc)
   read -r copy cmin cmax <<< "$(stats "$work/$name.copy")"
   read -r move mmin mmax <<< "$(stats "$work/$name.move")"
-  work_only=$(echo "$move - 1" | bc)
-  printf '| %s: %s fields, %.1f MiB | %.3f s (%.3f-%.3f), %.0f MiB/s | %.3f s (%.3f-%.3f), %.0f MiB/s | %.0f %% | %.0f %% |\n' \
+  printf '| %s: %s fields, %.1f MiB | %.3f s (%.3f-%.3f), %.0f MiB/s | %.3f s (%.3f-%.3f), %.0f MiB/s | %.0f %% |\n' \
     "$2" "$(cat "$work/$name.n")" "$mib" "$copy" "$cmin" "$cmax" "$(echo "$mib / $copy" | bc -l)" \
     "$move" "$mmin" "$mmax" "$(echo "$mib / $move" | bc -l)" \
-    "$(echo "100 * $copy / $move" | bc -l)" "$(echo "100 * $copy / $work_only" | bc -l)"
+    "$(echo "100 * $copy / $move" | bc -l)"
 }
 
 corpus small "$SMALL" "${POINTS:-1000}"
@@ -88,7 +88,7 @@ for n in small large; do
 done
 measure small
 measure large
-echo "| database | plain copy of its files to MinIO (s3bench copy) | fieldstore move root -> bucket | move / copy | move without its 1 s pause / copy |"
-echo "|---|---|---|---|---|"
+echo "| database | plain copy of its files to MinIO (s3bench copy) | fieldstore move root -> bucket | move / copy |"
+echo "|---|---|---|---|"
 row small "small fields"
 row large "large fields"

@@ -2,13 +2,16 @@
 //! databases going to a bucket; `move` from a root to a bucket and back; lifecycle rules run
 //! with an injected clock (`FIELDSTORE_NOW`); a reader listing and retrieving throughout sees
 //! every field exactly once; `kill -9` during moves, in rounds (`FIELDSTORE_KILL_ROUNDS`, default
-//! 8; the proof is 50): nothing lost, nothing twice, leftovers cleaned up.
+//! 8; the proof is 50): nothing lost, nothing twice, leftovers cleaned up; a server
+//! running the rules on its schedule, counting them in its metrics.
 
 mod common;
 #[path = "../../fieldstore/tests/support/minio.rs"]
 mod minio;
 #[path = "common/reader.rs"]
 mod reader;
+#[path = "common/server.rs"]
+mod server;
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -216,6 +219,7 @@ fn a_full_root_sends_new_databases_to_a_bucket_and_moves_go_both_ways() {
         &s.bucket_uri(),
         "--grace",
         "0",
+        "--wait",
     ]);
     assert!(out.starts_with("moved database"), "{out}");
     assert!(out.contains(&format!("to {}/", s.bucket_uri())), "{out}");
@@ -250,6 +254,13 @@ fn a_full_root_sends_new_databases_to_a_bucket_and_moves_go_both_ways() {
         "--grace",
         "0",
     ]);
+    // Without --wait the old root copy stays (seen by nobody) until it is retired.
+    let left = s.root_leftovers();
+    assert!(
+        left.iter().any(|l| l.ends_with("/moving-out")),
+        "the old copy went before its pause: {left:?}"
+    );
+    assert_eq!(s.fields(), 4 * PER_DB);
     s.ok(&["write", s.path("20261121.grib").to_str().unwrap()]);
     assert_eq!(s.place_of("20261121"), "bucket");
     assert_eq!(s.fields(), 4 * PER_DB);
@@ -259,7 +270,6 @@ fn a_full_root_sends_new_databases_to_a_bucket_and_moves_go_both_ways() {
         2 * PER_DB,
         "the rewrite masks the moved copy"
     );
-
     // A bucket not in the config is refused by name.
     let o = s.run(&["move", "class=od,date=20261120", "--to", "s3://elsewhere/x"]);
     assert!(!o.status.success());
@@ -268,6 +278,20 @@ fn a_full_root_sends_new_databases_to_a_bucket_and_moves_go_both_ways() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+
+    // Retired by a later move, 1 s after its switch (and its grace, 0 here).
+    std::thread::sleep(Duration::from_millis(1100));
+    s.ok(&[
+        "move",
+        "class=od,date=20261120",
+        "--to",
+        &s.bucket_uri(),
+        "--grace",
+        "0",
+        "--wait",
+    ]);
+    assert!(s.root_leftovers().is_empty(), "{:?}", s.root_leftovers());
+    assert_eq!(s.fields(), 4 * PER_DB);
 }
 
 #[test]
@@ -500,6 +524,7 @@ fn kill_9_during_moves_loses_nothing_and_repeats_nothing() {
         &to,
         "--grace",
         "0",
+        "--wait",
     ]);
     assert_eq!(s.fields(), 2 * PER_DB);
     assert_eq!(sorted_fields(&s.read_back("20261120")), original);
@@ -543,4 +568,106 @@ fn a_full_bucket_turns_new_databases_away_naming_why() {
     assert!(err.contains("capacity 102400"), "{err}");
     // Nothing of the refused write is visible; the rest is intact.
     assert_eq!(s.fields(), 3 * PER_DB);
+}
+
+/// The metrics text of a server started with `--metrics`.
+fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of one series in a metrics text (0 when absent).
+fn series(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_server_runs_the_rules_on_its_schedule_and_counts_them() {
+    let Some(m) = minio::Minio::shared("lifecycle") else {
+        return;
+    };
+    let bucket = minio::fresh_bucket("sched");
+    let rules = format!(
+        "lifecycle:\n  grace: 0s\n  every: 1s\n  rules:\n  - {{name: cool, request: \"class=od\", older_than: 2d, move_to: \"s3://{bucket}/cold\"}}\n  - {{name: expire, request: \"class=od\", older_than: 4d, wipe: true}}\n"
+    );
+    let s = Store::new(m, "10MiB", &rules);
+    let config = std::fs::read_to_string(s.path("fdb.yaml"))
+        .unwrap()
+        .replace(&bucket, &s.bucket);
+    std::fs::write(s.path("fdb.yaml"), config).unwrap();
+    for d in DATES {
+        s.write(d);
+    }
+    // As of the 24th 13:00 (injected): the first run moves the 20th-22nd (over 2 days old);
+    // the next finds the 20th in the bucket and over 4 days old, and wipes it.
+    let mut cmd = s.command(&[
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--token",
+        "t",
+    ]);
+    cmd.env("FIELDSTORE_NOW", "2026-11-24T13:00:00Z")
+        .env("FIELDSTORE_LOG", "fieldstore::lifecycle=info");
+    let served = server::start(cmd, s.dir.path(), "t");
+    let addr = served.metrics.clone().expect("metrics address");
+    let wipes = "fieldstore_lifecycle_actions_total{action=\"wipe\",outcome=\"done\"}";
+    let retired = "fieldstore_lifecycle_copies_retired_total";
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut text = metrics(&addr);
+    // The old root copies of the 21st and 22nd go once past their pause and grace (3 s).
+    while (series(&text, wipes) < 1 || series(&text, retired) < 2)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        text = metrics(&addr);
+    }
+    let moves = "fieldstore_lifecycle_actions_total{action=\"move\",outcome=\"done\"}";
+    assert_eq!(series(&text, moves), 3, "{text}");
+    assert_eq!(series(&text, wipes), 1, "{text}");
+    assert_eq!(series(&text, retired), 2, "{text}");
+    assert_eq!(
+        series(
+            &text,
+            "fieldstore_lifecycle_actions_total{action=\"any\",outcome=\"failed\"}"
+        ),
+        0,
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "fieldstore_lifecycle_runs_failed_total"),
+        0,
+        "{text}"
+    );
+    assert!(
+        series(&text, "fieldstore_lifecycle_runs_total") >= 2,
+        "{text}"
+    );
+    assert_eq!(
+        s.places(),
+        [
+            ("20261121".to_string(), "bucket"),
+            ("20261122".to_string(), "bucket"),
+            ("20261123".to_string(), "root"),
+        ]
+    );
+    assert_eq!(s.fields(), 3 * PER_DB);
+    assert!(s.root_leftovers().is_empty(), "{:?}", s.root_leftovers());
+    drop(served);
+    // Every action is logged.
+    let log = std::fs::read_to_string(s.path("server.log")).unwrap();
+    assert_eq!(
+        log.matches("lifecycle action").count(),
+        4,
+        "moves and wipes logged: {log}"
+    );
 }

@@ -34,7 +34,19 @@ pub fn run(c: LifecycleCommand, session: &Session) -> Result<()> {
     let fdb = LocalFdb::new(local.clone())?;
     // Tests and replays of a past day set FIELDSTORE_NOW; ages are counted to it.
     let now = lifecycle::moment(std::env::var("FIELDSTORE_NOW").ok().as_deref())?;
+    // Old copies earlier moves left in the roots, due by now, go first and last.
+    let mut retired = if a.dry_run {
+        0
+    } else {
+        fdb.retire_left_copies()
+    };
     let done = lifecycle::run(&fdb, &rules, now, a.dry_run)?;
+    if !a.dry_run {
+        retired += fdb.retire_left_copies();
+    }
+    if retired > 0 {
+        eprintln!("deleted {retired} old root copies of databases moved into buckets");
+    }
     if done.is_empty() {
         eprintln!("nothing to do as of {now}");
     }

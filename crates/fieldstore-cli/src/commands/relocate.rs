@@ -34,6 +34,10 @@ pub struct MoveArgs {
     /// Seconds readers that opened the old copy get before its files are deleted.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     grace: f64,
+    /// Into a bucket: return only once the old copy is deleted (1 s plus --grace after the
+    /// switch), instead of leaving that to the next move or lifecycle run.
+    #[arg(long)]
+    wait: bool,
     /// FDB5's fdb-move: the request must name exactly one database.
     #[arg(long, hide = true)]
     single: bool,
@@ -85,6 +89,7 @@ pub fn run(a: MoveArgs, session: &Session) -> Result<()> {
         grace: Duration::from_secs_f64(a.grace),
         older_than_days,
         progress: Some(Arc::new(progress)),
+        wait: a.wait,
     };
     let moved = fdb.move_databases(&request, &a.to, &options)?;
     bar.finish_and_clear();

@@ -12,8 +12,8 @@ use fieldstore::remote::auth::TokensFile;
 use fieldstore::remote::metrics::serve_metrics;
 use fieldstore::remote::protocol::{DEFAULT_CHUNK_SIZE, DEFAULT_MAX_PAYLOAD};
 use fieldstore::remote::server::{
-    default_connection_budget, default_memory_budget, parse_size, DEFAULT_BUDGET_WAIT,
-    DEFAULT_MAX_REQUESTS_PER_IDENTITY, DEFAULT_STALL_TIMEOUT,
+    default_connection_budget, default_memory_budget, parse_size, spawn_lifecycle_schedule,
+    DEFAULT_BUDGET_WAIT, DEFAULT_MAX_REQUESTS_PER_IDENTITY, DEFAULT_STALL_TIMEOUT,
 };
 use fieldstore::remote::{ClientCertificates, Server, ServerOptions, TlsAcceptor};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -207,10 +207,20 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     // that fails is logged and stops alone, the server goes on.
     let pipelines_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pipelines = super::pipeline_store::spawn_config_pipelines(session, &pipelines_stop)?;
+    // The config's lifecycle rules, when it gives them a schedule (`lifecycle: {every: 1h}`).
+    let schedule = match &loaded.config {
+        fieldstore::model::config::FdbConfig::Local(local) => {
+            spawn_lifecycle_schedule(local, server.metrics(), pipelines_stop.clone())?
+        }
+        _ => None,
+    };
     let served = server.run();
     pipelines_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for p in pipelines {
         let _ = p.join();
+    }
+    if let Some(s) = schedule {
+        let _ = s.join();
     }
     served?;
     Ok(())

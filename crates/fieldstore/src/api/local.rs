@@ -258,6 +258,12 @@ impl LocalFdb {
             .ok()
     }
 
+    /// Retires what moves into buckets left in the roots and whose time has come (hidden, then
+    /// deleted once past their grace); the number of copies deleted. Never waits.
+    pub fn retire_left_copies(&self) -> usize {
+        self.tiers.as_ref().map_or(0, |t| t.retire_left_copies())
+    }
+
     /// Whether the database lies in the tier `to` (a root's path or a bucket's URI).
     pub(crate) fn is_in_tier(&self, db: &DbRef, to: &str) -> bool {
         if let Some(uri) = crate::storage::tiered::canonical_bucket_uri(to) {
@@ -1837,6 +1843,7 @@ impl Fdb for LocalFdb {
         }
         if !options.dry_run {
             self.may_change(&dbs, "move")?;
+            self.retire_left_copies();
         }
         let mut out = Vec::new();
         for db in dbs {
@@ -1871,6 +1878,10 @@ impl Fdb for LocalFdb {
                 bytes: r.bytes,
                 done: r.done,
             });
+        }
+        if !options.dry_run {
+            // The earlier databases' old copies may be due by now.
+            self.retire_left_copies();
         }
         Ok(out)
     }

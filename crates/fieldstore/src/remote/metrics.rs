@@ -60,6 +60,26 @@ pub struct Metrics {
     pub budget_refusals: AtomicU64,
     /// Requests refused because their identity had `--max-requests-per-identity` in progress.
     pub identity_limit_refusals: AtomicU64,
+    /// What the config's lifecycle schedule did (docs/lifecycle.md).
+    pub lifecycle: LifecycleCounters,
+}
+
+/// The lifecycle schedule's counters: an operator alerts on failures and watches the moves and
+/// wipes keep pace with what arrives.
+#[derive(Default)]
+pub struct LifecycleCounters {
+    /// Runs of the rules finished (whatever their actions' outcome).
+    pub runs: AtomicU64,
+    /// Runs that could not start (a rule's request did not parse, the catalogue failed).
+    pub runs_failed: AtomicU64,
+    pub moved: AtomicU64,
+    pub wiped: AtomicU64,
+    /// Actions that failed (the run went on with the others).
+    pub failed: AtomicU64,
+    /// Root copies left by moves into buckets, deleted once past their grace.
+    pub copies_retired: AtomicU64,
+    /// Unix time the last run finished; 0 before the first.
+    pub last_run_unix: AtomicU64,
 }
 
 impl Metrics {
@@ -196,6 +216,7 @@ impl Metrics {
             self.subscriptions_open.load(Ordering::Relaxed)
         );
         self.render_budget(&mut s);
+        self.render_lifecycle(&mut s);
         let _ = writeln!(
             s,
             "# HELP fieldstore_build_info Build of this server.\n# TYPE fieldstore_build_info gauge\nfieldstore_build_info{{version=\"{}\",protocol=\"{}\"}} 1",
@@ -214,6 +235,51 @@ fn label(v: &str) -> String {
 }
 
 impl Metrics {
+    /// The lifecycle schedule's counters, actions by kind and outcome.
+    fn render_lifecycle(&self, s: &mut String) {
+        let l = &self.lifecycle;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let _ = writeln!(s, "# HELP fieldstore_lifecycle_actions_total Lifecycle actions the server's schedule took, by action and outcome.\n# TYPE fieldstore_lifecycle_actions_total counter");
+        for (action, outcome, v) in [
+            ("move", "done", load(&l.moved)),
+            ("wipe", "done", load(&l.wiped)),
+            ("any", "failed", load(&l.failed)),
+        ] {
+            let _ = writeln!(
+                s,
+                "fieldstore_lifecycle_actions_total{{action=\"{action}\",outcome=\"{outcome}\"}} {v}"
+            );
+        }
+        for (name, help, kind, v) in [
+            (
+                "fieldstore_lifecycle_runs_total",
+                "Runs of the lifecycle rules by the server's schedule.",
+                "counter",
+                load(&l.runs),
+            ),
+            (
+                "fieldstore_lifecycle_runs_failed_total",
+                "Scheduled runs that could not start.",
+                "counter",
+                load(&l.runs_failed),
+            ),
+            (
+                "fieldstore_lifecycle_copies_retired_total",
+                "Root copies left by moves into buckets, deleted after their grace period.",
+                "counter",
+                load(&l.copies_retired),
+            ),
+            (
+                "fieldstore_lifecycle_last_run_timestamp_seconds",
+                "When the last scheduled run finished (Unix time; 0: none yet).",
+                "gauge",
+                load(&l.last_run_unix),
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        }
+    }
+
     /// The memory budget and the per-identity limit.
     fn render_budget(&self, s: &mut String) {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -4,8 +4,12 @@
 //! checked as it is read) into a new generation of the bucket's database and committed there as
 //! **one** flush marker (all of it visible at once, or none); the new copy's entries are compared
 //! with the old's; only then is the root's copy marked as being left (from which moment the
-//! bucket's copy is the one readers and writers pick, see `tiered.rs`), and after a pause hidden
-//! by one rename of its journal and deleted after the grace period.
+//! bucket's copy is the one readers and writers pick, see `tiered.rs`). The move returns there:
+//! the marker is a state as final as any later one, so the old copy's retirement (hidden by one
+//! rename of its journal once 1 s has passed since the marker, for readers that chose it just
+//! before; deleted once the grace period has passed too) costs the move no time. It is done by
+//! whichever comes first: `--wait`, the next move or lifecycle run (and the server's schedule),
+//! a wipe of the bucket's copy, or a writer creating the database anew.
 //!
 //! Back to a root: the fields are copied into a hidden directory of the root, committed, compared,
 //! renamed into place (the root's copy wins from then), and after a pause the bucket's copy is
@@ -15,6 +19,7 @@
 //! finishes or undoes what it left ([`TieredCatalogue::recover_tier_move`]).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use super::catalogue::{Catalogue, CatalogueReader, CatalogueWriter};
 use super::store::{ObjectReader, Store, StoreWriter};
@@ -44,11 +49,21 @@ impl Copied {
         length: u64,
         crc: Option<u32>,
     ) {
-        let text = format!("{}|{}|{length}|{crc:?}", index.sorted(), datum.sorted());
-        let h = u64::from(crc32c(text.as_bytes()))
-            | (u64::from(crc32c(
-                &text.as_bytes().iter().rev().copied().collect::<Vec<u8>>(),
-            )) << 32);
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same entry digests alike in the copy and the read-back
+        // (both in this process). A key's pairs are summed, so their order (which the two
+        // catalogues may keep differently) does not count, and nothing is sorted or allocated
+        // (this runs twice per field).
+        let pairs = |key: &crate::model::Key, salt: u8| {
+            key.iter().fold(0u64, |acc, kv| {
+                let mut h = std::hash::DefaultHasher::new();
+                (salt, kv).hash(&mut h);
+                acc.wrapping_add(h.finish())
+            })
+        };
+        let mut h = std::hash::DefaultHasher::new();
+        (pairs(index, 0), pairs(datum, 1), length, crc).hash(&mut h);
+        let h = h.finish();
         self.fields += 1;
         self.bytes += length;
         self.digest = self.digest.wrapping_add(h);
@@ -69,23 +84,77 @@ fn digest(reader: &dyn CatalogueReader) -> Result<Copied, StorageError> {
     Ok(out)
 }
 
-/// Reads exactly `buf.len()` bytes at `offset`.
-fn read_exact_at(
-    r: &dyn ObjectReader,
-    mut offset: u64,
-    mut buf: &mut [u8],
-) -> Result<(), StorageError> {
-    while !buf.is_empty() {
-        let n = r.read_at(offset, buf)?;
-        if n == 0 {
-            return Err(StorageError::Config {
-                detail: format!("object ends {} bytes before a field it holds", buf.len()),
+/// How much of a source object one read takes: small fields lying one after another are read
+/// together (one syscall or GET for hundreds of them, not one each).
+const READ_WINDOW: usize = 8 << 20;
+
+/// A window of one source object's bytes.
+struct Window {
+    object: String,
+    reader: Box<dyn ObjectReader>,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Window {
+    /// The bytes at `offset..offset + len` of `object`, read with what follows them when they
+    /// are not in the window already.
+    fn get<'a>(
+        slot: &'a mut Option<Window>,
+        src: &dyn Store,
+        db: &DbRef,
+        object: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<&'a [u8], StorageError> {
+        let fits = |w: &Window| {
+            w.object == object
+                && offset >= w.start
+                && (offset - w.start) as usize + len <= w.buf.len()
+        };
+        if !slot.as_ref().is_some_and(fits) {
+            let reader = match slot.take() {
+                Some(w) if w.object == object => w.reader,
+                _ => src.open_object(db, object)?,
+            };
+            let mut buf = vec![0; len.max(READ_WINDOW)];
+            let got = read_some_at(&*reader, offset, &mut buf)?;
+            if got < len {
+                return Err(config(format!(
+                    "object {} ends {} bytes before a field it holds",
+                    src.uri(db, object),
+                    len - got
+                )));
+            }
+            buf.truncate(got);
+            *slot = Some(Window {
+                object: object.to_string(),
+                reader,
+                start: offset,
+                buf,
             });
         }
-        offset += n as u64;
-        buf = &mut buf[n..];
+        let w = slot
+            .as_ref()
+            .ok_or_else(|| config("no window was read".into()))?;
+        let at = (offset - w.start) as usize;
+        w.buf
+            .get(at..at + len)
+            .ok_or_else(|| config("a field outside the window read for it".into()))
     }
-    Ok(())
+}
+
+/// Reads from `offset` until `buf` is full or the object ends; how many bytes were read.
+fn read_some_at(r: &dyn ObjectReader, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = r.read_at(offset + got as u64, &mut buf[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got)
 }
 
 /// Copies every live field of `src_db` into the writers, checking each against its CRC-32C.
@@ -99,32 +168,34 @@ fn copy_fields(
     total: u64,
 ) -> Result<Copied, StorageError> {
     let mut out = Copied::default();
-    let mut open: Option<(String, Box<dyn ObjectReader>)> = None;
-    let mut buf = Vec::new();
-    for (i, ix) in reader.indexes().iter().enumerate() {
+    let mut window: Option<Window> = None;
+    // In the order the bytes lie, not the catalogue's key order: small fields then come out of
+    // one window read after another instead of a read each.
+    let indexes = reader.indexes();
+    let mut live = Vec::new();
+    for (i, ix) in indexes.iter().enumerate() {
         for e in reader.entries(i, false)? {
             let e = e?;
-            if e.masked {
-                continue;
+            if !e.masked {
+                live.push((ix, e));
             }
+        }
+    }
+    live.sort_by(|(_, a), (_, b)| {
+        (&a.field.object, a.field.offset).cmp(&(&b.field.object, b.field.offset))
+    });
+    {
+        for (ix, e) in live {
             let f = &e.field;
-            let r = match &open {
-                Some((name, r)) if *name == f.object => r,
-                _ => {
-                    let r = src.open_object(src_db, &f.object)?;
-                    &open.insert((f.object.clone(), r)).1
-                }
-            };
             let len = usize::try_from(f.length)
                 .map_err(|_| config(format!("field of {} bytes", f.length)))?;
-            buf.resize(len, 0);
-            read_exact_at(&**r, f.offset, &mut buf)?;
+            let bytes = Window::get(&mut window, src, src_db, &f.object, f.offset, len)?;
             f.verify(
-                crc32c(&buf),
+                crc32c(bytes),
                 || src.uri(src_db, &f.object),
                 || e.datum.to_string(),
             )?;
-            let mut copy = sw.append(&buf)?;
+            let mut copy = sw.append(bytes)?;
             copy.extract = f.extract.clone();
             cw.add(&ix.index_key, &e.datum, copy)?;
             out.add(&ix.index_key, &e.datum, f.length, f.checksum);
@@ -147,18 +218,171 @@ fn wipe_bucket_copy(b: &BucketTier, inner: &DbRef) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// What the marker of a root copy left for a bucket says, and when it was written.
+struct LeftCopy {
+    since: SystemTime,
+    grace: Duration,
+    keep: bool,
+}
+
+/// The marker a move into a bucket writes into the root's copy once the bucket's is committed:
+/// where the copy went, then how long its readers get and whether its files stay.
+fn leaving_marker(to: &str, opts: &MoveOptions) -> String {
+    format!(
+        "{to}\ngrace_ms {}\n{}",
+        opts.grace.as_millis(),
+        if opts.keep { "keep\n" } else { "" }
+    )
+}
+
+fn left_copy(dir: &Path) -> Option<LeftCopy> {
+    let marker = dir.join(LEAVING);
+    let text = std::fs::read_to_string(&marker).ok()?;
+    if !text.starts_with("s3://") {
+        return None;
+    }
+    let since = std::fs::metadata(&marker).and_then(|m| m.modified()).ok()?;
+    let mut out = LeftCopy {
+        since,
+        // Markers of moves before the grace was written into them: the `move` default.
+        grace: MoveOptions::default().grace,
+        keep: false,
+    };
+    for line in text.lines().skip(1) {
+        if let Some(ms) = line.strip_prefix("grace_ms ") {
+            if let Ok(ms) = ms.trim().parse() {
+                out.grace = Duration::from_millis(ms);
+            }
+        } else if line.trim() == "keep" {
+            out.keep = true;
+        }
+    }
+    Some(out)
+}
+
+/// How far a copy left for a bucket got in one call of [`TieredCatalogue::retire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retired {
+    /// Less than 1 s since the switch: readers may still open it.
+    NotYet,
+    /// Hidden (no reader can find it); its files wait for the grace period, or `keep`.
+    Hidden,
+    /// Hidden and deleted.
+    Deleted,
+}
+
+/// Tolerates another process having done the same step first (two sweeps at once).
+fn unless_gone(r: Result<(), StorageError>, dir: &Path) -> Result<(), StorageError> {
+    match r {
+        Err(StorageError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound || !dir.exists() =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 impl TieredCatalogue {
+    /// Retires a root copy a move left for a bucket: hidden once 1 s has passed since the
+    /// switch (a reader that chose it just before has opened its journal by then), deleted
+    /// once the grace period has passed too (readers streaming its files are done). With
+    /// `wait`, sleeps until each step is due; without, does what is due and leaves the rest to
+    /// a later call.
+    pub(crate) fn retire(&self, dir: &Path, wait: bool) -> Result<Retired, StorageError> {
+        let Some(left) = left_copy(dir) else {
+            return Ok(Retired::NotYet);
+        };
+        let due = |after: Duration| -> bool {
+            let age = SystemTime::now()
+                .duration_since(left.since)
+                .unwrap_or_default();
+            if age >= after {
+                return true;
+            }
+            if wait {
+                std::thread::sleep(after - age);
+            }
+            wait
+        };
+        if !due(OVERLAP) {
+            return Ok(Retired::NotYet);
+        }
+        if dir.join("toc").exists() {
+            unless_gone(relocate::hide(dir), dir)?;
+            if let Some(p) = dir.parent() {
+                self.toc.forget_usage(p);
+            }
+            tracing::info!(target: "fieldstore::lifecycle", dir = %dir.display(), "copy left for a bucket hidden");
+        }
+        if left.keep || !due(OVERLAP + left.grace) {
+            return Ok(Retired::Hidden);
+        }
+        unless_gone(relocate::remove_old_copy(dir), dir)?;
+        if let Some(p) = dir.parent() {
+            self.toc.forget_usage(p);
+        }
+        tracing::info!(target: "fieldstore::lifecycle", dir = %dir.display(), "copy left for a bucket deleted");
+        Ok(Retired::Deleted)
+    }
+
+    /// Retires, without waiting, every root copy moves left for buckets whose time has come;
+    /// the number deleted. One that fails is logged and left for the next sweep.
+    pub fn retire_left_copies(&self) -> usize {
+        let mut deleted = 0;
+        let layout = self.toc.layout();
+        for r in layout.visit_roots() {
+            let Ok(rd) = std::fs::read_dir(&r.path) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let dir = e.path();
+                if !dir.join(LEAVING).exists() || !relocate::left_for_bucket(&dir) {
+                    continue;
+                }
+                match self.retire(&dir, false) {
+                    Ok(Retired::Deleted) => deleted += 1,
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::warn!(target: "fieldstore::lifecycle", dir = %dir.display(), "retiring a copy left for a bucket: {err}")
+                    }
+                }
+            }
+        }
+        deleted
+    }
+
+    /// Retires (waiting as needed) the root copies of `key` left for a bucket: before that
+    /// bucket copy is wiped (else the dead copy would be all there is of it) and before the
+    /// database is created or moved anew.
+    pub(crate) fn retire_copies_of(&self, key: &crate::model::Key) -> Result<(), StorageError> {
+        let name = crate::storage::toc::disk_name(key);
+        let layout = self.toc.layout();
+        for r in layout.visit_roots() {
+            let dir = r.path.join(&name);
+            if relocate::left_for_bucket(&dir) {
+                self.retire(&dir, true)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finishes or undoes what a killed move of the database `key` left, between its root copy
     /// and a bucket's: a root copy marked as left beside a bucket copy is hidden and deleted (the
     /// move had committed the bucket's); a bucket copy beside a root copy not being left is wiped
     /// (the move had not switched, or was a move back that had). Then the toc catalogue's own
     /// clean-up (hidden partial copies, stale locks). Refused while a move of it runs.
     pub(crate) fn recover_tier_move(&self, key: &crate::model::Key) -> Result<(), StorageError> {
+        self.retire_copies_of(key)?;
         let name = crate::storage::toc::disk_name(key);
         let layout = self.toc.layout();
         for r in layout.visit_roots() {
-            if let Some(pid) =
-                relocate::move_pid(&r.path.join(&name)).filter(|p| relocate::pid_alive(*p))
+            // This process's own lock is left in a copy it moved and kept (`--keep`).
+            if let Some(pid) = relocate::move_pid(&r.path.join(&name))
+                .filter(|p| relocate::pid_alive(*p) && *p != std::process::id())
             {
                 return Err(config(format!(
                     "database {name} is being moved by process {pid}; wait for it to finish"
@@ -243,16 +467,10 @@ impl TieredCatalogue {
                 report.files = copied.fields as usize;
                 report.bytes = copied.bytes;
                 report.done = true;
-                // Switched: the bucket's copy is the one. Readers that chose the old copy
-                // just before get to open it; then one rename hides it.
-                std::thread::sleep(OVERLAP);
-                relocate::hide(&from)?;
-                if let Some(p) = from.parent() {
-                    self.toc.forget_usage(p);
-                }
-                if !opts.keep {
-                    std::thread::sleep(opts.grace);
-                    relocate::remove_old_copy(&from)?;
+                // Switched: the bucket's copy is the one. The old copy's pause and grace run
+                // from the marker, not in the move's time: retired now only when asked.
+                if opts.wait {
+                    self.retire(&from, true)?;
                 }
                 report.to = PathBuf::from(
                     self.find_in_buckets(&db.key)?
@@ -289,7 +507,17 @@ impl TieredCatalogue {
         };
         let reader = self.toc.reader(db).map_err(undo)?;
         let files = PosixStore::new(self.toc.file_system());
-        let mut sw = b.store.writer(&inner).map_err(undo)?;
+        // Parts small enough that a few are in flight while the copy goes on, for a database of
+        // a few parts too (the first leaves once it is full).
+        let part = usize::try_from(total / 8)
+            .unwrap_or(usize::MAX)
+            .clamp(5 << 20, super::s3::store::DEFAULT_PART_SIZE);
+        let mut sw = b
+            .store
+            .clone()
+            .with_part_size(part)
+            .writer(&inner)
+            .map_err(undo)?;
         let mut cw = b.catalogue.writer(&inner).map_err(undo)?;
         let copied =
             copy_fields(&*reader, &files, db, &mut *sw, &mut *cw, opts, total).map_err(undo)?;
@@ -308,8 +536,11 @@ impl TieredCatalogue {
             ))));
         }
         let leaving = from.join(LEAVING);
-        std::fs::write(&leaving, format!("{}{}", b.uri, inner.id))
-            .map_err(|e| undo(StorageError::io("create", leaving.clone())(e)))?;
+        std::fs::write(
+            &leaving,
+            leaving_marker(&format!("{}{}", b.uri, inner.id), opts),
+        )
+        .map_err(|e| undo(StorageError::io("create", leaving.clone())(e)))?;
         relocate::sync_dir(from)?;
         b.forget_usage();
         Ok(copied)

@@ -10,7 +10,9 @@
 //! rule that keeps every field seen exactly once: **a root's copy wins unless it is marked as
 //! being left** (by a move into a bucket, after the bucket's copy was committed whole); then the
 //! bucket's copy is the one. A move back from a bucket renames its root copy into place (which
-//! then wins) before the bucket's copy is wiped.
+//! then wins) before the bucket's copy is wiped. A root copy left for a bucket is dead for good:
+//! it stays until it is retired (`tier_move.rs`), but no reader or writer ever picks it again,
+//! even once the bucket's copy is wiped.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -356,6 +358,9 @@ impl Catalogue for TieredCatalogue {
         let mut in_toc: HashMap<String, (usize, bool)> = HashMap::new();
         for r in self.toc.databases() {
             if let Ok(db) = &r {
+                if !self.toc_wins(db) && super::toc::relocate::left_for_bucket(Path::new(&db.id)) {
+                    continue;
+                }
                 in_toc.insert(db.key.sorted().to_string(), (out.len(), self.toc_wins(db)));
             }
             out.push(Some(r));
@@ -396,7 +401,7 @@ impl Catalogue for TieredCatalogue {
         }
         match self.find_in_buckets(db)? {
             Some(b) => Ok(Some(b)),
-            None => Ok(t),
+            None => Ok(t.filter(|d| !super::toc::relocate::left_for_bucket(Path::new(&d.id)))),
         }
     }
 
@@ -408,10 +413,11 @@ impl Catalogue for TieredCatalogue {
         schema_text: &str,
         creator: Option<&str>,
     ) -> Result<DbRef, StorageError> {
-        if let Some(found) = self.find(db)? {
-            if self.split(&found).is_some() {
-                return Ok(found);
-            }
+        match self.find(db)? {
+            Some(found) if self.split(&found).is_some() => return Ok(found),
+            Some(_) => {}
+            // A dead copy left for a bucket whose copy is gone must not take the new fields.
+            None => self.retire_copies_of(db)?,
         }
         match self.toc.create_by(db, schema_text, creator) {
             Err(e @ StorageError::NoWritableRoot { .. }) => {
@@ -455,7 +461,12 @@ impl Catalogue for TieredCatalogue {
         dispatch!(self, db, may_change(action))
     }
 
+    /// A bucket copy's dead root copies go first: left behind, they would be all there is of
+    /// the database.
     fn wipe(&self, db: &DbRef, doit: bool) -> Result<Vec<String>, StorageError> {
+        if doit && self.split(db).is_some() {
+            self.retire_copies_of(&db.key)?;
+        }
         dispatch!(self, db, wipe(doit))
     }
 

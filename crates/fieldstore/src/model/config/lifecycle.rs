@@ -11,6 +11,9 @@ pub struct LifecycleConfig {
     pub grace: Duration,
     /// In config order; each database is acted on by the first rule that acts on it in a run.
     pub rules: Vec<LifecycleRule>,
+    /// `every: 1h`: `fieldstore server` runs the rules at its start and then this often, so a
+    /// hot cache keeps rolling without cron. `None`: only `fieldstore lifecycle run` does.
+    pub every: Option<Duration>,
 }
 
 impl LifecycleConfig {

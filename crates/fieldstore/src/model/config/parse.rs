@@ -993,7 +993,7 @@ impl Walk<'_> {
             Some(v) => v,
         };
         let path = join(path, "lifecycle");
-        let lm = self.map(v, &path, &["grace", "rules"])?;
+        let lm = self.map(v, &path, &["grace", "rules", "every"])?;
         let duration = |map: &Map<String, Value>,
                         key: &str,
                         at: &str|
@@ -1009,6 +1009,13 @@ impl Walk<'_> {
             }
         };
         let grace = duration(lm, "grace", &path)?.unwrap_or(LifecycleConfig::DEFAULT_GRACE);
+        let every = duration(lm, "every", &path)?;
+        if every.is_some_and(|e| e.is_zero()) {
+            return Err(self.err(
+                &join(&path, "every"),
+                "the schedule's interval must be more than 0 (leave every: out to run the rules only by hand)",
+            ));
+        }
         let mut rules = Vec::new();
         if !matches!(lm.get("rules"), None | Some(Value::Null)) {
             for (i, r) in self.children(lm, "rules", &path)?.iter().enumerate() {
@@ -1065,7 +1072,11 @@ impl Walk<'_> {
                 });
             }
         }
-        Ok(Some(LifecycleConfig { grace, rules }))
+        Ok(Some(LifecycleConfig {
+            grace,
+            rules,
+            every,
+        }))
     }
 
     /// `pipelines: [{name, plan, request, state, from}]`.
@@ -1581,7 +1592,7 @@ mod tests {
             parse(
                 "spaces: [{roots: [{path: /fast, capacity: 1GiB}, {path: 's3://cold/ops/', max_age: 30d}]}]\n\
                  s3: {endpoint: 'http://127.0.0.1:9000'}\n\
-                 lifecycle:\n  grace: 0s\n  rules:\n\
+                 lifecycle:\n  grace: 0s\n  every: 90m\n  rules:\n\
                  \x20 - {name: cool, request: 'class=od', older_than: 2d, move_to: 's3://cold/ops'}\n\
                  \x20 - {request: 'class=od', older_than: 36h, wipe: true}\n\
                  \x20 - {keep_runs: 4}\n",
@@ -1593,6 +1604,7 @@ mod tests {
         assert!(l.s3.is_some());
         let lc = l.lifecycle.unwrap();
         assert_eq!(lc.grace, std::time::Duration::ZERO);
+        assert_eq!(lc.every, Some(std::time::Duration::from_secs(5400)));
         assert_eq!(
             lc.rules[0].action,
             super::super::LifecycleAction::Move {
@@ -1623,6 +1635,10 @@ mod tests {
             (
                 "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{older_than: 2d}]}\n",
                 "a rule is one of",
+            ),
+            (
+                "spaces: [{roots: [{path: /a}]}]\nlifecycle: {every: 0s, rules: []}\n",
+                "must be more than 0",
             ),
             (
                 "spaces: [{roots: [{path: /a}]}]\nlifecycle: {rules: [{keep_runs: 0}]}\n",

@@ -578,9 +578,11 @@ mod archive;
 pub(crate) mod authorize;
 mod budget;
 mod connection;
+mod lifecycle;
 mod receive;
 mod streams;
 
 pub use budget::{default_connection_budget, default_memory_budget, parse_size};
 pub(crate) use budget::{Budget, Lease, PerIdentity, Refusal, Share};
 use connection::Connection;
+pub use lifecycle::spawn_lifecycle_schedule;

@@ -35,6 +35,12 @@ pub(crate) fn being_left(fs: &dyn crate::storage::fs::FileSystem, dir: &Path) ->
     fs.exists(&dir.join(LEAVING))
 }
 
+/// Whether this copy was left for a bucket's (its marker names an `s3://` copy): such a copy
+/// is dead for good, even once the bucket's copy is wiped, and must never come back.
+pub(crate) fn left_for_bucket(dir: &Path) -> bool {
+    std::fs::read(dir.join(LEAVING)).is_ok_and(|t| t.starts_with(b"s3://"))
+}
+
 /// How a move runs.
 #[derive(Clone)]
 pub struct MoveOptions {
@@ -49,6 +55,10 @@ pub struct MoveOptions {
     pub older_than_days: Option<u32>,
     /// Called with (bytes copied, bytes in all) as the copy goes.
     pub progress: Option<std::sync::Arc<dyn Fn(u64, u64) + Send + Sync>>,
+    /// For a move into a bucket: return only once the old copy is hidden and (unless `keep`)
+    /// deleted, its pause and grace waited out, rather than leaving that to a later move or
+    /// lifecycle run (docs/lifecycle.md, "Retiring the old copy").
+    pub wait: bool,
 }
 
 impl Default for MoveOptions {
@@ -59,6 +69,7 @@ impl Default for MoveOptions {
             grace: Duration::from_secs(2),
             older_than_days: None,
             progress: None,
+            wait: false,
         }
     }
 }
@@ -249,7 +260,9 @@ impl TocCatalogue {
             let leaving = p.join(LEAVING);
             if leaving.exists() {
                 let other = copies.iter().any(|c| c != &p && !c.join(LEAVING).exists());
-                if other {
+                // A marker naming a bucket is written only once the bucket's copy was
+                // committed whole: that copy is the one, never this.
+                if other || left_for_bucket(&p) {
                     hide(&p)?;
                 } else {
                     std::fs::remove_file(&leaving).map_err(io("remove", &leaving))?;
