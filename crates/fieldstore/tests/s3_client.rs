@@ -586,3 +586,34 @@ fn a_watched_server_stops_when_its_owner_exits() {
     assert!(!alive(pid), "MinIO {pid} outlived the process it watched");
     assert!(!dir.exists(), "{} was not deleted", dir.display());
 }
+
+/// Another process's conditional-write probe, made a moment ago, is not taken for one a killed
+/// process left, even with a grace of 0: deleting it between that process's two create-only
+/// PUTs let the second succeed, and that process then refused MinIO as a server without
+/// conditional writes (seen as a flaky lifecycle test).
+#[test]
+fn a_fresh_probe_of_another_process_is_left_alone() {
+    let Some(server) = minio::Minio::shared("a_fresh_probe_of_another_process_is_left_alone")
+    else {
+        return;
+    };
+    let bucket = minio::fresh_bucket("probes");
+    let first = S3Client::connect(&config(server, &server.endpoint, &bucket)).unwrap();
+    first
+        .put(".fieldstore-probe/another-process", b"probe")
+        .unwrap();
+    // The probe runs once per endpoint and bucket in a process: another spelling of the
+    // endpoint makes this client probe (and clear stale probes) again.
+    let other = server.endpoint.replace("127.0.0.1", "localhost");
+    assert_ne!(other, server.endpoint, "{}", server.endpoint);
+    let mut cfg = config(server, &other, &bucket);
+    cfg.grace = Duration::ZERO;
+    S3Client::connect(&cfg).unwrap();
+    assert!(
+        first
+            .head(".fieldstore-probe/another-process")
+            .unwrap()
+            .is_some(),
+        "a probe made a moment ago was deleted as stale"
+    );
+}
