@@ -102,8 +102,9 @@ pub struct Notice {
     pub cursor: Cursor,
     /// The field's bytes, when the subscription was asked to carry them
     /// ([`Fdb::subscribe_with_data`](super::Fdb::subscribe_with_data)) and the store could: a
-    /// consumer then needs no retrieve per field. `None`: retrieve it.
-    pub data: Option<Vec<u8>>,
+    /// consumer then needs no retrieve per field. `None`: retrieve it. Shared, not owned: a
+    /// memory store and a server pass the buffer the field arrived in along without copying it.
+    pub data: Option<bytes::Bytes>,
 }
 
 /// The fields matching a request, in each stream's commit order (for one writer, the order it

@@ -113,7 +113,12 @@ impl<'a> Connection<'a> {
         request: u64,
         parts: &[&[u8]],
     ) -> Result<(), Broken> {
-        let n = p::write_frame(&mut self.writer, self.version, kind, request, parts)?;
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        let n = if length >= p::DIRECT_FROM {
+            p::write_frame_direct(&mut self.writer, self.version, kind, request, parts)?
+        } else {
+            p::write_frame(&mut self.writer, self.version, kind, request, parts)?
+        };
         self.shared
             .metrics
             .bytes_out

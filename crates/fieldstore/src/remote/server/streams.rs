@@ -157,7 +157,10 @@ impl Connection<'_> {
             None => match n.element.location.as_ref().map(|l| l.length) {
                 None => (None, None),
                 Some(size) => match shared.budget.try_take(share, size) {
-                    Some(lease) => (self.retrieve_noticed(&n), Some(lease)),
+                    Some(lease) => (
+                        self.retrieve_noticed(&n).map(bytes::Bytes::from),
+                        Some(lease),
+                    ),
                     None => {
                         withheld();
                         (None, None)
