@@ -260,6 +260,7 @@ impl Feed {
                             stream: name.to_string(),
                             cursor,
                             data: None,
+                            checksum: None,
                         },
                         e.field,
                     ));
@@ -320,6 +321,7 @@ impl Feed {
             if let Some((mut n, field)) = self.pending.pop_front() {
                 if self.with_data && admit(field.length) {
                     n.data = self.bytes_of(&n, &field)?;
+                    n.checksum = n.data.as_ref().and(field.checksum);
                 }
                 self.position.advance(&n);
                 if self.pending.is_empty() {

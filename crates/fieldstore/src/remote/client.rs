@@ -429,6 +429,7 @@ impl RemoteFdb {
                 MsgType::Archive,
                 id,
                 &[&prefix, data],
+                None,
             ),
             Some(c) => p::write_frame(
                 &mut c.writer,

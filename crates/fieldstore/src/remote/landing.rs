@@ -29,8 +29,8 @@ const PIECE: usize = 1 << 20;
 /// header alone never makes the reader allocate more than this.
 const RESERVE_UP_TO: usize = 64 << 20;
 
-/// Reads exactly `n` bytes of `r` into a new vector of exactly that size, adding them to `crc`
-/// as they arrive; also returns their own checksum (a stored field's). What `r` buffered
+/// Reads exactly `n` bytes of `r` into a new vector of exactly that size, summing them as they
+/// arrive; returns their own checksum (a stored field's) and adds them to the frame's `crc`. What `r` buffered
 /// already is copied out of it; the rest goes from the socket into the vector.
 pub(crate) fn read_new<R: ReadUninit>(
     r: &mut BufReader<R>,
@@ -76,10 +76,11 @@ pub(crate) fn read_new<R: ReadUninit>(
             buf.extend_from_slice(&available[..take]);
             r.consume(take);
         }
-        crc.update(&buf[had..]);
         own.update(&buf[had..]);
     }
-    Ok((buf, own.value()))
+    let own = own.value();
+    extend(crc, own, n);
+    Ok((buf, own))
 }
 
 /// Reads exactly `n` bytes of `r` as shared bytes, into a buffer `recycler` kept if it has one
@@ -115,7 +116,6 @@ fn read_into<R: Read>(
         match r.read(&mut buf[got..upto]) {
             Ok(0) => return Err(RemoteError::Truncated),
             Ok(k) => {
-                crc.update(&buf[got..got + k]);
                 own.update(&buf[got..got + k]);
                 got += k;
             }
@@ -123,7 +123,15 @@ fn read_into<R: Read>(
             Err(e) => return Err(RemoteError::Io(e)),
         }
     }
-    Ok(own.value())
+    let own = own.value();
+    extend(crc, own, buf.len());
+    Ok(own)
+}
+
+/// Adds `n` bytes whose checksum is `own` to `crc`: the bytes are summed once, for the field,
+/// and the frame's checksum is derived from that.
+fn extend(crc: &mut Crc32c, own: u32, n: usize) {
+    *crc = Crc32c::resume(crate::checksum::crc32c_combine(crc.value(), own, n as u64));
 }
 
 #[cfg(test)]

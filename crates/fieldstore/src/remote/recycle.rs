@@ -7,8 +7,9 @@
 //! server's time. A memory store frees whole cycles at once (retention), just before the next
 //! cycle's fields arrive: exactly the buffers those need.
 //!
-//! Bounded: the buffers kept add up to at most `limit` bytes; beyond it a freed buffer goes
-//! back to the allocator as before.
+//! Bounded: the buffers kept add up to at most `limit` bytes; a buffer freed when they are at
+//! the limit replaces the ones kept longest (so a server whose fields change size does not keep
+//! buffers of the old size for ever), and one larger than the limit goes back to the allocator.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,30 @@ pub(crate) struct Recycler {
 #[derive(Default)]
 struct Shelf {
     held: u64,
-    by_len: BTreeMap<usize, Vec<Vec<u8>>>,
+    /// Each with the order it was given in (oldest first within a length).
+    by_len: BTreeMap<usize, Vec<(u64, Vec<u8>)>>,
+    given: u64,
+}
+
+impl Shelf {
+    /// Drops the buffer kept longest.
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .by_len
+            .iter()
+            .filter_map(|(len, list)| list.first().map(|(seq, _)| (*seq, *len)))
+            .min();
+        let Some((_, len)) = oldest else {
+            return;
+        };
+        if let Some(list) = self.by_len.get_mut(&len) {
+            let (_, buf) = list.remove(0);
+            self.held -= buf.capacity() as u64;
+            if list.is_empty() {
+                self.by_len.remove(&len);
+            }
+        }
+    }
 }
 
 impl Recycler {
@@ -41,7 +65,7 @@ impl Recycler {
         let mut shelf = self.shelf.lock().ok()?;
         let (&len, _) = shelf.by_len.range(n..=n.saturating_mul(2)).next()?;
         let list = shelf.by_len.get_mut(&len)?;
-        let buf = list.pop()?;
+        let (_, buf) = list.pop()?;
         if list.is_empty() {
             shelf.by_len.remove(&len);
         }
@@ -54,11 +78,16 @@ impl Recycler {
             return;
         };
         let size = buf.capacity() as u64;
-        if buf.is_empty() || shelf.held + size > self.limit {
+        if buf.is_empty() || size > self.limit {
             return;
         }
+        while shelf.held + size > self.limit && shelf.held > 0 {
+            shelf.evict_oldest();
+        }
         shelf.held += size;
-        shelf.by_len.entry(buf.len()).or_default().push(buf);
+        shelf.given += 1;
+        let seq = shelf.given;
+        shelf.by_len.entry(buf.len()).or_default().push((seq, buf));
     }
 
     /// Bytes kept for reuse now.
@@ -110,15 +139,32 @@ mod tests {
         assert_eq!(r.held(), 0);
         drop(a);
         assert_eq!(r.held(), 2 << 20);
-        // Over the limit: handed back to the allocator.
-        drop(b);
-        assert_eq!(r.held(), 2 << 20);
         // Too small, or more than twice as large as asked for: not lent.
         assert!(r.take((2 << 20) + 1).is_none());
         assert!(r.take(1 << 19).is_none());
         let again = r.take(1 << 20).unwrap();
         assert_eq!(again.len(), 2 << 20);
         assert_eq!(r.held(), 0);
+        // Larger than the whole limit: handed back to the allocator.
+        drop(r.share(vec![1u8; 4 << 20], 10));
+        assert_eq!(r.held(), 0);
+        drop(b);
+    }
+
+    #[test]
+    fn at_the_limit_the_buffers_kept_longest_make_room() {
+        let r = Recycler::new(3 << 20);
+        let old: Vec<Bytes> = (0..3)
+            .map(|_| r.share(vec![1u8; 1 << 20], 1 << 20))
+            .collect();
+        drop(old);
+        assert_eq!(r.held(), 3 << 20);
+        // Fields change size: the new size's buffers replace the old ones.
+        drop(r.share(vec![2u8; 2 << 20], 2 << 20));
+        assert_eq!(r.held(), 3 << 20);
+        assert_eq!(r.take(2 << 20).map(|b| b[0]), Some(2));
+        assert!(r.take(1 << 20).is_some());
+        assert!(r.take(1 << 20).is_none());
     }
 
     #[test]
