@@ -4,11 +4,11 @@
 //! announces: a field of up to 16 MiB is received whole under a lease of its size, straight from
 //! the socket into the buffer the store keeps (a memory store keeps that buffer as the field, and
 //! the checksum taken as it arrived: nothing copies it between the socket and the subscribers it
-//! is sent to); a larger one whose key the client read (what `fieldstore archive` and the
-//! bindings send) goes to the store in the pieces it arrives in, each leased until written; a
-//! larger one whose key must be read from the GRIB here is spooled to an unnamed temporary file
-//! (nothing is left behind, even by a kill -9), its key read from a mapping of that file, and its
-//! bytes streamed into the store from it.
+//! is sent to); a larger one, or one larger than the connection's budget, whose key the client
+//! read (what `fieldstore archive` and the bindings send) goes to the store in the pieces it
+//! arrives in, each leased until written; a larger one whose key must be read from the GRIB here
+//! is spooled to an unnamed temporary file (nothing is left behind, even by a kill -9), its key
+//! read from a mapping of that file, and its bytes streamed into the store from it.
 
 use std::fs::File;
 use std::io::{BufRead, Seek};
@@ -207,9 +207,12 @@ impl Connection<'_> {
                 return self.refuse_field(length, crc, (ErrorKind::BadRequest, e.to_string()));
             }
         };
+        // A field whose key the client read goes to the store in leased pieces when the
+        // connection's budget cannot hold it whole.
+        let whole = length <= SPOOL_ABOVE;
+        let streamed = grib && !(whole && self.shared.budget.holds(h.length));
         match key {
-            _ if length <= SPOOL_ABOVE => self.receive_data(h, crc, length, key, grib, share),
-            Some(key) if grib => {
+            Some(key) if streamed => {
                 let (tx, rx) = sync_channel(QUEUED_PIECES);
                 if jobs
                     .send(Job::Stream {
@@ -227,6 +230,7 @@ impl Connection<'_> {
                     Ok(Received::Stopping)
                 }
             }
+            key if whole => self.receive_data(h, crc, length, key, grib, share),
             key => self.spool(length, crc, key),
         }
     }
