@@ -18,6 +18,8 @@
 # Usage: bench/exchange/run.sh [MEMBERS="2 5 10"] [STEPS=5] [FIELD_SIZES="1M 10M"] [FIELDS=4]
 #        bench/exchange/run.sh --quick      (seconds: 2 members, 2 steps, 2 fields of 1 MiB)
 # Work files go to BENCH_DIR (default /tmp: a disk, so files and toc are what a disk does).
+# EXCHANGE_BIN=DIR takes `fieldstore` and `exchange` from DIR instead of building them, so two
+# builds (before and after a change) can be measured back to back on the same machine state.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--quick" ]; then
@@ -28,8 +30,15 @@ STEPS=${2:-5}
 SIZES=${3:-"1M 10M"}
 FIELDS=${4:-4}
 scripts/install-deps --bench >/dev/null
-cargo build --release -q -p fieldstore-cli
-cargo build --release -q -p fieldstore --example exchange
+bin=${EXCHANGE_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release -q -p fieldstore-cli
+  cargo build --release -q -p fieldstore --example exchange
+  bin=target/release
+  ex_bin=target/release/examples/exchange
+else
+  ex_bin=$bin/exchange
+fi
 work=$(mktemp -d -p "${BENCH_DIR:-/tmp}")
 server_pid=""
 cleanup() {
@@ -38,7 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # Copies, so a rebuild during the run cannot change what is measured.
-cp target/release/fieldstore target/release/examples/exchange "$work/"
+cp "$bin/fieldstore" "$ex_bin" "$work/"
 fs=$work/fieldstore
 ex=$work/exchange
 unset FDB_CONFIG FDB5_CONFIG FDB_CONFIG_FILE FDB5_CONFIG_FILE FDB_HOME FDB5_HOME
@@ -48,7 +57,7 @@ bytes() { case $1 in *K) echo $(( ${1%K} << 10 ));; *M) echo $(( ${1%M} << 20 ))
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); work dir $work ($(df -h --output=source "$work" | tail -1), $(stat -f -c %T "$work"))"
-echo "exchange: members [$MEMBERS], $STEPS steps, $FIELDS fields a step, field sizes [$SIZES]"
+echo "exchange: members [$MEMBERS], $STEPS steps, $FIELDS fields a step, field sizes [$SIZES]; binaries from $bin"
 
 # Loopback TCP: one stream, 3 s.
 p=$(free_port)

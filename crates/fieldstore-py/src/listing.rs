@@ -113,7 +113,7 @@ pub struct ListElement {
     /// For a subscription's element: where to resume to get the fields after it.
     position: Option<String>,
     /// For a subscription with `data=True`: the field's bytes, where the store sent them.
-    data: Option<Vec<u8>>,
+    data: Option<bytes::Bytes>,
 }
 
 impl ListElement {
@@ -129,7 +129,7 @@ impl ListElement {
     }
 
     /// A field a subscription delivered, with the position just after it.
-    pub fn notice(inner: api::ListElement, position: String, data: Option<Vec<u8>>) -> Self {
+    pub fn notice(inner: api::ListElement, position: String, data: Option<bytes::Bytes>) -> Self {
         ListElement {
             inner,
             depth: 3,

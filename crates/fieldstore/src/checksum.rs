@@ -18,6 +18,18 @@ pub(crate) fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     d.value()
 }
 
+/// The checksum of the bytes `crc` covered followed by `len2` bytes whose checksum is `crc2`,
+/// without reading them again: a frame around a field whose checksum is known is summed over
+/// its few other bytes only.
+pub(crate) fn crc32c_combine(crc: u32, crc2: u32, len2: u64) -> u32 {
+    crc_fast::checksum_combine(
+        CrcAlgorithm::Crc32Iscsi,
+        u64::from(crc),
+        u64::from(crc2),
+        len2,
+    ) as u32
+}
+
 /// A checksum fed piece by piece, as bytes arrive.
 #[derive(Clone)]
 pub struct Crc32c(Digest);
@@ -69,6 +81,8 @@ mod tests {
             let b = cut2.min(data.len()).max(a);
             let whole = crc32c(&data);
             proptest::prop_assert_eq!(crc32c_append(crc32c(&data[..a]), &data[a..]), whole);
+            let rest = (data.len() - a) as u64;
+            proptest::prop_assert_eq!(crc32c_combine(crc32c(&data[..a]), crc32c(&data[a..]), rest), whole);
             let mut d = Crc32c::new();
             d.update(&data[..a]);
             d.update(&data[a..b]);

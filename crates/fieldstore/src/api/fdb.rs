@@ -80,6 +80,25 @@ pub trait Fdb: Send + Sync {
         self.archive_grib(mars_key, &data)
     }
 
+    /// As [`Fdb::archive_grib`] (`grib`, with a key) or [`Fdb::archive`], for bytes the caller
+    /// hands over (a server's receive buffer): a store that keeps fields in memory keeps this
+    /// buffer instead of copying it. `checksum`, when given, is the CRC-32C of `data`, taken as
+    /// it arrived. The default archives a borrow of it, so a wrapper's own `archive` is never
+    /// bypassed.
+    fn archive_shared(
+        &self,
+        key: Option<&Key>,
+        grib: bool,
+        data: bytes::Bytes,
+        checksum: Option<u32>,
+    ) -> Result<(), ApiError> {
+        let _ = checksum;
+        match (key, grib) {
+            (Some(k), true) => self.archive_grib(k, &data),
+            (k, _) => self.archive(k, &data),
+        }
+    }
+
     /// Makes everything archived through this handle durable and visible to every reader.
     fn flush(&self) -> Result<(), ApiError> {
         forward(self, Operation::Flush)?.flush()

@@ -260,6 +260,7 @@ impl Feed {
                             stream: name.to_string(),
                             cursor,
                             data: None,
+                            checksum: None,
                         },
                         e.field,
                     ));
@@ -320,6 +321,7 @@ impl Feed {
             if let Some((mut n, field)) = self.pending.pop_front() {
                 if self.with_data && admit(field.length) {
                     n.data = self.bytes_of(&n, &field)?;
+                    n.checksum = n.data.as_ref().and(field.checksum);
                 }
                 self.position.advance(&n);
                 if self.pending.is_empty() {
@@ -363,11 +365,11 @@ impl Feed {
 
     /// A notice's field, read from where its commit put it (checked against its checksum);
     /// `None` when it went meanwhile (wiped, purged): the consumer's retrieve then says so.
-    fn bytes_of(&self, n: &Notice, field: &FieldRef) -> Result<Option<Vec<u8>>, ApiError> {
+    fn bytes_of(&self, n: &Notice, field: &FieldRef) -> Result<Option<bytes::Bytes>, ApiError> {
         let Some(f) = self.followed.get(&n.stream) else {
             return Ok(None);
         };
-        match self.store.read(&f.db, field) {
+        match self.store.read_shared(&f.db, field) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == crate::error_kind::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),

@@ -306,6 +306,39 @@ impl LocalFdb {
             .map_err(ModelError::from)?)
     }
 
+    /// A GRIB message carries its own keys: a key given with one must agree with them.
+    fn check_given_key(&self, k: &Key, data: &[u8]) -> Result<(), ApiError> {
+        if !data.starts_with(b"GRIB") {
+            return Ok(());
+        }
+        let found = grib::mars_keys(data)?;
+        for (kw, given) in k.iter() {
+            let Some(theirs) = found.get(kw) else {
+                continue;
+            };
+            let ty = self
+                .schema
+                .paths()
+                .iter()
+                .flat_map(|p| p.levels.iter().flatten())
+                .find(|p| p.keyword == kw)
+                .map(|p| p.ty);
+            let canon = |v: &str| {
+                ty.and_then(|t| t.canonical(kw, v, &self.cx).ok())
+                    .unwrap_or_else(|| v.to_ascii_lowercase())
+            };
+            if canon(given) != canon(theirs) {
+                return Err(ApiError::KeyMismatch {
+                    message: 1,
+                    keyword: kw.to_string(),
+                    given: given.to_string(),
+                    found: theirs.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Splits the key by the schema and hands the field to its database's writers.
     fn store(&self, key: &Key, strict: bool, data: &[u8]) -> Result<(), ApiError> {
         self.store_bytes(key, strict, FieldBytes::Slice(data))
@@ -327,6 +360,7 @@ impl LocalFdb {
             FieldBytes::Slice(d) | FieldBytes::Adopted { data: d, .. } => {
                 crate::extract::catalogue_info(d)
             }
+            FieldBytes::Shared(d, _) => crate::extract::catalogue_info(d),
             FieldBytes::Stream(..) | FieldBytes::Consumed => None,
         };
         let mut attempts = 0;
@@ -356,6 +390,7 @@ impl LocalFdb {
             }
             let appended = match &mut data {
                 FieldBytes::Slice(d) => open.batch.store.append(d),
+                FieldBytes::Shared(d, checksum) => open.batch.store.append_shared(d.clone(), *checksum),
                 FieldBytes::Adopted {
                     object,
                     offset,
@@ -1233,6 +1268,9 @@ impl DataReader for FieldStream {
 /// large field), which can be written only once.
 enum FieldBytes<'a> {
     Slice(&'a [u8]),
+    /// A buffer handed over (a server's receive buffer), and its CRC-32C if the caller took it:
+    /// a memory store keeps it as it is.
+    Shared(bytes::Bytes, Option<u32>),
     /// A field of an adopted file: indexed where it lies, not stored.
     Adopted {
         object: &'a str,
@@ -1255,37 +1293,30 @@ impl Fdb for LocalFdb {
     fn archive(&self, key: Option<&Key>, data: &[u8]) -> Result<(), ApiError> {
         match key {
             Some(k) => {
-                // A GRIB message carries its own keys: a given key must agree with them.
-                if data.starts_with(b"GRIB") {
-                    let found = grib::mars_keys(data)?;
-                    for (kw, given) in k.iter() {
-                        let Some(theirs) = found.get(kw) else {
-                            continue;
-                        };
-                        let ty = self
-                            .schema
-                            .paths()
-                            .iter()
-                            .flat_map(|p| p.levels.iter().flatten())
-                            .find(|p| p.keyword == kw)
-                            .map(|p| p.ty);
-                        let canon = |v: &str| {
-                            ty.and_then(|t| t.canonical(kw, v, &self.cx).ok())
-                                .unwrap_or_else(|| v.to_ascii_lowercase())
-                        };
-                        if canon(given) != canon(theirs) {
-                            return Err(ApiError::KeyMismatch {
-                                message: 1,
-                                keyword: kw.to_string(),
-                                given: given.to_string(),
-                                found: theirs.to_string(),
-                            });
-                        }
-                    }
-                }
+                self.check_given_key(k, data)?;
                 self.store(k, true, data)
             }
             None => self.store(&grib::mars_keys(data)?, false, data),
+        }
+    }
+
+    fn archive_shared(
+        &self,
+        key: Option<&Key>,
+        grib: bool,
+        data: bytes::Bytes,
+        checksum: Option<u32>,
+    ) -> Result<(), ApiError> {
+        match (key, grib) {
+            (Some(k), true) => self.store_bytes(k, false, FieldBytes::Shared(data, checksum)),
+            (Some(k), false) => {
+                self.check_given_key(k, &data)?;
+                self.store_bytes(k, true, FieldBytes::Shared(data, checksum))
+            }
+            (None, _) => {
+                let found = grib::mars_keys(&data)?;
+                self.store_bytes(&found, false, FieldBytes::Shared(data, checksum))
+            }
         }
     }
 

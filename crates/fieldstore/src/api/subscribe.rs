@@ -102,8 +102,12 @@ pub struct Notice {
     pub cursor: Cursor,
     /// The field's bytes, when the subscription was asked to carry them
     /// ([`Fdb::subscribe_with_data`](super::Fdb::subscribe_with_data)) and the store could: a
-    /// consumer then needs no retrieve per field. `None`: retrieve it.
-    pub data: Option<Vec<u8>>,
+    /// consumer then needs no retrieve per field. `None`: retrieve it. Shared, not owned: a
+    /// memory store and a server pass the buffer the field arrived in along without copying it.
+    pub data: Option<bytes::Bytes>,
+    /// The CRC-32C the store recorded for `data` (which reading it checked), where it has one:
+    /// a server frames the field with it instead of summing the bytes once more.
+    pub checksum: Option<u32>,
 }
 
 /// The fields matching a request, in each stream's commit order (for one writer, the order it
@@ -125,6 +129,7 @@ pub trait Subscription: Send {
         if let Some(n) = next.as_mut() {
             if n.data.as_ref().is_some_and(|d| !admit(d.len() as u64)) {
                 n.data = None;
+                n.checksum = None;
             }
         }
         Ok(next)

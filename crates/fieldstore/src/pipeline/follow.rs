@@ -249,7 +249,7 @@ pub struct Follower {
     position: Position,
     files: Vec<PathBuf>,
     /// The fields of the store flush being read: (forecast time, key, bytes).
-    pending: Vec<(ForecastTime, Key, Option<Vec<u8>>)>,
+    pending: Vec<(ForecastTime, Key, Option<bytes::Bytes>)>,
     pending_bytes: usize,
     /// A checkpoint was found when opened.
     resumed: bool,
@@ -495,7 +495,7 @@ impl Follower {
                     let mut d = Vec::new();
                     std::io::Read::read_to_end(&mut r, &mut d)
                         .map_err(|e| PipelineError::State(format!("reading {key}: {e}")))?;
-                    d
+                    bytes::Bytes::from(d)
                 }
             };
             if self.gate.is_own(&data) {

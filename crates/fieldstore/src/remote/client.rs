@@ -423,6 +423,14 @@ impl RemoteFdb {
         let prefix = p::encode_archive_prefix(key, grib);
         let id = self.id();
         let sent = match s.conn.as_mut() {
+            Some(c) if data.len() >= p::DIRECT_FROM => p::write_frame_direct(
+                &mut c.writer,
+                c.version,
+                MsgType::Archive,
+                id,
+                &[&prefix, data],
+                None,
+            ),
             Some(c) => p::write_frame(
                 &mut c.writer,
                 c.version,

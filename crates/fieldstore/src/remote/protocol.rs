@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::error::RemoteError;
 use crate::api::subscribe::{Cursor, Notice, Position, Start};
 use crate::api::{ControlAction, ControlIdentifier, ListElement, Location, Operation};
-use crate::checksum::{crc32c, crc32c_append, Crc32c};
+use crate::checksum::{crc32c, crc32c_append, crc32c_combine, Crc32c};
 use crate::error_kind::ErrorKind;
 use crate::model::request::Request;
 use crate::model::schema::SplitKey;
@@ -301,11 +301,85 @@ pub fn write_frame<W: Write>(
 /// Small enough to stay in a core's cache between the copy and the checksum.
 const PIECE: usize = 1 << 20;
 
-fn write_trailer<W: Write>(w: &mut W, crc: u32) -> io::Result<()> {
+/// Payloads from this size on are written past the buffer ([`write_frame_direct`]).
+pub const DIRECT_FROM: usize = 64 << 10;
+
+/// As [`write_frame`], for a frame with a large part (a field): what `w` buffered goes first,
+/// then the frame goes straight to the writer beneath in vectored writes, header, payload
+/// pieces and trailer together, so no byte of the payload is copied into a buffer and a field
+/// of up to 1 MiB goes in one system call. Each piece is summed just before the socket copy
+/// reads it, while it is in the CPU's cache.
+///
+/// With `last_crc`, the CRC-32C of the last part (a stored field's, checked when it was read),
+/// that part is not summed again: the frame's checksum is derived from it.
+pub fn write_frame_direct<W: Write>(
+    w: &mut io::BufWriter<W>,
+    version: u16,
+    kind: MsgType,
+    request: u64,
+    parts: &[&[u8]],
+    last_crc: Option<u32>,
+) -> io::Result<u64> {
+    let length: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    let header = encode_header(version, kind, request, length);
+    let mut crc = Crc32c::new();
+    crc.update(&header);
+    let summed = match (last_crc, parts.split_last()) {
+        (Some(last), Some((tail, rest))) => {
+            for p in rest {
+                crc.update(p);
+            }
+            crc = Crc32c::resume(crc32c_combine(crc.value(), last, tail.len() as u64));
+            true
+        }
+        _ => false,
+    };
+    w.flush()?;
+    let w = w.get_mut();
+    let mut batch: Vec<io::IoSlice<'_>> = vec![io::IoSlice::new(&header)];
+    let mut batched = 0usize;
+    for piece in parts.iter().flat_map(|p| p.chunks(PIECE)) {
+        if !summed {
+            crc.update(piece);
+        }
+        batch.push(io::IoSlice::new(piece));
+        batched += piece.len();
+        if batched >= PIECE {
+            write_all_vectored(w, &mut batch)?;
+            batch.clear();
+            batched = 0;
+        }
+    }
+    let trailer = encode_trailer(crc.value());
+    batch.push(io::IoSlice::new(&trailer));
+    write_all_vectored(w, &mut batch)?;
+    Ok(length + FRAME_OVERHEAD)
+}
+
+/// Writes every byte of `bufs`, however many calls the writer takes.
+fn write_all_vectored<W: Write>(w: &mut W, bufs: &mut [io::IoSlice<'_>]) -> io::Result<()> {
+    let mut bufs = bufs;
+    io::IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn encode_trailer(crc: u32) -> [u8; TRAILER_LEN] {
     let mut trailer = [0u8; TRAILER_LEN];
     trailer[0..4].copy_from_slice(&crc.to_be_bytes());
     trailer[4..8].copy_from_slice(&END_MARKER);
-    w.write_all(&trailer)
+    trailer
+}
+
+fn write_trailer<W: Write>(w: &mut W, crc: u32) -> io::Result<()> {
+    w.write_all(&encode_trailer(crc))
 }
 
 /// Reads until `buf` is full; `Ok(false)` if the stream ended before the first byte.
@@ -399,6 +473,19 @@ pub(crate) fn read_piece<R: Read>(
     } else {
         Err(RemoteError::Truncated)
     }
+}
+
+/// Reads the payload of a frame whose header [`read_header`] read into `payload` (reused
+/// between frames), and checks its trailer.
+pub(crate) fn read_rest<R: Read>(
+    r: &mut R,
+    h: &FrameHeader,
+    mut crc: Crc32c,
+    payload: &mut Vec<u8>,
+) -> Result<(), RemoteError> {
+    let length = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
+    read_payload(r, length, payload, &mut crc)?;
+    read_trailer(r, &crc)
 }
 
 /// Reads a frame's trailer once its whole payload went through `crc`, and checks it.
@@ -864,6 +951,7 @@ impl From<WireNotice> for Notice {
             stream: w.stream,
             cursor: w.cursor,
             data: None,
+            checksum: None,
         }
     }
 }
@@ -945,6 +1033,69 @@ mod tests {
         assert_eq!((h.request, used), (9, framed.len()));
         assert_eq!(&payload[..4], b"meta");
         assert_eq!(&payload[4..], &body[..]);
+    }
+
+    /// Takes at most 100 000 bytes a call, so vectored writes are resumed mid-slice.
+    struct Stingy(Vec<u8>);
+
+    impl Write for Stingy {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(100_000);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(100_000 - n);
+                self.0.extend_from_slice(&b[..k]);
+                n += k;
+                if n == 100_000 {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_frame_written_past_the_buffer_is_the_same_frame() {
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let mut buffered = Vec::new();
+        write_frame(&mut buffered, 1, MsgType::NoticeData, 9, &[b"meta", &body]).unwrap();
+        for last_crc in [None, Some(crc32c(&body))] {
+            let mut w = io::BufWriter::new(Stingy(Vec::new()));
+            // Something buffered before it goes first.
+            w.write_all(b"before").unwrap();
+            let n = write_frame_direct(
+                &mut w,
+                1,
+                MsgType::NoticeData,
+                9,
+                &[b"meta", &body],
+                last_crc,
+            )
+            .unwrap();
+            w.flush().unwrap();
+            let out = w.into_inner().map_err(|_| "flush").unwrap().0;
+            assert_eq!(&out[..6], b"before");
+            assert_eq!(&out[6..], &buffered[..], "{last_crc:?}");
+            assert_eq!(n, buffered.len() as u64);
+        }
+        // A field whose stored checksum no longer matches its bytes fails the receiver's check.
+        let mut w = io::BufWriter::new(Stingy(Vec::new()));
+        let wrong = Some(crc32c(&body) ^ 1);
+        write_frame_direct(&mut w, 1, MsgType::NoticeData, 9, &[b"meta", &body], wrong).unwrap();
+        let out = w.into_inner().map_err(|_| "flush").unwrap().0;
+        assert!(matches!(
+            decode_frame(&out, 1 << 30),
+            Err(RemoteError::Checksum { .. })
+        ));
     }
 
     #[test]
@@ -1210,6 +1361,7 @@ mod tests {
                 within: 1,
             },
             data: None,
+            checksum: None,
         };
         let batch = WireNotices {
             notices: vec![WireNotice::from(&n)],

@@ -5,6 +5,8 @@
 //! `remote` error.
 
 use std::collections::VecDeque;
+
+use bytes::Bytes;
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,10 +16,13 @@ use std::time::{Duration, Instant};
 
 use super::client::{describe_loss, Connection, RemoteFdb};
 use super::error::RemoteError;
+use super::landing;
 use super::protocol::{self as p, MsgType, Role, SubscribeQuery, WireNotices};
+use super::recycle::Recycler;
 use super::transport::Socket;
 use crate::api::subscribe::{Notice, Position, Start, Subscription};
 use crate::api::ApiError;
+use crate::checksum::Crc32c;
 use crate::model::request::Request;
 
 /// How long a lost subscription keeps trying to reconnect before it gives up.
@@ -85,6 +90,7 @@ impl RemoteSubscription {
             stop: stop.clone(),
             socket: socket.clone(),
             tx,
+            recycler: Recycler::new(RECYCLE_LIMIT),
         };
         std::thread::spawn(move || reader.run(conn));
         Ok(RemoteSubscription {
@@ -164,7 +170,13 @@ struct Reader {
     stop: Arc<AtomicBool>,
     socket: Arc<Mutex<Option<Socket>>>,
     tx: SyncSender<Msg>,
+    /// Buffers of fields the caller dropped, for the next fields to land in.
+    recycler: Arc<Recycler>,
 }
+
+/// A subscriber keeps at most this much of the fields it dropped for new ones to land in: a few
+/// fields, enough that a consumer keeping up never makes the kernel fault in fresh pages.
+const RECYCLE_LIMIT: u64 = 64 << 20;
 
 impl Reader {
     fn run(mut self, first: Connection) {
@@ -192,6 +204,19 @@ impl Reader {
         }
     }
 
+    /// The payload of a notice with its field, in a buffer of its own (the header read).
+    fn read_field_frame(
+        c: &mut Connection,
+        h: &p::FrameHeader,
+        mut crc: Crc32c,
+        recycler: &Arc<Recycler>,
+    ) -> Result<Bytes, RemoteError> {
+        let n = usize::try_from(h.length).map_err(|_| RemoteError::Truncated)?;
+        let (payload, _) = landing::read_shared(&mut c.reader, n, &mut crc, recycler)?;
+        p::read_trailer(&mut c.reader, &crc)?;
+        Ok(payload)
+    }
+
     /// Hands over notices until the caller goes (`Ok`) or the connection is lost (`Err`).
     fn read(&mut self, mut c: Connection) -> Result<(), RemoteError> {
         let limit = if self.data {
@@ -200,14 +225,20 @@ impl Reader {
             MAX_NOTICES
         };
         loop {
-            let h = p::read_frame(&mut c.reader, limit, &mut c.payload)
+            let (h, crc) = p::read_header(&mut c.reader, limit)
                 .map_err(|e| self.handle.lost("subscribe", describe_loss(e)))?;
+            // A field lands in a buffer of its own, which the notice then hands over as it is.
+            let frame = match h.kind {
+                MsgType::NoticeData => Self::read_field_frame(&mut c, &h, crc, &self.recycler),
+                _ => p::read_rest(&mut c.reader, &h, crc, &mut c.payload).map(|()| Bytes::new()),
+            };
+            let frame = frame.map_err(|e| self.handle.lost("subscribe", describe_loss(e)))?;
             match h.kind {
                 MsgType::NoticeData => {
-                    let parsed = p::split_notice_data(&c.payload).and_then(|(notice, field)| {
+                    let parsed = p::split_notice_data(&frame).and_then(|(notice, field)| {
                         let w: p::WireNotice = p::from_json("notice", notice).ok()?;
                         let mut n = Notice::from(w);
-                        n.data = Some(field.to_vec());
+                        n.data = Some(frame.slice(frame.len() - field.len()..));
                         Some(n)
                     });
                     let Some(n) = parsed else {

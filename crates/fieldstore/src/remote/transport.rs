@@ -92,11 +92,36 @@ impl Read for Socket {
     }
 }
 
+impl super::landing::ReadUninit for Socket {
+    fn read_uninit(&mut self, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+        let fd = match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Tls(s) => s.as_raw_fd(),
+        };
+        // SAFETY: recv writes at most `buf.len()` bytes into the buffer and returns how many;
+        // the socket's read timeout applies as for `read`.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
 impl Write for Socket {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write(buf),
             Socket::Tls(s) => s.write(buf),
+        }
+    }
+
+    /// One system call for a frame's header, payload and trailer, wherever they are in memory.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write_vectored(bufs),
+            Socket::Tls(s) => s.write_vectored(bufs),
         }
     }
 

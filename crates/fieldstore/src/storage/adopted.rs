@@ -417,6 +417,14 @@ impl Store for AdoptingStore {
         Ok(buf)
     }
 
+    /// The store beneath's own buffer for its fields (a memory store's is the stored one).
+    fn read_shared(&self, db: &DbRef, field: &FieldRef) -> Result<bytes::Bytes, StorageError> {
+        if AdoptedObject::parse(&field.object).is_none() {
+            return self.inner.read_shared(db, field);
+        }
+        self.read(db, field).map(bytes::Bytes::from)
+    }
+
     fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError> {
         match AdoptedObject::parse(object) {
             Some(o) => self.s3.open(&o),

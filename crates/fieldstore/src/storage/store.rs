@@ -2,6 +2,8 @@
 
 use std::io::Read;
 
+use bytes::Bytes;
+
 use super::{DbRef, StorageError};
 
 /// One field's bytes inside a store: an object the store names (a data file for POSIX) and a
@@ -56,6 +58,13 @@ pub trait Store: Send + Sync {
     /// A field's bytes.
     fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError>;
 
+    /// As `read`, for a caller that only passes the bytes on (a subscription carrying fields):
+    /// a store that holds fields in memory hands out the stored buffer itself, checked, not a
+    /// copy of it.
+    fn read_shared(&self, db: &DbRef, field: &FieldRef) -> Result<Bytes, StorageError> {
+        self.read(db, field).map(Bytes::from)
+    }
+
     /// An object opened for reads at any offset, so streaming a retrieve copies bytes once,
     /// straight into the caller's buffer.
     fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError>;
@@ -105,6 +114,17 @@ pub trait StoreWriter: Send {
     /// Stores the bytes; they need not be durable until `sync`. The returned reference carries
     /// the bytes' CRC-32C, computed here once, while they are in cache.
     fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError>;
+
+    /// As `append`, for bytes the caller owns already (a server's receive buffer): a store that
+    /// keeps fields in memory keeps this buffer instead of copying it. `checksum`, when given,
+    /// is the CRC-32C of `data`, taken as the bytes arrived, so it is not taken again.
+    fn append_shared(
+        &mut self,
+        data: Bytes,
+        _checksum: Option<u32>,
+    ) -> Result<FieldRef, StorageError> {
+        self.append(&data)
+    }
 
     /// As `append`, for a field whose `length` bytes come from `src` (a server receiving a large
     /// field): stores that write them in pieces never hold the whole field. The default reads it

@@ -1,14 +1,19 @@
 //! Archive connections: fields stored as they arrive, a flush answers for the batch.
 //!
 //! What a field costs the server is bounded by the memory budget, whatever size its frame
-//! announces: a small frame is received whole under a lease of its size; a large one whose key
-//! the client read (what `fieldstore archive` and the bindings send) goes to the store in the
-//! pieces it arrives in, each leased until written; a large one whose key must be read from the
-//! GRIB here is spooled to an unnamed temporary file (nothing is left behind, even by a kill -9),
-//! its key read from a mapping of that file, and its bytes streamed into the store from it.
+//! announces: a field of up to 16 MiB is received whole under a lease of its size, straight from
+//! the socket into the buffer the store keeps (a memory store keeps that buffer as the field, and
+//! the checksum taken as it arrived: nothing copies it between the socket and the subscribers it
+//! is sent to); a larger one, or one larger than the connection's budget, whose key the client
+//! read (what `fieldstore archive` and the bindings send) goes to the store in the pieces it
+//! arrives in, each leased until written; a larger one whose key must be read from the GRIB here
+//! is spooled to an unnamed temporary file (nothing is left behind, even by a kill -9), its key
+//! read from a mapping of that file, and its bytes streamed into the store from it.
 
 use std::fs::File;
 use std::io::{BufRead, Seek};
+
+use bytes::Bytes;
 
 use super::budget::{Lease, Refusal, Share, Turn};
 use super::connection::Connection;
@@ -16,11 +21,12 @@ use super::receive::BUSY;
 use super::*;
 use crate::checksum::Crc32c;
 use crate::model::Key;
+use crate::remote::landing;
 
-/// Archive frames up to this size are received whole.
+/// Archive frames up to this size are received whole, metadata and field in one buffer.
 const WHOLE_UP_TO: u64 = 1 << 20;
-/// Larger frames whose key is read (or checked) here are received whole up to this size, and
-/// spooled to a file above it.
+/// Larger fields are received whole up to this size, after their metadata; above it they are
+/// streamed to the store (key given) or spooled to a file (key read here).
 const SPOOL_ABOVE: u64 = 16 << 20;
 /// The metadata before a field's bytes is a key: far below this.
 const META_MAX: u64 = 1 << 20;
@@ -171,7 +177,7 @@ impl Connection<'_> {
         Self: 's,
     {
         if h.length <= WHOLE_UP_TO {
-            return self.receive_whole(h, crc, h.length, Vec::new(), share);
+            return self.receive_small(h, crc, share);
         }
         // The metadata first: it says what to do with the rest.
         let mut prefix = [0u8; 4];
@@ -201,8 +207,12 @@ impl Connection<'_> {
                 return self.refuse_field(length, crc, (ErrorKind::BadRequest, e.to_string()));
             }
         };
+        // A field whose key the client read goes to the store in leased pieces when the
+        // connection's budget cannot hold it whole.
+        let whole = length <= SPOOL_ABOVE;
+        let streamed = grib && !(whole && self.shared.budget.holds(h.length));
         match key {
-            Some(key) if grib => {
+            Some(key) if streamed => {
                 let (tx, rx) = sync_channel(QUEUED_PIECES);
                 if jobs
                     .send(Job::Stream {
@@ -220,23 +230,16 @@ impl Connection<'_> {
                     Ok(Received::Stopping)
                 }
             }
-            _ if length <= SPOOL_ABOVE => {
-                let mut head = prefix.to_vec();
-                head.extend_from_slice(&meta);
-                self.receive_whole(h, crc, length, head, share)
-            }
+            key if whole => self.receive_data(h, crc, length, key, grib, share),
             key => self.spool(length, crc, key),
         }
     }
 
-    /// Receives the rest of a frame (`length` bytes after `head`, which was already read) into
-    /// memory, once the budget has room for it.
-    fn receive_whole<'s>(
+    /// Receives a small frame whole, once the budget has room for it, and decodes it.
+    fn receive_small<'s>(
         &mut self,
         h: FrameHeader,
         mut crc: Crc32c,
-        length: u64,
-        head: Vec<u8>,
         share: &'s Share,
     ) -> Result<Received<'s>, Broken>
     where
@@ -246,20 +249,80 @@ impl Connection<'_> {
         let lease = match shared.budget.take(share, h.length, &shared.stopping) {
             Ok(l) => l,
             Err(Refusal::Stopping) => return Ok(Received::Stopping),
-            Err(Refusal::Busy(msg)) => {
-                return self.refuse_field(length, crc, (BUSY, msg));
+            Err(Refusal::Busy(msg)) => return self.refuse_field(h.length, crc, (BUSY, msg)),
+        };
+        let read = landing::read_shared(
+            &mut self.reader,
+            h.length as usize,
+            &mut crc,
+            &shared.recycler,
+        )
+        .and_then(|(payload, _)| p::read_trailer(&mut self.reader, &crc).map(|()| payload));
+        let payload = match read {
+            Ok(b) => b,
+            Err(e) => {
+                self.frame_failed(e)?;
+                return Ok(Received::Stopping);
             }
         };
-        let mut field = head;
-        let start = field.len();
-        field.resize(start + length as usize, 0);
-        let read = p::read_piece(&mut self.reader, &mut field[start..], &mut crc)
-            .and_then(|()| p::read_trailer(&mut self.reader, &crc));
-        if let Err(e) = read {
-            self.frame_failed(e)?;
-            return Ok(Received::Stopping);
+        Ok(Received::Job(match p::decode_archive(&payload) {
+            Ok((key, grib, data)) => {
+                let at = payload.len() - data.len();
+                Job::Field {
+                    key,
+                    grib,
+                    data: payload.slice(at..),
+                    checksum: None,
+                    lease,
+                }
+            }
+            // Well framed, wrong inside: the batch fails, the connection goes on.
+            Err(e) => Job::Failed((ErrorKind::BadRequest, e.to_string())),
+        }))
+    }
+
+    /// Receives a field's `length` bytes (its metadata read already) into the buffer the store
+    /// will keep (one a freed field left, if there is one), once the budget has room for them:
+    /// no copy of them on this side, and their checksum taken as they arrive is the one the
+    /// store records.
+    fn receive_data<'s>(
+        &mut self,
+        h: FrameHeader,
+        mut crc: Crc32c,
+        length: u64,
+        key: Option<Key>,
+        grib: bool,
+        share: &'s Share,
+    ) -> Result<Received<'s>, Broken>
+    where
+        Self: 's,
+    {
+        let shared: &'s Shared = self.shared;
+        let lease = match shared.budget.take(share, h.length, &shared.stopping) {
+            Ok(l) => l,
+            Err(Refusal::Stopping) => return Ok(Received::Stopping),
+            Err(Refusal::Busy(msg)) => return self.refuse_field(length, crc, (BUSY, msg)),
+        };
+        let read = landing::read_shared(
+            &mut self.reader,
+            length as usize,
+            &mut crc,
+            &shared.recycler,
+        )
+        .and_then(|got| p::read_trailer(&mut self.reader, &crc).map(|()| got));
+        match read {
+            Ok((data, checksum)) => Ok(Received::Job(Job::Field {
+                key,
+                grib,
+                data,
+                checksum: Some(checksum),
+                lease,
+            })),
+            Err(e) => {
+                self.frame_failed(e)?;
+                Ok(Received::Stopping)
+            }
         }
-        Ok(Received::Job(Job::Field(field, lease)))
     }
 
     /// Hands a field's bytes to the archiver in the pieces they arrive in, each under a lease,
@@ -401,8 +464,15 @@ enum Received<'s> {
 
 /// What the receiving thread hands the archiver.
 enum Job<'s> {
-    /// One archive frame's payload, and the memory it holds.
-    Field(Vec<u8>, Lease<'s>),
+    /// One field's bytes as they arrived (the buffer the store keeps), its CRC-32C if taken
+    /// already, and the memory it holds until stored.
+    Field {
+        key: Option<Key>,
+        grib: bool,
+        data: Bytes,
+        checksum: Option<u32>,
+        lease: Lease<'s>,
+    },
     /// A field whose key the client read, its bytes to come as pieces.
     Stream {
         key: Key,
@@ -544,9 +614,15 @@ fn archiver(shared: &Shared, who: &Identity, inbox: Receiver<Job>) {
                 let _ = answer.send(outcome);
                 continue;
             }
-            Job::Field(payload, lease) => {
+            Job::Field {
+                key,
+                grib,
+                data,
+                checksum,
+                lease,
+            } => {
                 let r = if failed.is_none() {
-                    archive_one(shared, who, &mut fdb, &payload)
+                    archive_one(shared, who, &mut fdb, key, grib, data, checksum)
                 } else {
                     Ok(())
                 };
@@ -622,21 +698,20 @@ fn handle<'f>(
     }
 }
 
+/// Archives a field's buffer as it is: a memory store keeps it without a copy.
 fn archive_one(
     shared: &Shared,
     who: &Identity,
     fdb: &mut Option<Box<dyn Fdb>>,
-    payload: &[u8],
+    key: Option<Key>,
+    grib: bool,
+    data: Bytes,
+    checksum: Option<u32>,
 ) -> Result<(), Failure> {
-    let (key, grib, data) =
-        p::decode_archive(payload).map_err(|e| (ErrorKind::BadRequest, e.to_string()))?;
     super::authorize::may_archive(shared, who, key.as_ref())?;
     let f = handle(shared, who, fdb)?;
-    let r = match (key, grib) {
-        (Some(k), true) => f.archive_grib(&k, data),
-        (k, _) => f.archive(k.as_ref(), data),
-    };
-    r.map_err(|e| (e.kind(), error_chain(&e)))
+    f.archive_shared(key.as_ref(), grib, data, checksum)
+        .map_err(|e| (e.kind(), error_chain(&e)))
 }
 
 /// A spooled field: without a key, its key is read from a mapping of the file (ecCodes reads

@@ -72,6 +72,12 @@ impl Budget {
         self.used.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether one connection may hold `bytes` at once within its budget (a larger field is
+    /// received in leased pieces where it can be).
+    pub(crate) fn holds(&self, bytes: u64) -> bool {
+        bytes <= self.per_connection
+    }
+
     /// Takes `bytes` (at most a connection's budget: one request larger than that may still go
     /// alone), waiting while the connection or the server is over its budget.
     pub(crate) fn take<'a>(

@@ -113,7 +113,31 @@ impl<'a> Connection<'a> {
         request: u64,
         parts: &[&[u8]],
     ) -> Result<(), Broken> {
-        let n = p::write_frame(&mut self.writer, self.version, kind, request, parts)?;
+        self.send_summed(kind, request, parts, None)
+    }
+
+    /// As `send`; with `last_crc`, the CRC-32C of the last part (a stored field's), which is
+    /// then not summed again.
+    pub(super) fn send_summed(
+        &mut self,
+        kind: MsgType,
+        request: u64,
+        parts: &[&[u8]],
+        last_crc: Option<u32>,
+    ) -> Result<(), Broken> {
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        let n = if length >= p::DIRECT_FROM {
+            p::write_frame_direct(
+                &mut self.writer,
+                self.version,
+                kind,
+                request,
+                parts,
+                last_crc,
+            )?
+        } else {
+            p::write_frame(&mut self.writer, self.version, kind, request, parts)?
+        };
         self.shared
             .metrics
             .bytes_out

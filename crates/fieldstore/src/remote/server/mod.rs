@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 
 use super::auth::{AuthOp, Identity, TokensFile};
 use super::error::RemoteError;
+use super::landing::ReadUninit;
 use super::metrics::Metrics;
 use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
@@ -66,7 +67,8 @@ pub struct ServerOptions {
     /// Serve TLS only (with this identity) instead of plain TCP.
     pub tls: Option<TlsAcceptor>,
     /// Bytes all clients together may make the server hold (fields being received, retrieve
-    /// chunks); beyond it connections wait, their sockets unread.
+    /// chunks); beyond it connections wait, their sockets unread. Buffers of freed fields
+    /// kept for new ones to land in (`super::recycle`) are bounded by as much again.
     pub memory_budget: u64,
     /// The share of `memory_budget` one connection may hold.
     pub connection_budget: u64,
@@ -122,6 +124,8 @@ pub(crate) struct Shared {
     http_addrs: Mutex<Vec<SocketAddr>>,
     next_conn: AtomicU64,
     pub(crate) budget: Budget,
+    /// Buffers of freed fields, for the next fields received to land in.
+    pub(crate) recycler: Arc<super::recycle::Recycler>,
     pub(crate) per_identity: PerIdentity,
     /// Connections being served, and a signal when one ends.
     active: Mutex<usize>,
@@ -237,6 +241,7 @@ impl Server {
                     opts.budget_wait,
                     metrics.clone(),
                 ),
+                recycler: super::recycle::Recycler::new(opts.memory_budget.max(MIN_BUDGET)),
                 per_identity: PerIdentity::new(opts.max_requests_per_identity, metrics.clone()),
                 opts,
                 factory,
@@ -458,9 +463,26 @@ struct ConnReader<'a> {
 
 impl Read for ConnReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.waiting(|s| s.read(buf))
+    }
+}
+
+impl ReadUninit for ConnReader<'_> {
+    fn read_uninit(&mut self, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+        self.waiting(|s| s.read_uninit(buf))
+    }
+}
+
+impl ConnReader<'_> {
+    /// Retries `read` through the socket's read timeouts until bytes come, the server stops
+    /// (between frames) or the client stalls (within one).
+    fn waiting(
+        &mut self,
+        mut read: impl FnMut(&mut Socket) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let waiting_since = Instant::now();
         loop {
-            match self.stream.read(buf) {
+            match read(&mut self.stream) {
                 Ok(n) => {
                     if n > 0 {
                         self.at_boundary = false;
@@ -509,8 +531,27 @@ struct ConnWriter {
 
 impl Write for ConnWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stalling(|s| s.write(buf))
+    }
+
+    /// A frame's header, payload and trailer in one system call (a notice with its field).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.stalling(|s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+impl ConnWriter {
+    /// A write that made no progress within the stall timeout is a client that reads nothing.
+    fn stalling(
+        &mut self,
+        mut write: impl FnMut(&mut Socket) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         loop {
-            match self.stream.write(buf) {
+            match write(&mut self.stream) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -529,10 +570,6 @@ impl Write for ConnWriter {
                 r => return r,
             }
         }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.stream.flush()
     }
 }
 

@@ -147,6 +147,7 @@ impl Connection<'_> {
                 .notices_without_data
                 .fetch_add(1, Ordering::Relaxed);
         };
+        let checksum = n.checksum.take();
         let (data, _lease) = match n.data.take() {
             Some(d) => (Some(d), admitted.lease),
             None if admitted.refused => {
@@ -157,7 +158,10 @@ impl Connection<'_> {
             None => match n.element.location.as_ref().map(|l| l.length) {
                 None => (None, None),
                 Some(size) => match shared.budget.try_take(share, size) {
-                    Some(lease) => (self.retrieve_noticed(&n), Some(lease)),
+                    Some(lease) => (
+                        self.retrieve_noticed(&n).map(bytes::Bytes::from),
+                        Some(lease),
+                    ),
                     None => {
                         withheld();
                         (None, None)
@@ -169,7 +173,9 @@ impl Connection<'_> {
         match data {
             Some(d) => {
                 let len = (notice.len() as u32).to_be_bytes();
-                self.send(MsgType::NoticeData, request, &[&len, &notice, &d])?;
+                // Sent from the stored buffer, framed with the checksum its read checked: a
+                // field damaged since fails the subscriber's frame check.
+                self.send_summed(MsgType::NoticeData, request, &[&len, &notice, &d], checksum)?;
                 self.writer.flush()?;
                 shared.metrics.notices_sent.fetch_add(1, Ordering::Relaxed);
                 Ok(())

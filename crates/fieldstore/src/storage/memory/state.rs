@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::history::{CommitLog, Notifier};
 use super::{Limits, ENTRY_OVERHEAD};
 use crate::model::config::WhenFull;
@@ -409,7 +411,9 @@ pub(super) fn now() -> u64 {
 /// bytes.
 #[derive(Default)]
 pub(super) struct Object {
-    pub segments: RwLock<BTreeMap<u64, Arc<[u8]>>>,
+    /// Each the buffer the field arrived in (a server's receive buffer, or a copy of the
+    /// caller's slice), shared with whoever reads it.
+    pub segments: RwLock<BTreeMap<u64, Bytes>>,
     /// A writer still appends to it: purge must not drop it even when empty.
     pub open: AtomicBool,
 }
@@ -423,7 +427,7 @@ impl Object {
     }
 
     /// The segment starting at `offset`, if one does.
-    pub fn segment(&self, offset: u64) -> Result<Option<Arc<[u8]>>, StorageError> {
+    pub fn segment(&self, offset: u64) -> Result<Option<Bytes>, StorageError> {
         Ok(self
             .segments
             .read()

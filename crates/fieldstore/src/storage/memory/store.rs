@@ -3,6 +3,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::state::{poisoned, MemDb, Object, Shared};
 use super::ENTRY_OVERHEAD;
 use crate::model::Key;
@@ -26,6 +28,24 @@ impl MemoryStore {
                 "no such object in the memory store (wiped or purged)",
             ),
         }
+    }
+
+    /// The segment holding exactly this field, if one does (every field archived here).
+    fn whole_segment(
+        &self,
+        o: &Object,
+        field: &FieldRef,
+        len: usize,
+    ) -> Result<Option<Bytes>, StorageError> {
+        Ok(o.segment(field.offset)?.filter(|s| s.len() == len))
+    }
+
+    fn verify(&self, db: &DbRef, field: &FieldRef, bytes: &[u8]) -> Result<(), StorageError> {
+        field.verify(
+            crate::checksum::crc32c(bytes),
+            || self.uri(db, &field.object),
+            || "?".into(),
+        )
     }
 
     fn object(&self, db: &DbRef, object: &str) -> Result<Arc<Object>, StorageError> {
@@ -69,14 +89,9 @@ impl Store for MemoryStore {
     fn read(&self, db: &DbRef, field: &FieldRef) -> Result<Vec<u8>, StorageError> {
         let o = self.object(db, &field.object)?;
         let len = usize::try_from(field.length).map_err(|_| self.gone(db, &field.object))?;
-        // A field is a segment of its own: copied in one pass, without zeroing a buffer first
-        // (a subscription with data reads every field this way).
-        let whole = o
-            .segment(field.offset)?
-            .filter(|s| s.len() == len)
-            .map(|s| s.to_vec());
-        let buf = match whole {
-            Some(b) => b,
+        // A field is a segment of its own: copied in one pass, without zeroing a buffer first.
+        let buf = match self.whole_segment(&o, field, len)? {
+            Some(b) => b.to_vec(),
             None => {
                 let mut buf = vec![0u8; len];
                 if o.read_at(field.offset, &mut buf)? != len {
@@ -85,12 +100,22 @@ impl Store for MemoryStore {
                 buf
             }
         };
-        field.verify(
-            crate::checksum::crc32c(&buf),
-            || self.uri(db, &field.object),
-            || "?".into(),
-        )?;
+        self.verify(db, field, &buf)?;
         Ok(buf)
+    }
+
+    /// The stored buffer itself, checked: a subscription with data sends every field from
+    /// here, so the server copies no field's bytes between receiving and sending them.
+    fn read_shared(&self, db: &DbRef, field: &FieldRef) -> Result<Bytes, StorageError> {
+        let o = self.object(db, &field.object)?;
+        let len = usize::try_from(field.length).map_err(|_| self.gone(db, &field.object))?;
+        match self.whole_segment(&o, field, len)? {
+            Some(b) => {
+                self.verify(db, field, &b)?;
+                Ok(b)
+            }
+            None => self.read(db, field).map(Bytes::from),
+        }
     }
 
     fn open_object(&self, db: &DbRef, object: &str) -> Result<Box<dyn ObjectReader>, StorageError> {
@@ -170,11 +195,37 @@ impl MemStoreWriter {
 
 impl StoreWriter for MemStoreWriter {
     fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError> {
-        let wanted = data.len() as u64 + ENTRY_OVERHEAD;
-        self.shared.reserve(wanted)?;
-        let checksum = crate::checksum::crc32c(data);
-        // Copied before any lock is taken.
-        let seg: Arc<[u8]> = Arc::from(data);
+        self.shared.reserve(data.len() as u64 + ENTRY_OVERHEAD)?;
+        // Copied (and summed) once there is room, before any lock is taken.
+        self.insert_reserved(Bytes::copy_from_slice(data), None)
+    }
+
+    fn append_shared(
+        &mut self,
+        data: Bytes,
+        checksum: Option<u32>,
+    ) -> Result<FieldRef, StorageError> {
+        self.shared.reserve(data.len() as u64 + ENTRY_OVERHEAD)?;
+        self.insert_reserved(data, checksum)
+    }
+
+    /// Memory is as durable as it gets here.
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+impl MemStoreWriter {
+    /// Keeps `seg` as the field (no copy), its CRC-32C taken here unless the caller has it;
+    /// its room is reserved already, and given back if it cannot be stored.
+    fn insert_reserved(
+        &mut self,
+        seg: Bytes,
+        checksum: Option<u32>,
+    ) -> Result<FieldRef, StorageError> {
+        let length = seg.len() as u64;
+        let wanted = length + ENTRY_OVERHEAD;
+        let checksum = checksum.unwrap_or_else(|| crate::checksum::crc32c(&seg));
         for _ in 0..2 {
             if self.db.wiped.load(Ordering::SeqCst) {
                 if let Err(e) = self.reattach() {
@@ -195,11 +246,11 @@ impl StoreWriter for MemStoreWriter {
             }
             let offset = self.len;
             segs.insert(offset, seg);
-            self.len += data.len() as u64;
+            self.len += length;
             return Ok(FieldRef {
                 object: self.name.clone(),
                 offset,
-                length: data.len() as u64,
+                length,
                 checksum: Some(checksum),
                 extract: None,
             });
@@ -211,11 +262,6 @@ impl StoreWriter for MemStoreWriter {
                 self.key
             ),
         })
-    }
-
-    /// Memory is as durable as it gets here.
-    fn sync(&mut self) -> Result<(), StorageError> {
-        Ok(())
     }
 }
 
