@@ -21,6 +21,23 @@ fn schema() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fieldstore/tests/fixtures/ecmwf-fdb5-schema")
 }
 
+/// A toc store in `dir` (its root `dir/root`) with ECMWF's FDB5 schema: its config and root.
+fn store_in(dir: &Path) -> (PathBuf, PathBuf) {
+    let config = dir.join("config.yaml");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
+            schema().display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    (config, root)
+}
+
 fn with_config<'c>(c: &'c mut Command, config: &Path) -> &'c mut Command {
     c.env("FDB5_CONFIG_FILE", config)
         .env("FDB_DBNAMES_FILE", "/nonexistent")
@@ -60,18 +77,7 @@ fn an_fdb5_database_converts_both_ways_in_place() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let config = d.path().join("config.yaml");
-    let root = d.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
-            schema().display(),
-            root.display()
-        ),
-    )
-    .unwrap();
+    let (config, root) = store_in(d.path());
     // Two FDB5 runs, the second re-archiving a third of the first: masked copies.
     let a = d.path().join("a.grib");
     let b = d.path().join("b.grib");
@@ -229,18 +235,7 @@ fn a_field_past_its_data_files_end_stops_the_conversion_and_changes_nothing() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let config = d.path().join("config.yaml");
-    let root = d.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
-            schema().display(),
-            root.display()
-        ),
-    )
-    .unwrap();
+    let (config, root) = store_in(d.path());
     let a = d.path().join("a.grib");
     fs(
         &config,
@@ -298,18 +293,7 @@ fn a_failing_database_leaves_the_others_converted() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let config = d.path().join("config.yaml");
-    let root = d.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "type: local\nengine: toc\nschema: {}\nspaces:\n- roots:\n  - path: {}\n",
-            schema().display(),
-            root.display()
-        ),
-    )
-    .unwrap();
+    let (config, _) = store_in(d.path());
     let (a, b) = (d.path().join("a.grib"), d.path().join("b.grib"));
     fs(
         &config,
