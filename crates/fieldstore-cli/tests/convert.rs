@@ -38,6 +38,27 @@ fn store_in(dir: &Path) -> (PathBuf, PathBuf) {
     (config, root)
 }
 
+/// Two `fdb-write` runs into the store: sample fields of 400 points, then of 300 points made
+/// with `second` added to `fieldstore sample`'s arguments.
+fn fdb5_writes(config: &Path, dir: &Path, second: &[&str]) {
+    let (a, b) = (dir.join("a.grib"), dir.join("b.grib"));
+    fs(
+        config,
+        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
+    );
+    let mut args = vec!["sample", "--out", b.to_str().unwrap(), "--points", "300"];
+    args.extend_from_slice(second);
+    fs(config, &args);
+    for f in [&a, &b] {
+        ok(
+            "fdb-write",
+            with_config(Command::new("fdb-write").arg(f), config)
+                .output()
+                .unwrap(),
+        );
+    }
+}
+
 fn with_config<'c>(c: &'c mut Command, config: &Path) -> &'c mut Command {
     c.env("FDB5_CONFIG_FILE", config)
         .env("FDB_DBNAMES_FILE", "/nonexistent")
@@ -79,32 +100,7 @@ fn an_fdb5_database_converts_both_ways_in_place() {
     let d = tempfile::tempdir().unwrap();
     let (config, root) = store_in(d.path());
     // Two FDB5 runs, the second re-archiving a third of the first: masked copies.
-    let a = d.path().join("a.grib");
-    let b = d.path().join("b.grib");
-    fs(
-        &config,
-        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
-    );
-    fs(
-        &config,
-        &[
-            "sample",
-            "--out",
-            b.to_str().unwrap(),
-            "--points",
-            "300",
-            "--steps",
-            "6",
-        ],
-    );
-    for f in [&a, &b] {
-        ok(
-            "fdb-write",
-            with_config(Command::new("fdb-write").arg(f), &config)
-                .output()
-                .unwrap(),
-        );
-    }
+    fdb5_writes(&config, d.path(), &["--steps", "6"]);
     let full = || sorted(&fs(&config, &["list", "class=od", "--full", "--porcelain"]));
     let read = |out: &Path| {
         fs(&config, &["read", ALL, out.to_str().unwrap()]);
@@ -294,31 +290,7 @@ fn a_failing_database_leaves_the_others_converted() {
     }
     let d = tempfile::tempdir().unwrap();
     let (config, _) = store_in(d.path());
-    let (a, b) = (d.path().join("a.grib"), d.path().join("b.grib"));
-    fs(
-        &config,
-        &["sample", "--out", a.to_str().unwrap(), "--points", "400"],
-    );
-    fs(
-        &config,
-        &[
-            "sample",
-            "--out",
-            b.to_str().unwrap(),
-            "--points",
-            "300",
-            "--date",
-            "20261123",
-        ],
-    );
-    for f in [&a, &b] {
-        ok(
-            "fdb-write",
-            with_config(Command::new("fdb-write").arg(f), &config)
-                .output()
-                .unwrap(),
-        );
-    }
+    fdb5_writes(&config, d.path(), &["--date", "20261123"]);
     let good = DB.replace("20261122", "20261123");
     let listed = || sorted(&fs(&config, &["list", &good, "--full", "--porcelain"]));
     let before = listed();
