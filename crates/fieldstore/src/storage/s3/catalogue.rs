@@ -513,6 +513,9 @@ impl Catalogue for S3Catalogue {
     /// go to the store to delete. Also deletes what replaced markers and wiped generations
     /// left, once older than the grace period.
     fn purge(&self, db: &DbRef, doit: bool) -> Result<PurgeReport, StorageError> {
+        if doit {
+            self.client.purge_probes();
+        }
         let g = self.gen_of(db)?;
         let loaded = self.load(&g)?;
         let view = View::build(&loaded.sources);

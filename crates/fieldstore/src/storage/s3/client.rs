@@ -743,8 +743,17 @@ impl S3Client {
     /// process deleted another's probe between its two PUTs, whose second then succeeded, and
     /// that process refused a server that has conditional writes (seen in the lifecycle tests).
     fn delete_stale_probes(&self) {
+        self.delete_probes_older_than(self.inner.grace.max(STALE_PROBE_AGE));
+    }
+
+    /// A purge (the operator's collection of garbage) takes the probes the grace allows, as it
+    /// does data objects.
+    pub(crate) fn purge_probes(&self) {
+        self.delete_probes_older_than(self.inner.grace);
+    }
+
+    fn delete_probes_older_than(&self, min_age: Duration) {
         let now = SystemTime::now();
-        let min_age = self.inner.grace.max(STALE_PROBE_AGE);
         let stale: Vec<String> = self
             .list(".fieldstore-probe/")
             .filter_map(Result::ok)
