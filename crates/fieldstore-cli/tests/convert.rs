@@ -59,6 +59,24 @@ fn fdb5_writes(config: &Path, dir: &Path, second: &[&str]) {
     }
 }
 
+/// Cuts the last 10 bytes off one of the database's data files (its last field then lies past
+/// the end); returns its path.
+fn cut_a_data_file(dir: &Path) -> PathBuf {
+    let data = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "data"))
+        .expect("a data file");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    data
+}
+
 fn with_config<'c>(c: &'c mut Command, config: &Path) -> &'c mut Command {
     c.env("FDB5_CONFIG_FILE", config)
         .env("FDB_DBNAMES_FILE", "/nonexistent")
@@ -244,18 +262,7 @@ fn a_field_past_its_data_files_end_stops_the_conversion_and_changes_nothing() {
             .unwrap(),
     );
     let dir = PathBuf::from(fs(&config, &["where", DB]).trim());
-    let data = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "data"))
-        .expect("a data file");
-    let len = std::fs::metadata(&data).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&data)
-        .unwrap()
-        .set_len(len - 10)
-        .unwrap();
+    let data = cut_a_data_file(&dir);
     let toc = std::fs::read(dir.join("toc")).unwrap();
     let o = with_config(
         Command::new(env!("CARGO_BIN_EXE_fieldstore")).args(["convert", DB, "--to", "fieldstore"]),
@@ -308,18 +315,7 @@ fn a_failing_database_leaves_the_others_converted() {
     let bytes = read_good(&d.path().join("before.grib"));
     // The database of 20261122 is damaged: its data file lost its last 10 bytes.
     let bad = PathBuf::from(fs(&config, &["where", DB]).trim());
-    let data = std::fs::read_dir(&bad)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "data"))
-        .expect("a data file");
-    let len = std::fs::metadata(&data).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&data)
-        .unwrap()
-        .set_len(len - 10)
-        .unwrap();
+    cut_a_data_file(&bad);
     let bad_toc = std::fs::read(bad.join("toc")).unwrap();
     let o = with_config(
         Command::new(FS).args([
