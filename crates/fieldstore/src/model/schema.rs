@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::key::{Atom, Key};
 use super::types::{Context, KeyType, TypeError};
@@ -265,9 +266,16 @@ pub enum ExpandMode {
     List,
 }
 
+/// A parsed schema. Cloning is cheap (the rules are shared): every catalogue, reader and
+/// frontend holds one, and a fresh `read` process cloned ECMWF's rules several times.
 #[derive(Debug, Clone)]
 pub struct Schema {
     origin: String,
+    rules: Arc<Rules>,
+}
+
+#[derive(Debug)]
+struct Rules {
     text: String,
     paths: Vec<RulePath>,
     keywords: BTreeSet<String>,
@@ -299,7 +307,7 @@ const PARSED_KEPT: usize = 8;
 impl Schema {
     pub fn parse(text: &str, origin: &str) -> Result<Schema, SchemaError> {
         if let Ok(seen) = PARSED.lock() {
-            if let Some(s) = seen.iter().find(|s| s.text == text) {
+            if let Some(s) = seen.iter().find(|s| s.rules.text == text) {
                 let mut s = s.clone();
                 s.origin = origin.to_string();
                 return Ok(s);
@@ -355,12 +363,14 @@ impl Schema {
             .collect();
         Ok(Schema {
             origin: origin.to_string(),
-            text: text.to_string(),
-            paths,
-            keywords,
-            path_masks,
-            keyword_bits,
-            path_bits,
+            rules: Arc::new(Rules {
+                text: text.to_string(),
+                paths,
+                keywords,
+                path_masks,
+                keyword_bits,
+                path_bits,
+            }),
         })
     }
 
@@ -390,15 +400,15 @@ impl Schema {
     }
 
     pub fn text(&self) -> &str {
-        &self.text
+        &self.rules.text
     }
 
     pub fn paths(&self) -> &[RulePath] {
-        &self.paths
+        &self.rules.paths
     }
 
     pub fn knows_keyword(&self, kw: &str) -> bool {
-        self.keywords.contains(kw)
+        self.rules.keywords.contains(kw)
     }
 
     /// Splits a field key for archiving: the first rule path matching the whole key wins, and every
@@ -435,18 +445,23 @@ impl Schema {
         let mut passed_over = false;
         let mut first_type_error: Option<TypeError> = None;
         // The key's values by keyword bit, so each predicate finds its value by index.
-        let mut values: Vec<Option<&str>> = vec![None; self.keywords.len()];
+        let mut values: Vec<Option<&str>> = vec![None; self.rules.keywords.len()];
         for (k, v) in key.iter() {
-            if let Some(slot) = self.keyword_bits.get(k).and_then(|&i| values.get_mut(i)) {
+            if let Some(slot) = self
+                .rules
+                .keyword_bits
+                .get(k)
+                .and_then(|&i| values.get_mut(i))
+            {
                 slot.get_or_insert(v);
             }
         }
         let mut memo = Canonicals {
-            done: vec![None; self.keywords.len()],
+            done: vec![None; self.rules.keywords.len()],
         };
         // Reused from path to path: most paths are given up after a few keywords.
         let mut out: [Vec<(Atom, Atom)>; 3] = Default::default();
-        for (path, bits) in self.paths.iter().zip(&self.path_bits) {
+        for (path, bits) in self.rules.paths.iter().zip(&self.rules.path_bits) {
             if pass_over && hopeless(path, bits, &values, &mut memo, cx) {
                 passed_over = true;
                 continue;
@@ -533,7 +548,7 @@ impl Schema {
     /// Names what is missing for the rule that came closest, so the user can fix the key.
     fn no_rule_hint(&self, key: &Key) -> String {
         let mut best: Option<(usize, usize, Vec<String>)> = None;
-        for path in &self.paths {
+        for path in &self.rules.paths {
             let mut missing = Vec::new();
             let mut matched = 0;
             for p in path.levels.iter().flatten() {
@@ -576,7 +591,7 @@ impl Schema {
             .clone()
             .into_iter()
             .map(|(k, _)| k)
-            .filter(|k| !self.keywords.contains(*k))
+            .filter(|k| !self.rules.keywords.contains(*k))
             .collect();
         if !unknown.is_empty() {
             return Err(SchemaError::UnknownKeyword {
@@ -585,10 +600,10 @@ impl Schema {
             });
         }
         // The request's values by keyword bit (a keyword given twice: the last wins).
-        let mut given: Vec<Option<&[String]>> = vec![None; self.keywords.len()];
-        let mut wanted = vec![0u64; self.keywords.len().div_ceil(64)];
+        let mut given: Vec<Option<&[String]>> = vec![None; self.rules.keywords.len()];
+        let mut wanted = vec![0u64; self.rules.keywords.len().div_ceil(64)];
         for (k, vals) in request {
-            if let Some(&i) = self.keyword_bits.get(k) {
+            if let Some(&i) = self.rules.keyword_bits.get(k) {
                 given[i] = Some(vals);
                 set_bit(&mut wanted, i);
             }
@@ -597,8 +612,12 @@ impl Schema {
         // rid of duplicates, in order) once per call.
         let mut memo: Vec<(KeyType, usize, Vec<String>)> = Vec::new();
         let mut out: Vec<Expansion> = Vec::new();
-        'paths: for ((path, names), bits) in
-            self.paths.iter().zip(&self.path_masks).zip(&self.path_bits)
+        'paths: for ((path, names), bits) in self
+            .rules
+            .paths
+            .iter()
+            .zip(&self.rules.path_masks)
+            .zip(&self.rules.path_bits)
         {
             // Every keyword of the request must be one the path names.
             if wanted.iter().zip(names).any(|(w, n)| w & !n != 0) {

@@ -167,7 +167,7 @@ impl BucketTier {
 
 /// A space's regex and its bucket tiers, in config order.
 struct BucketSpace {
-    regex: regex::Regex,
+    regex: crate::model::config::SpaceMatcher,
     tiers: Vec<usize>,
 }
 
@@ -188,8 +188,10 @@ impl TieredCatalogue {
         let mut buckets: Vec<Arc<BucketTier>> = Vec::new();
         let mut out = Vec::new();
         for s in spaces {
-            let regex = regex::Regex::new(&s.regex).map_err(|e| StorageError::Config {
-                detail: format!("space regex '{}': {e}", s.regex),
+            let regex = crate::model::config::SpaceMatcher::new(&s.regex).map_err(|e| {
+                StorageError::Config {
+                    detail: format!("space regex '{}': {e}", s.regex),
+                }
             })?;
             let mut tiers = Vec::new();
             for r in s.roots.iter().filter(|r| is_bucket_root(&r.path)) {

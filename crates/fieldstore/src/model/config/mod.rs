@@ -124,6 +124,30 @@ pub struct Space {
     pub roots: Vec<Root>,
 }
 
+/// A space's regex, ready to match fingerprints. `.*` (every default config's) matches without
+/// the regex engine: compiling it costs a fresh `read` process a tenth of its CPU.
+#[derive(Debug, Clone)]
+pub enum SpaceMatcher {
+    All,
+    Regex(regex::Regex),
+}
+
+impl SpaceMatcher {
+    pub fn new(text: &str) -> Result<SpaceMatcher, regex::Error> {
+        if matches!(text, "" | ".*") {
+            return Ok(SpaceMatcher::All);
+        }
+        regex::Regex::new(text).map(SpaceMatcher::Regex)
+    }
+
+    pub fn is_match(&self, fingerprint: &str) -> bool {
+        match self {
+            SpaceMatcher::All => true,
+            SpaceMatcher::Regex(r) => r.is_match(fingerprint),
+        }
+    }
+}
+
 /// Frontend-level switches after resolving `writable`/`visitable` against per-action flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actions {
@@ -498,3 +522,30 @@ pub const HANDLERS: &[&str] = &[
 
 /// FDB5 handlers fieldstore refuses by name (they need FDB5's site files or environment).
 pub(crate) const UNSUPPORTED_HANDLERS: &[&str] = &["expver", "envvar"];
+
+#[cfg(test)]
+mod tests {
+    use super::SpaceMatcher;
+
+    #[test]
+    fn a_space_regex_matches_as_the_regex_would() {
+        for (re, fp, want) in [
+            (".*", "od:0001:oper", true),
+            ("", "od:0001:oper", true),
+            ("od:.*", "od:0001:oper", true),
+            ("od:.*", "rd:0001:oper", false),
+            ("^rd", "od:rd", false),
+            ("rd", "od:rd", true),
+        ] {
+            let m = SpaceMatcher::new(re).unwrap();
+            assert_eq!(m.is_match(fp), want, "{re} on {fp}");
+            assert_eq!(
+                regex::Regex::new(re).unwrap().is_match(fp),
+                want,
+                "{re} on {fp}"
+            );
+        }
+        assert!(matches!(SpaceMatcher::new(".*"), Ok(SpaceMatcher::All)));
+        assert!(SpaceMatcher::new("(").is_err());
+    }
+}

@@ -1368,7 +1368,7 @@ impl Walk<'_> {
         let regex = self
             .string(m, "regex", path)?
             .unwrap_or_else(|| ".*".into());
-        if let Err(e) = regex::Regex::new(&regex) {
+        if let Err(e) = super::SpaceMatcher::new(&regex) {
             return Err(self.err(
                 &join(path, "regex"),
                 format!("invalid regular expression: {e}"),

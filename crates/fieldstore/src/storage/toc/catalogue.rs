@@ -48,7 +48,7 @@ pub struct TocCatalogue {
 /// cost.
 pub(crate) struct Layout {
     pub(crate) spaces: Vec<Space>,
-    regexes: Vec<regex::Regex>,
+    regexes: Vec<crate::model::config::SpaceMatcher>,
 }
 
 impl Layout {
@@ -61,8 +61,10 @@ impl Layout {
         let regexes = spaces
             .iter()
             .map(|s| {
-                regex::Regex::new(&s.regex).map_err(|e| StorageError::Config {
-                    detail: format!("space regex '{}': {e}", s.regex),
+                crate::model::config::SpaceMatcher::new(&s.regex).map_err(|e| {
+                    StorageError::Config {
+                        detail: format!("space regex '{}': {e}", s.regex),
+                    }
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
