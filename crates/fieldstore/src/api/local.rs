@@ -1957,9 +1957,15 @@ impl Fdb for LocalFdb {
         }
         let mut out = Vec::new();
         let fs = toc.file_system();
-        let mut old = crate::storage::toc::convert::OldCatalogues::default();
+        // Each database's old files start going as soon as it is converted, beside the others'
+        // conversions (unlinking large FDB5 indexes is a good part of the work).
+        let old = std::sync::Mutex::new(crate::storage::toc::convert::OldCatalogues::default());
         let results = crate::storage::toc::convert::each_database(&dbs, |db| {
-            toc.convert_database(db, to, options)
+            let r = toc.convert_database(db, to, options)?;
+            if let Ok(mut old) = old.lock() {
+                old.remove_after(fs.clone(), &r, options.grace);
+            }
+            Ok(r)
         });
         let mut first_error = None;
         for (db, r) in dbs.into_iter().zip(results) {
@@ -1971,7 +1977,6 @@ impl Fdb for LocalFdb {
                     continue;
                 }
             };
-            old.remove_after(fs.clone(), &r, options.grace);
             // This handle's writers for it go: the next archive opens the new catalogue.
             if r.done {
                 self.detach(&db)?;
@@ -1986,7 +1991,12 @@ impl Fdb for LocalFdb {
                 done: r.done,
             });
         }
-        let finished = old.finish();
+        let finished = match old.into_inner() {
+            Ok(old) => old.finish(),
+            Err(_) => Err(crate::storage::StorageError::Config {
+                detail: "a conversion thread panicked while scheduling removals".into(),
+            }),
+        };
         if let Some(e) = first_error {
             return Err(e.into());
         }
