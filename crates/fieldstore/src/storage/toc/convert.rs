@@ -639,13 +639,7 @@ impl Job<'_> {
         let order = file_order(&ix.entries);
         let mut crcs = vec![0u32; ix.entries.len()];
         let mut infos: Vec<Option<std::sync::Arc<[u8]>>> = vec![None; ix.entries.len()];
-        for (n, &i) in order.iter().enumerate() {
-            let IndexEntry {
-                file,
-                offset,
-                length,
-                ..
-            } = ix.entries[i];
+        for (n, &Place { file, offset, length, i }) in order.iter().enumerate() {
             let m = &maps[file as usize];
             let slice = usize::try_from(offset)
                 .ok()
@@ -895,29 +889,40 @@ fn values_of(keywords: &[String], fp: &[u8]) -> String {
     v
 }
 
-/// The positions of `entries` in the order their fields lie in the data files. Sorted as one
-/// word per entry (file and offset packed) where they fit, several times faster than tuples.
-fn file_order(entries: &[IndexEntry]) -> Vec<usize> {
+/// Where an entry's field lies, and the entry's position in its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    file: u32,
+    offset: u64,
+    length: u64,
+    i: usize,
+}
+
+/// The places of `entries` in the order their fields lie in the data files. Sorted as one word
+/// per entry (file and offset packed) where they fit, several times faster than tuples, and
+/// carrying what the pass over the fields needs: reading it from the entries in this order
+/// missed the cache once per field.
+fn file_order(entries: &[IndexEntry]) -> Vec<Place> {
     const OFFSET_BITS: u32 = 44;
     let packable = entries
         .iter()
         .all(|e| e.file < (1 << (64 - OFFSET_BITS)) && e.offset < (1 << OFFSET_BITS));
-    if packable {
-        let mut keys: Vec<(u64, usize)> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| ((u64::from(e.file) << OFFSET_BITS) | e.offset, i))
-            .collect();
-        keys.sort_unstable();
-        return keys.into_iter().map(|(_, i)| i).collect();
-    }
-    let mut keys: Vec<(u32, u64, usize)> = entries
+    let mut places: Vec<Place> = entries
         .iter()
         .enumerate()
-        .map(|(i, e)| (e.file, e.offset, i))
+        .map(|(i, e)| Place {
+            file: e.file,
+            offset: e.offset,
+            length: e.length,
+            i,
+        })
         .collect();
-    keys.sort_unstable();
-    keys.into_iter().map(|(_, _, i)| i).collect()
+    if packable {
+        places.sort_unstable_by_key(|p| (u64::from(p.file) << OFFSET_BITS) | p.offset);
+    } else {
+        places.sort_unstable_by_key(|p| (p.file, p.offset));
+    }
+    places
 }
 
 /// The new catalogue, through the reader every command uses, against the old one: as many
@@ -1002,6 +1007,10 @@ mod tests {
         assert_eq!(v.split(SEP).collect::<Vec<_>>(), ["12", "99:100", "130"]);
     }
 
+    fn positions(entries: &[IndexEntry]) -> Vec<usize> {
+        file_order(entries).iter().map(|p| p.i).collect()
+    }
+
     fn entry(file: u32, offset: u64) -> IndexEntry {
         IndexEntry {
             values: String::new(),
@@ -1017,7 +1026,7 @@ mod tests {
     #[test]
     fn fields_are_visited_in_file_order_whether_or_not_places_pack_into_a_word() {
         let small = [entry(1, 5), entry(0, 9), entry(1, 0), entry(0, 2)];
-        assert_eq!(file_order(&small), [3, 1, 2, 0]);
+        assert_eq!(positions(&small), [3, 1, 2, 0]);
         // An offset past 2^44 cannot be packed: the tuple sort gives the same order.
         let large = [
             entry(1, 1 << 50),
@@ -1025,6 +1034,6 @@ mod tests {
             entry(1, 0),
             entry(0, 1 << 45),
         ];
-        assert_eq!(file_order(&large), [1, 3, 2, 0]);
+        assert_eq!(positions(&large), [1, 3, 2, 0]);
     }
 }
