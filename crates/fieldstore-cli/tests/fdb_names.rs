@@ -450,3 +450,75 @@ fn write_and_read_print_what_fdb5s_print_on_the_same_streams() {
          levtype=pl,levelist=1000,param=t/u,step=0/to/6/by/6\n"
     ));
 }
+
+/// `fdb-axes` gives FDB5's axes, oddities included (pyfdb's and GribJump's `axes` are the same):
+/// an index counts whole once its own keys match (`step=0` still shows step 6), an index whose
+/// summary lacks a datum value asked for does not count, and where surface and pressure-level
+/// fields meet, the surface fields' missing `levelist` is the value `""`. `fieldstore axes`
+/// gives the axes of the fields the request names.
+#[test]
+fn fdb_axes_answers_as_fdb5_and_fieldstore_axes_as_the_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    let bin = p("bin");
+    install(&bin);
+    let config = store(d.path(), &p("root"));
+    sample(&p("pl.grib"));
+    run(Command::new(env!("CARGO_BIN_EXE_fieldstore")).args([
+        "sample",
+        "--out",
+        p("sfc.grib").to_str().unwrap(),
+        "--params",
+        "2t",
+        "--levtype",
+        "sfc",
+        "--steps",
+        "0/6",
+        "--points",
+        "100",
+    ]));
+    let script = format!(
+        r#"
+cd {dir}
+fdb-write pl.grib sfc.grib > /dev/null
+fdb-axes class=od,expver=0001
+fdb-axes class=od,expver=0001,levtype=sfc,step=0
+fdb-axes --json class=od,expver=0001,levelist=500
+fdb-axes class=od,expver=0001,param=999
+{fs} axes --json class=od,expver=0001,levtype=sfc,step=0
+"#,
+        dir = d.path().display(),
+        fs = env!("CARGO_BIN_EXE_fieldstore")
+    );
+    let o = bash(&script, &bin, &config, d.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let db = "class=(od),date=(20261122),domain=(g),expver=(0001)";
+    assert_eq!(
+        lines[0],
+        format!("IndexAxis[axis={{{db},levelist=(,1000,500),levtype=(pl,sfc),param=(130,131,167),step=(0,6),stream=(oper),time=(1200),type=(fc)}}]")
+    );
+    // Only the empty levelist: left out, as FDB5 prints it.
+    assert_eq!(
+        lines[1],
+        format!("IndexAxis[axis={{{db},levtype=(sfc),param=(167),step=(0,6),stream=(oper),time=(1200),type=(fc)}}]")
+    );
+    assert_eq!(
+        lines[2],
+        r#"{"class":["od"],"date":["20261122"],"domain":["g"],"expver":["0001"],"levelist":["1000","500"],"levtype":["pl"],"param":["130","131"],"step":["0","6"],"stream":["oper"],"time":["1200"],"type":["fc"]}"#
+    );
+    // No index holds the parameter: the databases' own values only.
+    assert_eq!(
+        lines[3],
+        "IndexAxis[axis={class=(od),date=(20261122),domain=(g),expver=(0001),stream=(oper),time=(1200)}]"
+    );
+    assert_eq!(
+        lines[4],
+        r#"{"class":["od"],"date":["20261122"],"domain":["g"],"expver":["0001"],"levtype":["sfc"],"param":["167"],"step":["0"],"stream":["oper"],"time":["1200"],"type":["fc"]}"#
+    );
+}

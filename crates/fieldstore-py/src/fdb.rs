@@ -304,16 +304,19 @@ impl Fdb {
     }
 
     /// The values present for each keyword under a partial request, each list in sorted order
-    /// (numbers by magnitude).
-    #[pyo3(signature = (request = None, level = 3))]
+    /// (numbers by magnitude). `as_fdb5=True`: as FDB5 (and pyfdb) give them: every index the
+    /// request's index keywords match counts whole, and an optional keyword some fields lack
+    /// has the value `''`.
+    #[pyo3(signature = (request = None, level = 3, as_fdb5 = false))]
     fn axes<'py>(
         &self,
         py: Python<'py>,
         request: Option<&Bound<'_, PyAny>>,
         level: i64,
+        as_fdb5: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let request = convert::request(request)?;
-        let depth = depth(level)?;
+        let depth = depth(level)? | if as_fdb5 { api::AXES_AS_FDB5 } else { 0 };
         let fdb = &*self.inner;
         let axes = py.detach(|| fdb.axes(&request, depth)).map_err(to_py)?;
         let d = PyDict::new(py);

@@ -698,11 +698,14 @@ pub struct AxesArgs {
 pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
     let fdb = session.fdb()?;
     let req = one_request(args.request.as_deref(), args.all)?;
-    let axes = fdb.axes(&req, args.level)?;
     if session.fdb5_output {
-        // FDB5's `IndexAxis`: values as text, in text order, keywords without values left out.
-        let axes: std::collections::BTreeMap<&String, &std::collections::BTreeSet<String>> =
-            axes.iter().filter(|(_, v)| !v.is_empty()).collect();
+        // FDB5's axes and its `IndexAxis` print: values as text, in text order, a keyword left
+        // out when it has no value but the empty one.
+        let axes = fdb.axes(&req, args.level.clamp(1, 3) | fieldstore::api::AXES_AS_FDB5)?;
+        let axes: std::collections::BTreeMap<&String, &std::collections::BTreeSet<String>> = axes
+            .iter()
+            .filter(|(_, v)| v.iter().any(|x| !x.is_empty()))
+            .collect();
         if args.json {
             outln!("{}", serde_json::to_string(&axes)?)?;
         } else {
@@ -714,6 +717,7 @@ pub fn axes(args: AxesArgs, session: &Session) -> Result<()> {
         }
         return Ok(());
     }
+    let axes = fdb.axes(&req, args.level)?;
     // Values by their type (`1/2/10`, steps `0/6/12`), not as text, in both forms.
     let axes = fieldstore::api::sorted_axes(&axes);
     if args.json {

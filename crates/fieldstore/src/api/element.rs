@@ -56,6 +56,14 @@ impl Default for ListOptions {
 /// [`sorted_values`] order, not the sets' text order (which puts `10` before `2`).
 pub type AxesMap = BTreeMap<String, BTreeSet<String>>;
 
+/// Or'ed into `Fdb::axes`'s depth: the axes as FDB5 gives them (its `fdb-axes`, pyfdb's
+/// `axes`), for programs written against it. Every index whose own key the request matches
+/// counts whole, whatever the request says of datum keywords (`step=0` still shows every step
+/// of the index), an optional keyword a field lacks has the value `""`, and a matching
+/// database's own values count even when none of its indexes does. Without the flag, axes are
+/// those of the fields the request names. A server that predates the flag answers as without it.
+pub const AXES_AS_FDB5: u8 = 0x80;
+
 /// A value's place in the order users see: numbers (integers, decimals, dates as `yyyymmdd`,
 /// times as `HHMM`, steps with units and step ranges such as `0-6`) by magnitude, before any
 /// text, which sorts as text.

@@ -1515,6 +1515,9 @@ impl Fdb for LocalFdb {
     }
 
     fn axes(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        if depth & super::element::AXES_AS_FDB5 != 0 {
+            return self.axes_as_fdb5(request, depth & !super::element::AXES_AS_FDB5);
+        }
         if depth >= 3 {
             return self.axes_from_summaries(request);
         }
@@ -2117,6 +2120,64 @@ impl LocalFdb {
             if db_listed {
                 for (kw, v) in db.key.iter() {
                     add(&mut axes, kw, v);
+                }
+            }
+        }
+        Ok(axes)
+    }
+
+    /// FDB5's axes ([`super::element::AXES_AS_FDB5`]): its `AxesVisitor`, from the catalogues'
+    /// index summaries alone.
+    fn axes_as_fdb5(&self, request: &Request, depth: u8) -> Result<AxesMap, ApiError> {
+        if !self.config.actions.list {
+            return Err(ApiError::Invalid("list is disabled by this config".into()));
+        }
+        let mut axes = AxesMap::new();
+        let add = |axes: &mut AxesMap, kw: &str, v: &str| {
+            if !axes.get(kw).is_some_and(|s| s.contains(v)) {
+                axes.entry(kw.to_string())
+                    .or_default()
+                    .insert(v.to_string());
+            }
+        };
+        let expansions = self.expand(request, ExpandMode::List)?;
+        for db in self.catalogue.databases() {
+            let db = db?;
+            let db_ex: Vec<usize> = (0..expansions.len())
+                .filter(|&e| expansions[e].levels[0].matches_exactly(&db.key))
+                .collect();
+            if db_ex.is_empty() {
+                continue;
+            }
+            for (kw, v) in db.key.iter() {
+                add(&mut axes, kw, v);
+            }
+            if depth <= 1 {
+                continue;
+            }
+            let reader = self.catalogue.reader(&db)?;
+            for ix in reader.indexes() {
+                // FDB5's `Index::partialMatch`: the index key matches, and every datum keyword
+                // the request gives has one of its values in the index's summary.
+                let matches = db_ex.iter().any(|&e| {
+                    expansions[e].levels[1].matches(&ix.index_key)
+                        && expansions[e].levels[2]
+                            .keywords
+                            .iter()
+                            .all(|(k, v)| v.as_ref().is_none_or(|v| ix.may_contain(k, v)))
+                });
+                if !matches {
+                    continue;
+                }
+                for (kw, v) in ix.index_key.iter() {
+                    add(&mut axes, kw, v);
+                }
+                if depth >= 3 {
+                    for (kw, values) in &ix.axes {
+                        for v in values {
+                            add(&mut axes, kw, v);
+                        }
+                    }
                 }
             }
         }

@@ -23,7 +23,7 @@ pub(crate) mod wait;
 pub use archiver::{ArchiveError, ArchiveSummary, Archiver, MessageProgress};
 pub use element::{
     compare_values, sorted_axes, sorted_values, AxesMap, ControlAction, ControlIdentifier,
-    ListElement, ListOptions, Location,
+    ListElement, ListOptions, Location, AXES_AS_FDB5,
 };
 pub use error::{ApiError, RemoteFailure};
 pub use extract::{extract_selections, Extraction, SelectedField, SelectedValues, Selection};

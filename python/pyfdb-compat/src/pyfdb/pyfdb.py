@@ -182,10 +182,12 @@ class FDB:
 
     def axes(self, mars_selection=None, level=3):
         """Keyword -> values present, for the keywords of schema levels up to ``level``, sorted
-        as strings as pyfdb sorts them (step 0, 12, 6)."""
+        as strings as pyfdb sorts them (step 0, 12, 6). As pyfdb: every index whose own keys
+        the selection matches counts whole, and ``''`` stands for an optional keyword some
+        fields lack."""
         request = selection_to_request(mars_selection)
         with translated():
-            axes = self.FDB.axes(request, level=level)
+            axes = self.FDB.axes(request, level=level, as_fdb5=True)
         return IndexAxis({k: sorted(v) for k, v in axes.items()})
 
     def enabled(self, control_identifier):

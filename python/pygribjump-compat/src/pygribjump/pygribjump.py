@@ -604,10 +604,11 @@ class GribJump:
 
     def axes(self, req: dict[str, str], level: int = 3, ctx: str = None) -> dict[str, list[str]]:
         """The values present of every keyword of the schema levels up to ``level`` (1: databases,
-        2: indexes, 3: fields) under a partial request, as GribJump gives them (lists of str)."""
+        2: indexes, 3: fields) under a partial request, as GribJump gives them (lists of str):
+        FDB5's axes, every index whose own keys match counting whole."""
         merge_default_context(ctx, "pygribjump_axes")
         try:
-            axes = self.fdb.axes(_request_dict(req), level=level)
+            axes = self.fdb.axes(_request_dict(req), level=level, as_fdb5=True)
         except fieldstore.NotFoundError:
             return {}
         except fieldstore.Error as exc:

@@ -639,7 +639,16 @@ impl Job<'_> {
         let order = file_order(&ix.entries);
         let mut crcs = vec![0u32; ix.entries.len()];
         let mut infos: Vec<Option<std::sync::Arc<[u8]>>> = vec![None; ix.entries.len()];
-        for (n, &Place { file, offset, length, i }) in order.iter().enumerate() {
+        for (
+            n,
+            &Place {
+                file,
+                offset,
+                length,
+                i,
+            },
+        ) in order.iter().enumerate()
+        {
             let m = &maps[file as usize];
             let slice = usize::try_from(offset)
                 .ok()
