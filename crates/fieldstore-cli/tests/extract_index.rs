@@ -243,6 +243,31 @@ fn missing(test: &str, what: &str) {
     skip::skip(test, what, true);
 }
 
+/// FDB5's `fdb-wipe` (5.10.8 and 5.25) refuses a database holding files it does not know:
+/// fieldstore archiving into an FDB5-format database makes no side file unasked, and FDB5's
+/// wipe of it goes through.
+#[test]
+fn fieldstore_archiving_into_an_fdb5_database_leaves_it_wipeable_by_fdb5() {
+    let test = "fieldstore_archiving_into_an_fdb5_database_leaves_it_wipeable_by_fdb5";
+    if !fdb5::have_fdb5() {
+        return missing(test, "FDB5's tools (fdb-write, fdb-wipe)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (simple, ccsds) = fields(d.path());
+    let store = Store::new(d.path());
+    store.fdb5("fdb-write", &[simple.to_str().unwrap()]);
+    store.fieldstore(&["write", ccsds.to_str().unwrap()]);
+    assert!(
+        store.files_ending(".extract").is_empty(),
+        "no side file unasked"
+    );
+    store.fdb5("fdb-wipe", &["--doit", DB]);
+    assert!(
+        std::fs::read_dir(&store.root).unwrap().next().is_none(),
+        "FDB5 wiped the database whole"
+    );
+}
+
 #[test]
 fn fieldstore_writes_side_files_fdb5_ignores_them_and_damage_costs_only_speed() {
     let test = "fieldstore_writes_side_files_fdb5_ignores_them_and_damage_costs_only_speed";
@@ -251,6 +276,16 @@ fn fieldstore_writes_side_files_fdb5_ignores_them_and_damage_costs_only_speed() 
     let store = Store::new(d.path());
     store.fieldstore(&["write", ccsds.to_str().unwrap()]);
     assert!(store.db_dir().join("toc").exists(), "an FDB5 database");
+    // None unasked (FDB5's wipe would refuse the database): extract-index makes them, and
+    // from then on every flush keeps them current.
+    assert!(store.files_ending(".extract").is_empty());
+    all_whole(
+        &extract(&store, &ccsds, "no side file yet"),
+        &ccsds,
+        "no side file yet",
+    );
+    let out = store.fieldstore(&["extract-index", &request()]);
+    assert!(out.contains("added extraction information to 4,"), "{out}");
     let sides = store.files_ending(".data.extract");
     assert_eq!(
         sides.len(),
@@ -335,6 +370,24 @@ fn fieldstore_writes_side_files_fdb5_ignores_them_and_damage_costs_only_speed() 
         out.contains("added extraction information to 0, 4 had it already"),
         "{out}"
     );
+    // A database with side files has them kept current by every flush: the fields written
+    // again (a new data file) come with theirs.
+    store.fieldstore(&["write", ccsds.to_str().unwrap()]);
+    assert_eq!(
+        store.files_ending(".data.extract").len(),
+        store.files_ending(".data").len(),
+        "a side file per data file"
+    );
+    let out = store.fieldstore(&["extract-index", &request()]);
+    assert!(
+        out.contains("added extraction information to 0, 4 had it already"),
+        "{out}"
+    );
+    all_partial(
+        &extract(&store, &ccsds, "written again"),
+        &ccsds,
+        "written again",
+    );
 }
 
 #[test]
@@ -401,12 +454,12 @@ fn extract_index_adds_information_to_fields_fdb5_wrote_resumably() {
     );
 }
 
-/// A fieldstore database converted to FDB5's format keeps its fields' extraction information,
-/// moved from its catalogue entries into side files beside the data files (which stay where
-/// they are); FDB5 reads the result.
+/// A fieldstore database converted to FDB5's format: FDB5 reads the result; its fields'
+/// extraction information goes into side files beside the data files once `extract-index`
+/// is asked.
 #[test]
-fn conversion_to_fdb5s_format_moves_the_information_into_side_files() {
-    let test = "conversion_to_fdb5s_format_moves_the_information_into_side_files";
+fn conversion_to_fdb5s_format_then_extract_index_makes_side_files() {
+    let test = "conversion_to_fdb5s_format_then_extract_index_makes_side_files";
     let d = tempfile::tempdir().unwrap();
     let (_, ccsds) = fields(d.path());
     let store = Store::with_format(d.path(), "fieldstore");
@@ -421,11 +474,16 @@ fn conversion_to_fdb5s_format_moves_the_information_into_side_files() {
         "fieldstore's format",
     );
     store.fieldstore(&["convert", DB, "--to", "fdb5", "--grace", "0"]);
+    // FDB5's format for FDB5's programs: no side file unasked (its wipe would refuse the
+    // database); extract-index adds them.
+    assert!(store.files_ending(".extract").is_empty());
+    all_whole(&extract(&store, &ccsds, "converted"), &ccsds, "converted");
+    store.fieldstore(&["extract-index", &request()]);
     assert_eq!(
         store.files_ending(".data.extract").len(),
         store.files_ending(".data").len()
     );
-    all_partial(&extract(&store, &ccsds, "converted"), &ccsds, "converted");
+    all_partial(&extract(&store, &ccsds, "indexed"), &ccsds, "indexed");
     if fdb5::have_fdb5() {
         assert_eq!(fdb5::fdb5_listing(&store.config, &store.home).len(), 4);
         assert_eq!(fdb5_read(&store, d.path()), messages(&ccsds));

@@ -112,6 +112,19 @@ pub(crate) struct Fdb5Writer {
     db: Key,
     schema: Option<Schema>,
     pending: Vec<Pending>,
+    /// Whether flushes add to the side files of extraction information: only once the database
+    /// has some (`extract-index` made them). FDB5's own `fdb-wipe` (5.10 and 5.25) refuses a
+    /// database holding files it does not know, so none are made unasked.
+    side_files: bool,
+}
+
+/// Whether the directory holds side files of extraction information.
+fn has_side_files(fs: &dyn FileSystem, dir: &Path) -> bool {
+    fs.read_dir(dir).is_ok_and(|entries| {
+        entries
+            .iter()
+            .any(|e| !e.is_dir && e.file_name().ends_with(crate::storage::sidecar::SUFFIX))
+    })
 }
 
 impl Fdb5Writer {
@@ -132,6 +145,7 @@ impl Fdb5Writer {
             db,
             schema,
             pending: Vec::new(),
+            side_files: has_side_files(&**fs, dir),
         })
     }
 
@@ -139,6 +153,7 @@ impl Fdb5Writer {
     /// directory the catalogue is written in.
     pub fn with_data_dir(mut self, dir: &Path) -> Fdb5Writer {
         self.data_dir = dir.to_path_buf();
+        self.side_files = has_side_files(&*self.fs, dir);
         self
     }
 
@@ -214,6 +229,9 @@ impl Fdb5Writer {
     /// asks for.
     fn write_side_files(&self, pending: &[Pending]) -> Result<(), StorageError> {
         use crate::storage::sidecar::{has_side, head_crc, read_head, SideEntry};
+        if !self.side_files {
+            return Ok(());
+        }
         let mut by_object: BTreeMap<&str, Vec<&FieldRef>> = BTreeMap::new();
         for p in pending {
             for (_, field) in p.fields.values() {
