@@ -348,6 +348,43 @@ impl Fdb {
         fdb_extract::extract(py, &*self.inner, request, ranges)
     }
 
+    /// Adds extraction information to the fields a request names that were stored without it
+    /// (databases FDB5 wrote, fieldstore's from before it kept it), as `fieldstore
+    /// extract-index` does, so `extract` reads only the bytes asked for from them too. Runs on a
+    /// local config only; resumable (fields already described are skipped). Returns a dict:
+    /// `fields`, `already`, `added`, `left` (small or not describable: read whole), `bytes_read`,
+    /// `side_files`. `dry_run=True` counts what would be added and writes nothing.
+    #[pyo3(signature = (request, dry_run = false))]
+    fn extract_index<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        if request.is_none() {
+            return Err(PyTypeError::new_err(
+                "extract_index needs a request (a dict or a MARS string), not None",
+            ));
+        }
+        let request = convert::request(Some(request))?;
+        let options = api::ExtractIndexOptions {
+            dry_run,
+            progress: None,
+        };
+        let fdb = &*self.inner;
+        let r = py
+            .detach(|| fdb.extract_index(&request, &options))
+            .map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("fields", r.fields)?;
+        d.set_item("already", r.already)?;
+        d.set_item("added", r.added)?;
+        d.set_item("left", r.left)?;
+        d.set_item("bytes_read", r.bytes_read)?;
+        d.set_item("side_files", r.side_files)?;
+        Ok(d)
+    }
+
     /// Values at places rather than grid-point numbers: `points`, (lat, lon) pairs in degrees
     /// (the nearest grid point), and `boxes`, (north, west, south, east) in degrees (every grid
     /// point inside), on the grid of the first field the request names (all must share it).

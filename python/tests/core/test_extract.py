@@ -102,3 +102,50 @@ def test_extract_message_errors(sample_fields):
         _native.extract_message(data, [(0, 10**9)])
     with pytest.raises(ValueError):
         _native.extract_message(data, [(4, 2)])
+
+
+needs_extract_index = pytest.mark.skipif(
+    not hasattr(fieldstore.FDB, "extract_index"), reason="this build has no FDB.extract_index")
+
+
+@needs_extract_index
+def test_extract_index_describes_fields_stored_without_it(tmp_path, make_fields):
+    # An FDB5-format database: fieldstore makes no side file there unasked (FDB5's fdb-wipe
+    # refuses unknown files), so its large fields start without extraction information.
+    root = tmp_path / "fdb5root"
+    root.mkdir()
+    fdb = fieldstore.FDB({"type": "local", "engine": "toc", "format": "fdb5",
+                          "spaces": [{"roots": [{"path": str(root)}]}]})
+    fields = make_fields(steps=(0, 6), params=("130",), levels=(500,), npoints=20000)
+    fdb.archive(b"".join(data for _, data in fields))
+    fdb.flush()
+    request = dict(BASE_KEY, param="130", levelist="500", step="0/6")
+    assert not list(root.rglob("*.extract"))
+    before = fdb.extract(request, [(5, 6)])
+    assert all(f.bytes_read >= len(data) for f, (_, data) in zip(before, fields))
+
+    dry = fdb.extract_index(request, dry_run=True)
+    assert dry["fields"] == 2 and dry["added"] == 2 and dry["already"] == 0
+    assert not list(root.rglob("*.extract")), "a dry run writes nothing"
+
+    done = fdb.extract_index(request)
+    assert done["added"] == 2 and done["side_files"] >= 1 and done["bytes_read"] > 0
+    assert list(root.rglob("*.extract"))
+    after = fdb.extract(request, [(5, 6)])
+    by_step = {k["step"]: data for k, data in fields}
+    for f in after:
+        data = by_step[f.key["step"]]
+        check(f, data, [(5, 6)])
+        assert f.bytes_read < len(data)
+
+    again = fdb.extract_index("retrieve," + ",".join(f"{k}={v}" for k, v in request.items()))
+    assert again["already"] == 2 and again["added"] == 0
+
+
+@needs_extract_index
+def test_extract_index_needs_a_request_and_a_local_config(fdb):
+    with pytest.raises(TypeError, match="needs a request"):
+        fdb.extract_index(None)
+    remote = fieldstore.FDB({"type": "remote", "host": "127.0.0.1", "port": 9})
+    with pytest.raises(fieldstore.Error):
+        remote.extract_index(dict(BASE_KEY, param="130", levelist="500", step="0"))
