@@ -35,6 +35,54 @@ impl fieldstore_extraction_t {
     }
 }
 
+/// What `fieldstore_extract_index` did, in fields of the request (as `fieldstore extract-index`
+/// prints it).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct fieldstore_extract_index_report_t {
+    pub fields: usize,
+    pub added: usize,
+    pub already: usize,
+    pub left: usize,
+    pub bytes_read: usize,
+    pub side_files: usize,
+}
+
+/// Extraction information for the fields a request names that were stored without it.
+#[no_mangle]
+pub extern "C" fn fieldstore_extract_index(
+    fdb: *mut fdb_handle_t,
+    req: *const fdb_request_t,
+    dry_run: c_int,
+    report: *mut fieldstore_extract_index_report_t,
+) -> c_int {
+    run(|| {
+        let h = shared(fdb, "fdb")?;
+        let req = shared(req, "req")?;
+        if report.is_null() {
+            return Err(CError::Null("report"));
+        }
+        let options = fieldstore::api::ExtractIndexOptions {
+            dry_run: dry_run != 0,
+            progress: None,
+        };
+        let r = h.fdb.extract_index(&req.request, &options)?;
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        // SAFETY: non-NULL, and the caller's to fill.
+        unsafe {
+            *report = fieldstore_extract_index_report_t {
+                fields: n(r.fields),
+                added: n(r.added),
+                already: n(r.already),
+                left: n(r.left),
+                bytes_read: n(r.bytes_read),
+                side_files: n(r.side_files),
+            };
+        }
+        Ok(())
+    })
+}
+
 /// `ranges` holds `n` pairs `lo, hi` (half-open, sorted, apart).
 #[no_mangle]
 pub extern "C" fn fieldstore_extract(

@@ -26,9 +26,9 @@ pub use errors::{
     FDB_ERROR_GENERAL_EXCEPTION, FDB_ERROR_UNKNOWN_EXCEPTION, FDB_ITERATION_COMPLETE, FDB_SUCCESS,
 };
 pub use extract::{
-    fieldstore_delete_extraction, fieldstore_extract, fieldstore_extraction_count,
-    fieldstore_extraction_key, fieldstore_extraction_mask, fieldstore_extraction_t,
-    fieldstore_extraction_values,
+    fieldstore_delete_extraction, fieldstore_extract, fieldstore_extract_index,
+    fieldstore_extract_index_report_t, fieldstore_extraction_count, fieldstore_extraction_key,
+    fieldstore_extraction_mask, fieldstore_extraction_t, fieldstore_extraction_values,
 };
 pub use handle::{
     fdb_archive, fdb_archive_multiple, fdb_delete_handle, fdb_flush, fdb_handle_t, fdb_new_handle,

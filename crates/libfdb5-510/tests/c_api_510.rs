@@ -320,6 +320,6 @@ fn exports_the_extensions_of_the_extension_header() {
         })
         .collect();
     exported.sort();
-    assert_eq!(declared.len(), 15, "{declared:?}");
+    assert_eq!(declared.len(), 16, "{declared:?}");
     assert_eq!(exported, declared);
 }

@@ -296,7 +296,7 @@ fn exports_the_extensions_the_extension_header_declares() {
         })
         .collect();
     exported.sort();
-    assert_eq!(declared.len(), 15, "{declared:?}");
+    assert_eq!(declared.len(), 16, "{declared:?}");
     assert_eq!(exported, declared);
 }
 

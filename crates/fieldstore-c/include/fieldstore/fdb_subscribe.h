@@ -81,6 +81,22 @@ int fieldstore_extraction_mask(fieldstore_extraction_t* ex, size_t field, size_t
 
 int fieldstore_delete_extraction(fieldstore_extraction_t* ex);
 
+/* Adds extraction information to the fields a request names that were stored without it
+ * (databases FDB5 wrote), as `fieldstore extract-index`: afterwards fieldstore_extract reads only
+ * the bytes the ranges need from them too. Resumable: fields already described are skipped.
+ * A handle on a local config only. `dry_run` != 0: counts what would be added, writes nothing. */
+typedef struct {
+    size_t fields;     /* fields the request names */
+    size_t added;      /* described now (or would be) */
+    size_t already;    /* described before */
+    size_t left;       /* left without: small (read whole anyway) or not describable */
+    size_t bytes_read; /* bytes of fields read */
+    size_t side_files; /* side files written to */
+} fieldstore_extract_index_report_t;
+
+int fieldstore_extract_index(fdb_handle_t* fdb, const fdb_request_t* req, int dry_run,
+                             fieldstore_extract_index_report_t* report);
+
 /* The kind of the calling thread's last failure, a stable name: "timeout", "fell-behind" (a
  * position whose history the store no longer keeps), "not-found", "bad-request", ... ("" if
  * none yet). Static string. */

@@ -1,7 +1,8 @@
 /* fieldstore_extract (fieldstore/fdb_subscribe.h) from C: archives a GRIB file into a toc store,
  * extracts two ranges of every field a request names and prints, per field, its key and the
  * values as exact hex floats (%a), so the test compares them bit for bit with an ecCodes
- * decode. Then bad calls: ranges out of order, a NULL out pointer.
+ * decode. Then fieldstore_extract_index (the fields are small: named, left as they are), and
+ * bad calls: ranges out of order, NULL out pointers.
  * Usage: test_extract ROOT FIELDS.grib */
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,16 @@ int main(int argc, char** argv) {
         FAILS(fieldstore_extraction_values(ex, 3, 0, &v, &count), "field 3");
     }
     OK(fieldstore_delete_extraction(ex));
+
+    /* extract-index: these fields are small (read whole anyway): named, none added. */
+    fieldstore_extract_index_report_t rep;
+    memset(&rep, 0xff, sizeof rep);
+    OK(fieldstore_extract_index(fdb, req, 1, &rep));
+    CHECK(rep.fields == 3 && rep.added == 0 && rep.added + rep.already + rep.left == 3);
+    CHECK(rep.side_files == 0);
+    OK(fieldstore_extract_index(fdb, req, 0, &rep));
+    CHECK(rep.fields == 3 && rep.left == 3 && rep.side_files == 0);
+    FAILS(fieldstore_extract_index(fdb, req, 0, NULL), "NULL");
 
     size_t backwards[] = {10, 20, 0, 3};
     ex = NULL;
