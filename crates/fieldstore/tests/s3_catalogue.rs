@@ -166,6 +166,54 @@ fn later_flushes_mask_and_a_wipe_hides_at_once() {
     assert!(listed(&cat, &db2, true).is_empty());
 }
 
+/// A move into a bucket checks its one commit by reading the flush object back: equal bytes and
+/// no other flush in the database pass; an object changed under it, or another writer's flush
+/// beside it, fail; a writer that committed nothing cannot tell (the move then reads back).
+#[test]
+fn a_commit_reads_back_as_written_and_alone() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let cat = S3Catalogue::new(c.clone());
+    let db = cat.create(&key("class=od,expver=9"), "").unwrap();
+    let mut w = cat.writer(&db).unwrap();
+    assert_eq!(
+        w.verify_last_commit().unwrap(),
+        None,
+        "nothing committed yet"
+    );
+    for p in ["t", "u"] {
+        w.add(&key("type=an"), &key(&format!("param={p}")), field(p))
+            .unwrap();
+    }
+    w.commit().unwrap();
+    assert_eq!(w.verify_last_commit().unwrap(), Some(true));
+
+    // Another writer's flush beside it: not alone any more.
+    flush(&cat, &db, &[("v", "other")]).unwrap();
+    assert_eq!(w.verify_last_commit().unwrap(), Some(false));
+
+    // The object changed under it (a fresh database, so alone again first).
+    let db = cat.create(&key("class=od,expver=10"), "").unwrap();
+    let mut w = cat.writer(&db).unwrap();
+    w.add(&key("type=an"), &key("param=t"), field("t")).unwrap();
+    w.commit().unwrap();
+    assert_eq!(w.verify_last_commit().unwrap(), Some(true));
+    let flushes: Vec<String> = c
+        .list("db/class=od,expver=10/")
+        .map(|m| m.unwrap().key)
+        .filter(|k| k.contains("/flush/"))
+        .collect();
+    assert_eq!(flushes.len(), 1, "{flushes:?}");
+    let rel = flushes[0].clone();
+    let mut bytes = c.get(&rel).unwrap().unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 1;
+    c.put(&rel, &bytes).unwrap();
+    assert_eq!(w.verify_last_commit().unwrap(), Some(false));
+}
+
 #[test]
 fn a_damaged_marker_is_named_and_the_others_stay_readable() {
     let Some(m) = minio::Minio::shared("s3_catalogue") else {

@@ -253,6 +253,13 @@ pub trait CatalogueWriter: Send {
     /// Makes every added entry visible at once. The store's bytes must already be durable.
     /// Returns the number of live indexes after it, so the caller can decide to compact.
     fn commit(&mut self) -> Result<usize, StorageError>;
+
+    /// For a copy into a new database (`move`): whether what the last `commit` wrote reads back
+    /// from the storage (not a cache) exactly as written, and is all the database holds.
+    /// `None` where a catalogue cannot tell so cheaply: the caller reads the catalogue back.
+    fn verify_last_commit(&self) -> Result<Option<bool>, StorageError> {
+        Ok(None)
+    }
 }
 
 pub trait CatalogueReader: Send + Sync {

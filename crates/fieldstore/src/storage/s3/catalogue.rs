@@ -431,6 +431,7 @@ impl Catalogue for S3Catalogue {
             db: db.clone(),
             pending: BTreeMap::new(),
             seq: 0,
+            last_flush: None,
         }))
     }
 

@@ -26,6 +26,8 @@ pub(super) struct S3CatalogueWriter {
     pub(super) db: DbRef,
     pub(super) pending: BTreeMap<Key, Pending>,
     pub(super) seq: u64,
+    /// The last flush object written, and its bytes: what `verify_last_commit` reads back.
+    pub(super) last_flush: Option<(String, Vec<u8>)>,
 }
 
 impl CatalogueWriter for S3CatalogueWriter {
@@ -123,6 +125,7 @@ impl CatalogueWriter for S3CatalogueWriter {
             return Err(c.corrupt(&key, "a flush marker of this rank exists already (two processes with the same writer id?)"));
         }
         cache::put(c.cache_key(&key), Arc::new(body));
+        self.last_flush = Some((key.clone(), bytes));
         // A wipe that came before the marker took the generation: the flush went with it.
         if c.client
             .head(&layout::tombstone_key(&self.gen.name, self.gen.gen))?
@@ -141,5 +144,20 @@ impl CatalogueWriter for S3CatalogueWriter {
             return Ok(1);
         }
         Ok(live)
+    }
+
+    /// The flush object read back from the bucket (not the cache) equals the bytes written,
+    /// and the database's generation holds that one flush and nothing else.
+    fn verify_last_commit(&self) -> Result<Option<bool>, StorageError> {
+        let Some((key, bytes)) = &self.last_flush else {
+            return Ok(None);
+        };
+        if self.cat.client.get(key)?.as_deref() != Some(bytes.as_slice()) {
+            return Ok(Some(false));
+        }
+        let listing = self.cat.list_gen(&self.gen)?;
+        Ok(Some(
+            listing.flushes.len() == 1 && listing.compactions.is_empty(),
+        ))
     }
 }
