@@ -267,8 +267,9 @@ impl Bytes<'_> {
     }
 }
 
-/// The files of a directory, but side files of extraction information: a conversion to FDB5's
-/// format writes them, and `extract-index` may meanwhile, and neither changes the catalogue.
+/// The files of a directory, but side files of extraction information: `extract-index` may
+/// write them meanwhile (and a conversion to FDB5's format appends to those there are), and
+/// neither changes the catalogue.
 fn files_in(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>, StorageError> {
     Ok(fs
         .read_dir(dir)
