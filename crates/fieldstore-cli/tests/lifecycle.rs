@@ -294,6 +294,84 @@ fn a_full_root_sends_new_databases_to_a_bucket_and_moves_go_both_ways() {
     assert_eq!(s.fields(), 4 * PER_DB);
 }
 
+/// The `bytes_read` of each field an extraction of one point of `date`'s fields reports, and
+/// their values.
+fn extract_point(s: &Store, date: &str) -> (Vec<u64>, Vec<String>) {
+    let out = s.ok(&[
+        "extract",
+        &format!("class=od,expver=0001,stream=oper,date={date},time=1200,type=fc,levtype=pl,levelist=500,param=t,step=0/6"),
+        "--point",
+        "10,10",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let fields = v.as_array().unwrap();
+    assert_eq!(fields.len(), 2, "{out}");
+    (
+        fields
+            .iter()
+            .map(|f| f["bytes_read"].as_u64().unwrap())
+            .collect(),
+        fields.iter().map(|f| f["values"].to_string()).collect(),
+    )
+}
+
+/// A field whose extraction information is in a side file (an FDB5-format database after
+/// `extract-index`) keeps it when moved into a bucket, which has no side files: its catalogue
+/// entry there carries it. Before, such fields were read whole from the bucket from then on.
+#[test]
+fn a_move_into_a_bucket_keeps_side_file_extraction_information() {
+    let Some(m) = minio::Minio::shared("lifecycle") else {
+        return;
+    };
+    let s = Store::new(m, "1GiB", "format: fdb5\n");
+    let date = DATES[0];
+    let file = s.path("grid.grib");
+    s.ok(&[
+        "sample",
+        "--out",
+        file.to_str().unwrap(),
+        "--date",
+        date,
+        "--grid",
+        "360x181",
+        "--params",
+        "t",
+        "--levels",
+        "500",
+        "--steps",
+        "0/6",
+    ]);
+    s.ok(&["write", file.to_str().unwrap()]);
+    assert_eq!(s.place_of(date), "root");
+    let (whole, values) = extract_point(&s, date);
+    // A partial request names the whole database, as a listing does.
+    let out = s.ok(&["extract-index", &format!("class=od,date={date}")]);
+    assert!(out.contains("added extraction information to 2,"), "{out}");
+    let (indexed, after) = extract_point(&s, date);
+    assert_eq!(after, values);
+    s.ok(&[
+        "move",
+        &format!("class=od,date={date}"),
+        "--to",
+        &s.bucket_uri(),
+        "--grace",
+        "0",
+        "--wait",
+    ]);
+    assert_eq!(s.place_of(date), "bucket");
+    let (moved, after) = extract_point(&s, date);
+    assert_eq!(after, values);
+    for ((w, i), m) in whole.iter().zip(&indexed).zip(&moved) {
+        // A field's 65,160 values are ~130 KB; one point needs a few bytes (the side file's
+        // check reads 256 more).
+        assert!(
+            *i < 1024 && *m < 1024 && *w > 100_000,
+            "whole {w}, indexed {i}, moved {m}"
+        );
+    }
+}
+
 #[test]
 fn rules_move_and_wipe_as_of_an_injected_clock() {
     let Some(m) = minio::Minio::shared("lifecycle") else {

@@ -14,8 +14,8 @@ use crate::context::Session;
 
 #[derive(Args, Debug)]
 pub struct ExtractIndexArgs {
-    /// Which fields, as for retrieve: e.g. class=od,expver=0001,stream=oper,date=20261122,
-    /// time=0000,type=fc,levtype=sfc,param=167/168,step=0/to/240/by/6.
+    /// Which fields, as for list (may be partial): e.g. class=od,date=20261122 for every field
+    /// of that day, or class=od,expver=0001,stream=oper,date=20261122,time=0000,param=167.
     request: String,
     /// Count what would be added; write nothing.
     #[arg(long)]

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::element::{ListElement, ListOptions};
 use super::error::ApiError;
+use super::local::Located;
 use crate::model::schema::{Expansion, LevelMatcher, SplitKey};
 use crate::model::Key;
-use crate::storage::catalogue::{Catalogue, CatalogueReader, EntryIter};
+use crate::storage::catalogue::{Catalogue, CatalogueReader, EntryIter, ListedEntry};
 use crate::storage::{DbRef, StorageError, Store};
 
 /// `list` as a lazy walk: database by database, index by index, entry by entry, so memory holds
@@ -148,10 +149,53 @@ impl Listing {
     }
 }
 
+/// What the walk yields: an element of depth 1 or 2, or a field.
+enum Step {
+    Element(ListElement),
+    Field(DbRef, ListedEntry),
+}
+
 impl Iterator for Listing {
     type Item = Result<ListElement, ApiError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        Some(self.step()?.map(|s| match s {
+            Step::Element(el) => el,
+            Step::Field(db, e) => ListElement {
+                location: Some(super::local::field_location(
+                    self.store.as_ref(),
+                    &db,
+                    &e.field,
+                )),
+                key: self.split(self.index_key.clone(), e.datum),
+                timestamp: self.timestamp,
+                masked: e.masked,
+            },
+        }))
+    }
+}
+
+impl Listing {
+    /// The fields the walk finds, with their catalogue references: what a maintenance command
+    /// (`extract-index`) works through, named as a listing names them (partial requests).
+    pub(super) fn located(mut self) -> impl Iterator<Item = Result<Located, ApiError>> {
+        std::iter::from_fn(move || loop {
+            match self.step()? {
+                Ok(Step::Field(db, e)) => {
+                    return Some(Ok(Located {
+                        db,
+                        field: e.field,
+                        index: self.index_key.clone(),
+                        datum: e.datum,
+                    }))
+                }
+                Ok(Step::Element(_)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        })
+    }
+
+    fn step(&mut self) -> Option<Result<Step, ApiError>> {
         loop {
             if let Some(entries) = self.entries.as_mut() {
                 for e in entries.by_ref() {
@@ -167,22 +211,13 @@ impl Iterator for Listing {
                         continue;
                     }
                     let db = self.reader.as_ref().map(|r| r.db().clone())?;
-                    return Some(Ok(ListElement {
-                        location: Some(super::local::field_location(
-                            self.store.as_ref(),
-                            &db,
-                            &e.field,
-                        )),
-                        key: self.split(self.index_key.clone(), e.datum),
-                        timestamp: self.timestamp,
-                        masked: e.masked,
-                    }));
+                    return Some(Ok(Step::Field(db, e)));
                 }
                 self.entries = None;
             }
             if self.reader.is_some() {
                 if let Some(el) = self.next_index() {
-                    return Some(el);
+                    return Some(el.map(Step::Element));
                 }
                 continue;
             }
@@ -208,7 +243,7 @@ impl Iterator for Listing {
                 }
             }
             if self.options.depth <= 1 {
-                return Some(Ok(ListElement {
+                return Some(Ok(Step::Element(ListElement {
                     key: SplitKey {
                         db: db.key,
                         index: Key::new(),
@@ -217,7 +252,7 @@ impl Iterator for Listing {
                     location: None,
                     timestamp: 0,
                     masked: false,
-                }));
+                })));
             }
             match self.catalogue.reader(&db) {
                 Ok(r) => {

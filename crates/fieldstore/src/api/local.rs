@@ -1445,7 +1445,12 @@ impl Fdb for LocalFdb {
                 self.store.kind()
             )));
         }
-        let located = self.locate(request)?;
+        // Named as a listing names fields: an operator indexes `class=od,date=20261122`, a
+        // whole database, without spelling out every field's keys.
+        let located = self
+            .walk(request, ListOptions::default(), LockRule::Honour)?
+            .located()
+            .collect::<Result<VecDeque<Located>, ApiError>>()?;
         if located.is_empty() {
             return Err(ApiError::NothingMatched(format!(
                 "no field matches {request}"
@@ -2020,14 +2025,23 @@ impl LocalFdb {
         if !self.config.actions.list {
             return Err(ApiError::Invalid("list is disabled by this config".into()));
         }
+        Ok(Box::new(self.walk(request, options, locks)?))
+    }
+
+    fn walk(
+        &self,
+        request: &Request,
+        options: ListOptions,
+        locks: LockRule,
+    ) -> Result<Listing, ApiError> {
         let expansions = self.expand(request, ExpandMode::List)?;
-        Ok(Box::new(Listing::new(
+        Ok(Listing::new(
             self.catalogue.clone(),
             self.store.clone(),
             expansions,
             options,
             locks,
-        )))
+        ))
     }
 
     fn feed(

@@ -185,6 +185,7 @@ fn copy_fields(
         (&a.field.object, a.field.offset).cmp(&(&b.field.object, b.field.offset))
     });
     {
+        let mut sides: Option<(String, super::store::SideMap)> = None;
         for (ix, e) in live {
             let f = &e.field;
             let len = usize::try_from(f.length)
@@ -196,7 +197,10 @@ fn copy_fields(
                 || e.datum.to_string(),
             )?;
             let mut copy = sw.append(bytes)?;
-            copy.extract = f.extract.clone();
+            copy.extract = match &f.extract {
+                Some(info) => Some(info.clone()),
+                None => extraction_info(&mut sides, src, src_db, f, bytes),
+            };
             cw.add(&ix.index_key, &e.datum, copy)?;
             out.add(&ix.index_key, &e.datum, f.length, f.checksum);
             if let Some(p) = &opts.progress {
@@ -206,6 +210,31 @@ fn copy_fields(
     }
     sw.sync()?;
     Ok(out)
+}
+
+/// Extraction information for a field whose catalogue entry has none: its side file's record
+/// when that still describes these bytes (`extract-index`, FDB5-format databases), else built
+/// from the bytes in hand, as a conversion does. A bucket keeps no side files, so without this
+/// a moved field would be extracted whole from then on.
+fn extraction_info(
+    sides: &mut Option<(String, super::store::SideMap)>,
+    src: &dyn Store,
+    db: &DbRef,
+    f: &super::store::FieldRef,
+    bytes: &[u8],
+) -> Option<std::sync::Arc<[u8]>> {
+    if sides.as_ref().is_none_or(|(o, _)| *o != f.object) {
+        // An unreadable side file is as good as none: the information is built instead.
+        let map = src.side_entries(db, &f.object).unwrap_or_default();
+        *sides = Some((f.object.clone(), map));
+    }
+    let head = &bytes[..bytes.len().min(super::sidecar::HEAD as usize)];
+    sides
+        .as_ref()
+        .and_then(|(_, m)| m.get(&f.offset))
+        .filter(|s| s.length == f.length && super::sidecar::head_crc(head) == s.head_crc)
+        .map(|s| s.info.clone())
+        .or_else(|| crate::extract::catalogue_info(bytes))
 }
 
 /// Wipes a bucket's copy of a database: its generation invisible at once, its objects deleted
