@@ -175,7 +175,8 @@ impl Store {
             let key = o.unwrap().key;
             total += 1;
             let parts: Vec<&str> = key.split('/').collect();
-            let catalogue = parts[0] == "dbs"
+            let catalogue = key == fieldstore::storage::s3::client::PROBED_MARKER
+                || parts[0] == "dbs"
                 || (parts[0] == "db"
                     && parts.len() > 4
                     && ["flush", "compact", "lock"].contains(&parts[3]));

@@ -178,7 +178,12 @@ fn listing_paginates_past_1000_keys() {
     assert_eq!(c.stats().requests - before, 1);
     c.delete_many(&keys).unwrap();
     assert_eq!(c.list("many/").count(), 0);
-    assert_eq!(c.list("").count(), 1);
+    // "other", and the probe's answer for other processes.
+    let left: Vec<String> = c.list("").map(|m| m.unwrap().key).collect();
+    assert_eq!(
+        left,
+        [fieldstore::storage::s3::client::PROBED_MARKER, "other"]
+    );
 }
 
 #[test]
@@ -442,6 +447,53 @@ fn a_server_without_conditional_create_is_refused() {
     cfg.allow_unconditional_writes = false;
     cfg.endpoint = server.endpoint.clone();
     S3Client::connect(&cfg).unwrap();
+}
+
+/// A successful probe leaves its answer in the bucket, naming the endpoint it went through;
+/// another process trusts it for a day on that endpoint only, and skips the bucket check and
+/// the probe's five requests (a tenth of a small database's move into a bucket).
+#[test]
+fn a_probe_answer_is_trusted_for_a_day_on_its_endpoint_only() {
+    use fieldstore::storage::s3::client::{probed_marker, PROBED_MARKER};
+    let Some(server) = minio::Minio::shared("a_probe_answer_is_trusted") else {
+        return;
+    };
+    let p = proxy(&server.endpoint, Fault::StripIfNoneMatch);
+    let direct =
+        |bucket: &str| S3Client::connect(&config(server, &server.endpoint, bucket)).unwrap();
+    let via_proxy = |bucket: &str| S3Client::connect(&config(server, &p.endpoint, bucket));
+
+    let bucket = minio::fresh_bucket("marker");
+    let c = direct(&bucket);
+    let marker = String::from_utf8(c.get(PROBED_MARKER).unwrap().unwrap()).unwrap();
+    assert!(
+        marker.starts_with(&format!("{}\n", server.endpoint)),
+        "{marker}"
+    );
+    // The direct path's answer says nothing of a proxy that drops If-None-Match: probed, refused.
+    let e = via_proxy(&bucket).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+
+    // A fresh answer naming the proxy is taken as given: no probe (which would refuse it).
+    let trusted = minio::fresh_bucket("marker");
+    direct(&trusted)
+        .put(
+            PROBED_MARKER,
+            probed_marker(&p.endpoint, std::time::SystemTime::now()).as_bytes(),
+        )
+        .unwrap();
+    via_proxy(&trusted).unwrap();
+    // A day old, it is not.
+    let old = minio::fresh_bucket("marker");
+    let day = Duration::from_secs(24 * 3600 + 60);
+    direct(&old)
+        .put(
+            PROBED_MARKER,
+            probed_marker(&p.endpoint, std::time::SystemTime::now() - day).as_bytes(),
+        )
+        .unwrap();
+    let e = via_proxy(&old).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
 }
 
 #[test]

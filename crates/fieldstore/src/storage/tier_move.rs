@@ -492,7 +492,7 @@ impl TieredCatalogue {
         let lock = relocate::take_move_lock(&from)?;
         let result = self.copy_to_bucket(&db, &from, b, schema_text, opts, stats.field_bytes);
         match result {
-            Ok(copied) => {
+            Ok((copied, to)) => {
                 report.files = copied.fields as usize;
                 report.bytes = copied.bytes;
                 report.done = true;
@@ -501,10 +501,7 @@ impl TieredCatalogue {
                 if opts.wait {
                     self.retire(&from, true)?;
                 }
-                report.to = PathBuf::from(
-                    self.find_in_buckets(&db.key)?
-                        .map_or(b.uri.clone(), |d| d.id),
-                );
+                report.to = PathBuf::from(to);
                 Ok(report)
             }
             Err(e) => {
@@ -524,7 +521,7 @@ impl TieredCatalogue {
         schema_text: &str,
         opts: &MoveOptions,
         total: u64,
-    ) -> Result<Copied, StorageError> {
+    ) -> Result<(Copied, String), StorageError> {
         let before = relocate::files_of(from)?;
         let creator = self.toc.creator(db)?;
         let inner = b
@@ -579,14 +576,13 @@ impl TieredCatalogue {
             }
         }
         let leaving = from.join(LEAVING);
-        std::fs::write(
-            &leaving,
-            leaving_marker(&format!("{}{}", b.uri, inner.id), opts),
-        )
-        .map_err(|e| undo(StorageError::io("create", leaving.clone())(e)))?;
+        // The bucket copy's id as the tiered catalogue names it (`find_in_buckets`).
+        let to = format!("{}{}", b.uri, inner.id);
+        std::fs::write(&leaving, leaving_marker(&to, opts))
+            .map_err(|e| undo(StorageError::io("create", leaving.clone())(e)))?;
         relocate::sync_dir(from)?;
         b.forget_usage();
-        Ok(copied)
+        Ok((copied, to))
     }
 
     /// Moves a database of a bucket into the configured root `dest`.

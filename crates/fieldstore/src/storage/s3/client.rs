@@ -180,6 +180,42 @@ enum Fail {
     Fatal(StorageError),
 }
 
+/// Where a successful probe leaves its answer for other processes (`known_conditional`):
+/// beside the probes, outside every catalogue's and store's keys.
+pub const PROBED_MARKER: &str = ".fieldstore-probed";
+
+/// How long a probe's answer is trusted by other processes.
+const PROBED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// The marker's text: the endpoint probed, then when (seconds since the epoch).
+pub fn probed_marker(endpoint: &str, at: SystemTime) -> String {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{endpoint}\n{secs}\n")
+}
+
+/// Whether a marker names `endpoint` and was written less than [`PROBED_FOR`] before `now` (and
+/// not in its future by more than clocks drift).
+fn marker_is_fresh(marker: &[u8], endpoint: &str, now: SystemTime) -> bool {
+    let Ok(text) = std::str::from_utf8(marker) else {
+        return false;
+    };
+    let mut lines = text.lines();
+    let (Some(e), Some(secs)) = (lines.next(), lines.next()) else {
+        return false;
+    };
+    let Ok(secs) = secs.parse::<u64>() else {
+        return false;
+    };
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+    let age_ok = match now.duration_since(at) {
+        Ok(age) => age < PROBED_FOR,
+        Err(ahead) => ahead.duration() < Duration::from_secs(300),
+    };
+    e == endpoint && age_ok
+}
+
 /// Per process: endpoints and buckets whose conditional create was probed, and the answer.
 fn probed() -> &'static Mutex<HashMap<(String, String), bool>> {
     static PROBED: OnceLock<Mutex<HashMap<(String, String), bool>>> = OnceLock::new();
@@ -191,9 +227,40 @@ impl S3Client {
     pub fn connect(cfg: &S3Config) -> Result<S3Client, StorageError> {
         let keys = credentials::resolve(cfg)?;
         let client = S3Client::with_keys(cfg, keys)?;
+        if client.known_conditional() {
+            return Ok(client);
+        }
         client.ensure_bucket(cfg.create_bucket)?;
         client.probe_conditional_create(cfg.allow_unconditional_writes)?;
         Ok(client)
+    }
+
+    /// Whether this endpoint was seen to honour create-only PUTs on this bucket recently: by
+    /// this process, or by any process whose marker (written after its probe) names this
+    /// endpoint and is less than a day old. One GET instead of the bucket check and the probe's
+    /// five requests: a tenth of a small database's move into a bucket went there. The marker
+    /// names the endpoint because the answer belongs to the path (a proxy that drops
+    /// `If-None-Match` in front of a server that honours it answers otherwise).
+    fn known_conditional(&self) -> bool {
+        let id = (
+            self.inner.endpoint.clone(),
+            self.inner.bucket.name().to_string(),
+        );
+        if let Some(known) = probed().lock().ok().and_then(|m| m.get(&id).copied()) {
+            return known;
+        }
+        // Any failure (no bucket yet, no permission, an old marker) means: probe.
+        let fresh = self
+            .get(PROBED_MARKER)
+            .ok()
+            .flatten()
+            .is_some_and(|b| marker_is_fresh(&b, &self.inner.endpoint, SystemTime::now()));
+        if fresh {
+            if let Ok(mut m) = probed().lock() {
+                m.insert(id, true);
+            }
+        }
+        fresh
     }
 
     /// A client that only reads objects someone else owns (objects adopted where they lie,
@@ -786,6 +853,13 @@ impl S3Client {
                 self.delete(&key)?;
                 self.delete_stale_probes();
                 let supported = !second;
+                if supported {
+                    // Best effort: without it the next process probes, as before.
+                    let _ = self.put(
+                        PROBED_MARKER,
+                        probed_marker(&self.inner.endpoint, SystemTime::now()).as_bytes(),
+                    );
+                }
                 if let Ok(mut m) = probed().lock() {
                     m.insert(id, supported);
                 }
@@ -1372,6 +1446,41 @@ impl Multipart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_marker_is_trusted_for_its_endpoint_for_a_day() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let m = probed_marker("http://127.0.0.1:9000", at);
+        let e = "http://127.0.0.1:9000";
+        assert!(marker_is_fresh(m.as_bytes(), e, at));
+        assert!(marker_is_fresh(
+            m.as_bytes(),
+            e,
+            at + PROBED_FOR - Duration::from_secs(1)
+        ));
+        assert!(!marker_is_fresh(m.as_bytes(), e, at + PROBED_FOR));
+        // Another path to the server may not honour what this one does.
+        assert!(!marker_is_fresh(m.as_bytes(), "http://localhost:9000", at));
+        // Written in the future: clocks drift a little, not hours.
+        assert!(marker_is_fresh(
+            m.as_bytes(),
+            e,
+            at - Duration::from_secs(60)
+        ));
+        assert!(!marker_is_fresh(
+            m.as_bytes(),
+            e,
+            at - Duration::from_secs(3600)
+        ));
+        for bad in [
+            &b""[..],
+            b"http://127.0.0.1:9000",
+            b"http://127.0.0.1:9000\nsoon\n",
+            b"\xff\n1\n",
+        ] {
+            assert!(!marker_is_fresh(bad, e, at), "{bad:?}");
+        }
+    }
 
     #[test]
     fn error_documents() {
