@@ -113,11 +113,14 @@ impl Window {
                 && (offset - w.start) as usize + len <= w.buf.len()
         };
         if !slot.as_ref().is_some_and(fits) {
-            let reader = match slot.take() {
-                Some(w) if w.object == object => w.reader,
-                _ => src.open_object(db, object)?,
+            // The last window's buffer is read into again: a fresh one each time faulted in
+            // every page of the database anew.
+            let (reader, mut buf) = match slot.take() {
+                Some(w) if w.object == object => (w.reader, w.buf),
+                Some(w) => (src.open_object(db, object)?, w.buf),
+                None => (src.open_object(db, object)?, Vec::new()),
             };
-            let mut buf = vec![0; len.max(READ_WINDOW)];
+            buf.resize(len.max(READ_WINDOW), 0);
             let got = read_some_at(&*reader, offset, &mut buf)?;
             if got < len {
                 return Err(config(format!(

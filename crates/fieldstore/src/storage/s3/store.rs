@@ -273,6 +273,11 @@ impl StoreWriter for S3Writer {
     fn append(&mut self, data: &[u8]) -> Result<FieldRef, StorageError> {
         let checksum = crate::checksum::crc32c(data);
         let offset = self.batch.sent + self.batch.buf.len() as u64;
+        if self.batch.buf.capacity() == 0 {
+            // A part's worth at once (address space only until written): growing by doubling
+            // copied each part about twice more and faulted in twice its pages.
+            self.batch.buf.reserve(self.part_size.max(data.len()));
+        }
         self.batch.buf.extend_from_slice(data);
         self.batch.fields += 1;
         let object = self.object();
@@ -287,7 +292,10 @@ impl StoreWriter for S3Writer {
                     failed: None,
                 });
             }
-            let rest = self.batch.buf.split_off(self.part_size);
+            let mut rest =
+                Vec::with_capacity(self.part_size.max(self.batch.buf.len() - self.part_size));
+            rest.extend_from_slice(&self.batch.buf[self.part_size..]);
+            self.batch.buf.truncate(self.part_size);
             let part = std::mem::replace(&mut self.batch.buf, rest);
             self.batch.sent += part.len() as u64;
             if let Some(up) = self.batch.upload.as_mut() {
