@@ -126,8 +126,13 @@ impl ExtractInfo {
                     None => true,
                 };
                 if here {
-                    values.push(next.next().unwrap_or(f64::NAN));
-                    mask[i / 64] |= 1u64 << (i % 64);
+                    let v = next.next().unwrap_or(f64::NAN);
+                    values.push(v);
+                    // A coded value can decode to NaN (a hostile scale: 0 x 2^4102): missing,
+                    // as ecCodes' decode of it reads.
+                    if !v.is_nan() {
+                        mask[i / 64] |= 1u64 << (i % 64);
+                    }
                 } else {
                     values.push(f64::NAN);
                 }
