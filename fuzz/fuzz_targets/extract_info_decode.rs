@@ -15,7 +15,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(info) = ExtractInfo::decode(encoded) else {
         return;
     };
-    assert_eq!(ExtractInfo::decode(&info.encode()).as_ref(), Ok(&info));
+    // Compared as encoded: a NaN reference value (IEEE in GRIB 2) is kept bit for bit, and
+    // NaN is not equal to itself.
+    let encoded = info.encode();
+    assert_eq!(
+        ExtractInfo::decode(&encoded).map(|i| i.encode()).as_deref(),
+        Ok(&encoded[..])
+    );
     let n = info.number_of_data_points.min(1 << 16);
     let ranges = [0..n.min(3), n / 2..n / 2 + 1, n.saturating_sub(2)..n];
     let ranges: Vec<_> = ranges

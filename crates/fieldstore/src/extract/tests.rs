@@ -587,3 +587,18 @@ fn fuzz_regressions_extract_as_eccodes_decodes() {
         }
     }
 }
+
+/// What the fuzz target `extract_info_decode` found: information with a NaN reference value
+/// (a GRIB 2 message may carry one) decodes, and encodes back bit for bit.
+#[test]
+fn a_nan_reference_value_round_trips_bit_for_bit() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/extract_info_decode/nan-reference");
+    let data = std::fs::read(path).unwrap();
+    let (&len, rest) = data.split_first().unwrap();
+    let encoded = &rest[..usize::from(len).min(rest.len())];
+    let info = ExtractInfo::decode(encoded).unwrap();
+    assert!(info.reference_value.is_nan());
+    let again = info.encode();
+    assert_eq!(ExtractInfo::decode(&again).unwrap().encode(), again);
+}
