@@ -163,3 +163,108 @@ fn info_names_the_loaded_eccodes() {
         "{text}"
     );
 }
+
+/// Another ecCodes release than the system's: the eccodeslib wheel's library in a virtualenv
+/// the suite made (`FIELDSTORE_TEST_ECCODESLIB` names one explicitly).
+fn other_eccodes() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("FIELDSTORE_TEST_ECCODESLIB") {
+        return Some(p.into());
+    }
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let mut found: Vec<_> = std::fs::read_dir(&target)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("py-venv"))
+        .filter_map(|e| std::fs::read_dir(e.path().join("lib")).ok())
+        .flatten()
+        .flatten()
+        .map(|py| {
+            py.path()
+                .join("site-packages/eccodeslib/lib64/libeccodes.so")
+        })
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn version_of(config: &Path, env: &[(&str, &str)]) -> String {
+    let info = fs(config, env, &["info"]);
+    let text = String::from_utf8_lossy(&info.stdout).into_owned();
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// ecCodes releases file a few messages under different keys, so a store records the release
+/// its writers' ecCodes keys follow, and a writer that loaded another is refused before its
+/// flush makes anything visible. Fields whose keys the native reader read (GRIB 2 as ECMWF
+/// writes it) do not depend on the release and are not refused.
+#[test]
+fn writers_with_another_eccodes_release_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    let record = d.path().join("root/.fieldstore-eccodes");
+    let grib1 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/real-grib/era5-levels-members.grib");
+    let grib1 = grib1.to_str().unwrap();
+    let system = version_of(&c, &[]);
+    assert!(system.starts_with("2."), "{system}");
+
+    // GRIB 1: keys by ecCodes; the first writer records its release.
+    let w = fs(&c, &[], &["write", grib1]);
+    assert!(w.status.success(), "{w:?}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        format!("{system}\n")
+    );
+    let listed = |c: &Path| {
+        let o = fs(c, &[], &["list", "class=ea", "--porcelain"]);
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    let before = listed(&c);
+    assert!(before > 0);
+
+    // Another release: a real one when the suite installed the eccodeslib wheel, else a
+    // record as another release's writer would have left it.
+    let other = other_eccodes();
+    let env: Vec<(&str, String)> = match &other {
+        Some(lib) => vec![("FIELDSTORE_ECCODES_LIB", lib.display().to_string())],
+        None => Vec::new(),
+    };
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let loaded = version_of(&c, &env);
+    if other.is_none() || loaded == system {
+        std::fs::write(&record, "1.0.0\n").unwrap();
+    }
+    let recorded = std::fs::read_to_string(&record).unwrap().trim().to_string();
+    assert_ne!(recorded, loaded);
+    let w = fs(&c, &env, &["write", grib1]);
+    assert!(!w.status.success(), "{w:?}");
+    let err = String::from_utf8_lossy(&w.stderr);
+    assert!(
+        err.contains(&format!("read by ecCodes {recorded}"))
+            && err.contains(&format!("loaded ecCodes {loaded}"))
+            && err.contains(".fieldstore-eccodes"),
+        "{err}"
+    );
+    assert_eq!(listed(&c), before, "a refused flush made fields visible");
+
+    // GRIB 2 whose keys the native reader reads: not refused, whatever the release.
+    let g2 = d.path().join("g2.grib");
+    let s = fs(&c, &[], &["sample", "--out", g2.to_str().unwrap()]);
+    assert!(s.status.success(), "{s:?}");
+    let w = fs(&c, &env, &["write", g2.to_str().unwrap()]);
+    assert!(w.status.success(), "{w:?}");
+
+    // Once every writer has moved, the operator deletes the record: the next writer records.
+    std::fs::remove_file(&record).unwrap();
+    let w = fs(&c, &env, &["write", grib1]);
+    assert!(w.status.success(), "{w:?}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        format!("{loaded}\n")
+    );
+}

@@ -176,6 +176,7 @@ impl Store {
             total += 1;
             let parts: Vec<&str> = key.split('/').collect();
             let catalogue = key == fieldstore::storage::s3::client::PROBED_MARKER
+                || key == fieldstore::storage::keys_release::RECORD
                 || parts[0] == "dbs"
                 || (parts[0] == "db"
                     && parts.len() > 4

@@ -521,3 +521,26 @@ fn subscribers_get_a_late_lower_ranked_marker_and_read_through_compactions() {
         other => panic!("expected another epoch, got {other:?}"),
     }
 }
+
+/// The ecCodes release a bucket's keys follow is recorded create-only by the first writer whose
+/// keys ecCodes read; a writer with another release is refused (storage::keys_release).
+#[test]
+fn the_first_eccodes_release_is_recorded_and_another_refused() {
+    let Some(m) = minio::Minio::shared("s3_catalogue") else {
+        return;
+    };
+    let c = client(m, Duration::from_secs(600));
+    let first = S3Catalogue::new(c.clone());
+    first.check_keys_release("2.28.0").unwrap();
+    assert_eq!(
+        c.get(fieldstore::storage::keys_release::RECORD)
+            .unwrap()
+            .as_deref(),
+        Some(&b"2.28.0\n"[..])
+    );
+    let other = S3Catalogue::new(c.clone());
+    other.check_keys_release("2.28.0").unwrap();
+    let e = other.check_keys_release("2.50.0").unwrap_err();
+    assert_eq!(e.kind(), fieldstore::error_kind::ErrorKind::Config, "{e}");
+    assert!(e.to_string().contains("ecCodes 2.28.0"), "{e}");
+}

@@ -119,6 +119,9 @@ pub struct LocalFdb {
     /// Databases wiped while this handle had unflushed fields in them. Those fields may have
     /// come from any thread, so the next flush reports each (once): none vanish silently.
     lost: Mutex<Vec<String>>,
+    /// The store's ecCodes record was checked (`Catalogue::check_keys_release`): once, at the
+    /// first flush after ecCodes read keys in this process.
+    keys_checked: std::sync::atomic::AtomicBool,
 }
 
 /// The S3 client of an `engine: s3` or `store: s3` config (its `s3:` section).
@@ -228,7 +231,22 @@ impl LocalFdb {
             adopted,
             writers: RwLock::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
+            keys_checked: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Refuses a flush of fields whose keys this process's ecCodes read when the store's keys
+    /// follow another release (`storage::keys_release`); nothing to check while the native
+    /// reader alone read them.
+    fn check_keys_release(&self) -> Result<(), ApiError> {
+        use std::sync::atomic::Ordering;
+        if self.keys_checked.load(Ordering::Relaxed) || !grib::keys_read_by_eccodes() {
+            return Ok(());
+        }
+        let loaded = grib::eccodes()?.version;
+        self.catalogue.check_keys_release(&loaded)?;
+        self.keys_checked.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Every database readers see that `request` names; an empty request: every database.
@@ -607,6 +625,7 @@ impl LocalFdb {
                 return Ok(());
             }
         }
+        self.check_keys_release()?;
         // Writers for the next batch are ready before the cut, so archives never wait for them.
         let next = match spare.take() {
             Some(b) => b,

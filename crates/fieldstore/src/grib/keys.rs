@@ -1,6 +1,7 @@
 //! MARS keys of a GRIB message, read through ecCodes exactly as FDB5 does (namespace `mars`).
 
 use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::error::GribError;
 use super::ffi;
@@ -30,8 +31,19 @@ pub fn eccodes_mars_keys(message: &[u8]) -> Result<Key, GribError> {
     mars_keys_of(&Handle::from_message(message)?)
 }
 
+/// Set once ecCodes has read any message's MARS keys in this process: from then on, what the
+/// process files depends on which ecCodes it loaded (versions disagree on a few keys), and its
+/// flushes check that against the store's record (`Catalogue::check_keys_release`).
+static KEYED_BY_ECCODES: AtomicBool = AtomicBool::new(false);
+
+/// Whether ecCodes (not the native reader alone) has read MARS keys in this process.
+pub fn keys_read_by_eccodes() -> bool {
+    KEYED_BY_ECCODES.load(Ordering::Relaxed)
+}
+
 /// The MARS keys of an open handle.
 pub(crate) fn mars_keys_of(h: &Handle<'_>) -> Result<Key, GribError> {
+    KEYED_BY_ECCODES.store(true, Ordering::Relaxed);
     check_time_unit(h)?;
     super::log::guarded(|| mars_keys_unguarded(h))
 }

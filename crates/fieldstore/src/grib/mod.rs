@@ -18,7 +18,7 @@ mod sections;
 pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;
 pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
-pub use keys::{eccodes_mars_keys, mars_keys};
+pub use keys::{eccodes_mars_keys, keys_read_by_eccodes, mars_keys};
 pub use loader::{prefer_eccodeslib, EccodesLoadError, Origin as EccodesOrigin, LIB_ENV};
 
 /// Which ecCodes this process loaded, from where, and where it reads its definitions.

@@ -173,6 +173,14 @@ pub trait Catalogue: Send + Sync {
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
 
+    /// Records, or checks against the record, the ecCodes release (`2.28.0`) whose answers
+    /// this store's MARS keys follow (`storage::keys_release`): called before the first flush
+    /// of a process in which ecCodes read keys; another release is refused. Stores that live
+    /// in one process (memory) keep no record.
+    fn check_keys_release(&self, _eccodes: &str) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     /// Refuses `action` (`wipe`, `purge`, `lock`...) on a database this process may not change,
     /// so a request naming several databases is refused before any of them changes. Catalogues
     /// without owners (memory: one process; S3: the bucket policy decides) accept.

@@ -94,6 +94,14 @@ pub enum StorageError {
     /// what it was to publish went with the old one.
     #[error("database {db} was wiped while this handle had unflushed fields in it: they were not stored (archive them again to store them in the new database)")]
     Wiped { db: PathBuf },
+    /// A process whose MARS keys were read by one ecCodes writes into a store whose keys were
+    /// read by another: versions file a few messages under different keys.
+    #[error("this store's MARS keys were read by ecCodes {recorded} (recorded in {record}); this process loaded ecCodes {loaded}, and ecCodes versions disagree on some keys (one field could be filed under two): write with ecCodes {recorded} (`fieldstore info` says which ecCodes a process loads; FIELDSTORE_ECCODES_LIB or the eccodeslib wheel chooses it), or, once every writer of this store has moved to {loaded}, delete {record}")]
+    EccodesMismatch {
+        recorded: String,
+        loaded: String,
+        record: String,
+    },
     /// An S3 request failed (after retries, for transient failures). `detail` carries the
     /// server's error code and message, and the endpoint.
     #[error("S3 {op} of {uri} failed{}: {detail}", status.map_or(String::new(), |s| format!(" (HTTP {s})")))]
@@ -152,6 +160,7 @@ impl StorageError {
             StorageError::PermissionDenied { .. } => ErrorKind::Permission,
             StorageError::Full { .. } => ErrorKind::Full,
             StorageError::Wiped { .. } => ErrorKind::NotFound,
+            StorageError::EccodesMismatch { .. } => ErrorKind::Config,
             StorageError::S3 { status, .. } => match status {
                 Some(401 | 403) => ErrorKind::Permission,
                 Some(404) => ErrorKind::NotFound,

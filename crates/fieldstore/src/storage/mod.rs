@@ -12,6 +12,7 @@ pub(crate) mod error;
 pub mod fdb5;
 pub mod fs;
 pub mod history;
+pub mod keys_release;
 pub mod memory;
 pub(crate) mod names;
 pub(crate) mod posix;

@@ -354,6 +354,11 @@ impl Catalogue for TieredCatalogue {
         "toc"
     }
 
+    /// The roots' record: a config of roots and buckets has its first root.
+    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
+        self.toc.check_keys_release(eccodes)
+    }
+
     /// Each database once: a root's copy unless a move is leaving it for a bucket's.
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
         let mut out = Vec::new();

@@ -346,6 +346,20 @@ impl Catalogue for S3Catalogue {
         "s3"
     }
 
+    /// In the bucket's prefix, made create-only: the first writer's release is the one.
+    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
+        use crate::storage::keys_release::{compare, text, RECORD};
+        let shown = self.client.uri(RECORD);
+        let recorded = match self.client.get(RECORD)? {
+            Some(b) => b,
+            None => match self.client.create(RECORD, text(eccodes).as_bytes())? {
+                super::client::Created::New => return Ok(()),
+                super::client::Created::Existed(b) => b,
+            },
+        };
+        compare(&recorded, eccodes, &shown)
+    }
+
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
         let mut by_name: BTreeMap<String, (BTreeSet<u64>, BTreeSet<u64>)> = BTreeMap::new();
         for m in self.client.list(layout::DBS) {

@@ -497,6 +497,17 @@ impl Catalogue for TocCatalogue {
         "toc"
     }
 
+    /// In the first listed root: every writer of this config looks there, whichever root its
+    /// databases are in.
+    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
+        let layout = self.layout();
+        let first = layout.visit_roots().next().map(|r| r.path.clone());
+        match first {
+            Some(root) => crate::storage::keys_release::check_in_dir(&*self.fs, &root, eccodes),
+            None => Ok(()),
+        }
+    }
+
     /// A database in two roots (a move between its two renames) is listed once, as `find`
     /// picks it.
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {
