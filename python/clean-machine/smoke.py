@@ -3,7 +3,10 @@ system's ecCodes, eckit, FDB5 libraries and ecCodes definitions hidden): the REA
 start and the `fieldstore` command's demo work from the wheels alone, and the process maps exactly
 one ecCodes, eccodeslib's, also when eccodes-python or pyfdb loaded it first.
 
-Usage: python smoke.py plain|eccodes-first|pyfdb-first WORKDIR
+Mode `data-stack` (earthkit-data and xarray installed beside the wheels) reads the stored fields
+through xarray's `engine="fieldstore"` and earthkit-data's `fieldstore` source too.
+
+Usage: python smoke.py plain|eccodes-first|pyfdb-first|data-stack WORKDIR
 """
 
 import ctypes
@@ -73,6 +76,12 @@ def main():
     run("read", "class=od,expver=0001,stream=oper,date=20261122,time=1200,type=fc,levtype=pl,"
         "levelist=500,param=130,step=0", one)
     assert open(one, "rb").read(4) == b"GRIB"
+    # FDB5's tool names, on request, beside the command.
+    tools = os.path.join(work, "fdb-tools")
+    run("install-fdb-tools", tools)
+    listed = subprocess.run([os.path.join(tools, "fdb-list"), "--porcelain", "class=od,param=130"],
+                            env=env, check=True, capture_output=True, text=True).stdout
+    assert listed.count("param=130") == 9, listed
 
     # The README's quick start (a config of our own instead of the default store).
     fdb = fieldstore.FDB({"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": root}]}]})
@@ -85,6 +94,22 @@ def main():
         "param=t,levelist=500,step=0/6/12"
     ).to_numpy()
     assert values.shape[0] == 3, values.shape
+
+    if mode == "data-stack":
+        import earthkit.data as ekd
+        import xarray as xr
+
+        config = {"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": root}]}]}
+        request = {"class": "od", "expver": "0001", "stream": "oper", "date": "20261122",
+                   "time": "1200", "type": "fc", "levtype": "pl", "param": "t"}
+        ds = xr.open_dataset(request, engine="fieldstore", config=config)
+        sizes = dict(ds["t"].sizes)
+        assert sizes.get("step") == 3 and sizes.get("isobaricInhPa") == 3, sizes
+        fl = ekd.from_source("fieldstore", request, config=config).to_fieldlist()
+        assert len(fl) == 9, len(fl)
+        assert fl.to_numpy().shape[0] == 9
+        print(f"data stack: xarray {xr.__version__} {dict(ds['t'].sizes)}, earthkit-data "
+              f"{ekd.__version__} {len(fl)} fields")
 
     info = fieldstore.eccodes_info()
     libs = mapped_eccodes()

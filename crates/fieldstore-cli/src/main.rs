@@ -47,6 +47,9 @@ struct Cli {
 enum Command {
     /// Which config and schema are in use, found where, and why.
     Info,
+    /// Put FDB5's tool names (fdb-list, fdb-write, ...) beside this command as symlinks to it,
+    /// so scripts written for FDB5's tools run on fieldstore.
+    InstallFdbTools(commands::fdb_tools::InstallFdbToolsArgs),
     /// Schema files: check, split a key, show.
     #[command(subcommand)]
     Schema(SchemaCmd),
@@ -176,6 +179,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
     session.fdb5_output = cli.fdb5_output;
     match cli.command {
         Command::Info => commands::info::run(&session),
+        Command::InstallFdbTools(a) => commands::fdb_tools::run(a),
         Command::Schema(c) => commands::schema::run(c, &session),
         Command::Request(c) => commands::request::run(c, &session),
         Command::Write(a) => commands::store::write(a, &session),

@@ -3,6 +3,7 @@ pub mod convert;
 pub mod extract;
 pub mod extract_index;
 pub mod fdb5_form;
+pub mod fdb_tools;
 pub mod hammer;
 pub mod info;
 pub mod lifecycle;

@@ -31,6 +31,20 @@ impl AecParams {
     pub fn rsi_samples(&self) -> u64 {
         u64::from(self.rsi) * u64::from(self.block_size)
     }
+
+    /// Whether libaec can be trusted with these: its decoder checks none of the block size and
+    /// writes whole blocks (and sample pairs) into a buffer of one RSI, so a block size of 1
+    /// wrote past its heap buffer (found by fuzzing `extract_info_decode`). CCSDS and every
+    /// encoder (ecCodes', libaec's) use 8, 16, 32 or 64.
+    pub fn valid(&self) -> bool {
+        valid_params(self.bits_per_sample, self.block_size, self.rsi)
+    }
+}
+
+/// See [`AecParams::valid`]. The same rule keeps such messages from ecCodes, whose libaec has
+/// the same fault (`grib::sections`).
+pub(crate) fn valid_params(bits_per_sample: u32, block_size: u32, rsi: u32) -> bool {
+    crate::grib::ccsds_params_valid(bits_per_sample, block_size, rsi)
 }
 
 /// A libaec decoding stream, ended when dropped.
@@ -40,6 +54,15 @@ struct Stream {
 
 impl Stream {
     fn new(p: AecParams, input: &[u8]) -> Result<Stream, ExtractError> {
+        if !p.valid() {
+            return Err(ExtractError::corrupt(
+                0,
+                format!(
+                    "CCSDS parameters no encoder writes: {} bits per sample, block size {}, RSI {}",
+                    p.bits_per_sample, p.block_size, p.rsi
+                ),
+            ));
+        }
         // SAFETY: aec_stream is plain C data; zero is its unset state.
         let mut raw: Box<sys::aec_stream> = Box::new(unsafe { std::mem::zeroed() });
         raw.bits_per_sample = p.bits_per_sample;

@@ -150,7 +150,7 @@ impl ExtractInfo {
                 let block_size = r.small()?;
                 let rsi = r.small()?;
                 // GRIB codes the block size in an octet; libaec allows RSIs up to 4096 blocks.
-                if !(1..=255).contains(&block_size) || !(1..=4096).contains(&rsi) {
+                if !super::aec::valid_params(u32::from(bits_per_value), block_size, rsi) {
                     return Err(r.err(format!("CCSDS block size {block_size}, RSI {rsi}")));
                 }
                 let per = u64::from(block_size) * u64::from(rsi);

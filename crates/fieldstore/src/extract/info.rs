@@ -249,12 +249,18 @@ fn grib2(m: &Grib2<'_>) -> Result<ExtractInfo, ExtractError> {
             let msb = flags & libaec_sys::AEC_DATA_MSB != 0;
             let signed = flags & libaec_sys::AEC_DATA_SIGNED != 0;
             let three = flags & libaec_sys::AEC_DATA_3BYTE != 0;
-            if !msb
-                || signed
-                || ((17..=24).contains(&bpv) && !three)
-                || block_size == 0
-                || !(1..=4096).contains(&rsi)
-            {
+            if !aec::valid_params(u32::from(bpv), block_size, rsi) {
+                // Not handed to ecCodes either (its libaec writes past its buffers on these).
+                return Err(s5
+                    .err(
+                        23,
+                        format!(
+                            "CCSDS block size {block_size}, RSI {rsi}: no encoder writes these"
+                        ),
+                    )
+                    .into());
+            }
+            if !msb || signed || ((17..=24).contains(&bpv) && !three) {
                 return Ok(info);
             }
             let mut ccsds = CcsdsInfo {

@@ -602,3 +602,39 @@ fn a_nan_reference_value_round_trips_bit_for_bit() {
     let again = info.encode();
     assert_eq!(ExtractInfo::decode(&again).unwrap().encode(), again);
 }
+
+/// libaec's decoder checks no block size and wrote past its heap buffer (one RSI) on a block
+/// of 1 sample (found by fuzzing `extract_info_decode`; valgrind: invalid writes in
+/// `put_sample`): such parameters are refused in stored information, by the builder, and before
+/// ecCodes (whose libaec has the same fault) decodes the message.
+#[test]
+fn ccsds_parameters_no_encoder_writes_never_reach_libaec() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/extract_info_decode/aec-block-size-1");
+    let data = std::fs::read(path).unwrap();
+    let (&len, rest) = data.split_first().unwrap();
+    let e = ExtractInfo::decode(&rest[..usize::from(len).min(rest.len())]).unwrap_err();
+    assert!(e.to_string().contains("CCSDS block size"), "{e}");
+
+    let good = make(
+        "GRIB2",
+        &[("packingType", "grid_ccsds")],
+        &[("Ni", 40), ("Nj", 20), ("bitsPerValue", 16)],
+        None,
+        wave,
+    );
+    ExtractInfo::build(&good).unwrap();
+    // Section 5's octet 23 (1-based) is the block size.
+    let mut s5 = 16;
+    while good[s5 + 4] != 5 {
+        s5 += u32::from_be_bytes(good[s5..s5 + 4].try_into().unwrap()) as usize;
+    }
+    for block in [0u8, 1, 7, 24, 128] {
+        let mut bad = good.clone();
+        bad[s5 + 22] = block;
+        let e = ExtractInfo::build(&bad).unwrap_err();
+        assert!(e.to_string().contains("CCSDS block size"), "{block}: {e}");
+        let e = Decoded::new(&bad).and_then(|d| d.values()).unwrap_err();
+        assert!(e.to_string().contains("CCSDS block size"), "{block}: {e}");
+    }
+}

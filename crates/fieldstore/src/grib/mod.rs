@@ -14,6 +14,7 @@ pub mod native;
 pub mod params;
 pub mod sample;
 mod sections;
+pub(crate) use sections::ccsds_params_valid;
 
 pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;

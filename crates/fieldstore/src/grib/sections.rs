@@ -4,6 +4,14 @@
 
 use super::error::GribError;
 
+/// CCSDS parameters libaec may be given: every encoder (ecCodes', libaec's) writes blocks of 8,
+/// 16, 32 or 64 samples and RSIs of at most 4096 blocks; libaec's decoder checks neither.
+pub(crate) fn ccsds_params_valid(bits_per_sample: u32, block_size: u32, rsi: u32) -> bool {
+    (1..=32).contains(&bits_per_sample)
+        && matches!(block_size, 8 | 16 | 32 | 64)
+        && (1..=4096).contains(&rsi)
+}
+
 /// The sections must tile the message exactly: ecCodes trusts the section lengths and reads (or
 /// crashes) past the end of the bytes it was given when one is corrupt.
 /// Returns the offset of the first occurrence of each section.
@@ -28,6 +36,20 @@ pub(super) fn check_sections(m: &[u8]) -> Result<Vec<(u8, usize)>, GribError> {
                     return Err(bad(format!(
                         "section {num} at offset {pos} of length {len} (data ends at {end})"
                     )));
+                }
+                // CCSDS (template 5.42): libaec checks none of these and writes past its
+                // buffers on a block size no encoder uses (found by fuzzing extraction).
+                if num == 5 && be(pos + 9, 2) == Some(42) {
+                    let (bits, block, rsi) = (
+                        be(pos + 19, 1).unwrap_or(0),
+                        be(pos + 22, 1).unwrap_or(0),
+                        be(pos + 23, 2).unwrap_or(0),
+                    );
+                    if bits != 0 && !ccsds_params_valid(bits as u32, block as u32, rsi as u32) {
+                        return Err(bad(format!(
+                            "CCSDS block size {block}, RSI {rsi}, {bits} bits per value in section 5 at offset {pos}"
+                        )));
+                    }
                 }
                 if !seen.iter().any(|(n, _)| *n == num) {
                     seen.push((num, pos));
