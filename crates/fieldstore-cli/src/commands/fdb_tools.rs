@@ -47,7 +47,7 @@ pub fn run(a: InstallFdbToolsArgs) -> Result<()> {
         }
         std::os::unix::fs::symlink(&exe, &link)
             .with_context(|| format!("cannot link {}", link.display()))?;
-        println!("{} -> {}", link.display(), exe.display());
+        outln!("{} -> {}", link.display(), exe.display())?;
     }
     eprintln!(
         "installed {} FDB5 tool names in {}; put it first on PATH if it is not: export PATH={}:$PATH",
