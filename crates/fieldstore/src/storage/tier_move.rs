@@ -94,6 +94,8 @@ struct Window {
     reader: Box<dyn ObjectReader>,
     start: u64,
     buf: Vec<u8>,
+    /// Bytes of `buf` read (the rest is the last read's, or zeros).
+    filled: usize,
 }
 
 impl Window {
@@ -108,9 +110,7 @@ impl Window {
         len: usize,
     ) -> Result<&'a [u8], StorageError> {
         let fits = |w: &Window| {
-            w.object == object
-                && offset >= w.start
-                && (offset - w.start) as usize + len <= w.buf.len()
+            w.object == object && offset >= w.start && (offset - w.start) as usize + len <= w.filled
         };
         if !slot.as_ref().is_some_and(fits) {
             // The last window's buffer is read into again: a fresh one each time faulted in
@@ -120,8 +120,13 @@ impl Window {
                 Some(w) => (src.open_object(db, object)?, w.buf),
                 None => (src.open_object(db, object)?, Vec::new()),
             };
-            buf.resize(len.max(READ_WINDOW), 0);
-            let got = read_some_at(&*reader, offset, &mut buf)?;
+            // Grown (zeroed) only when a field is larger than any before: zeroing the whole
+            // window again at every read was a tenth of a small database's move.
+            if buf.len() < len.max(READ_WINDOW) {
+                buf.resize(len.max(READ_WINDOW), 0);
+            }
+            let want = len.max(READ_WINDOW);
+            let got = read_some_at(&*reader, offset, &mut buf[..want])?;
             if got < len {
                 return Err(config(format!(
                     "object {} ends {} bytes before a field it holds",
@@ -129,19 +134,19 @@ impl Window {
                     len - got
                 )));
             }
-            buf.truncate(got);
             *slot = Some(Window {
                 object: object.to_string(),
                 reader,
                 start: offset,
                 buf,
+                filled: got,
             });
         }
         let w = slot
             .as_ref()
             .ok_or_else(|| config("no window was read".into()))?;
         let at = (offset - w.start) as usize;
-        w.buf
+        w.buf[..w.filled]
             .get(at..at + len)
             .ok_or_else(|| config("a field outside the window read for it".into()))
     }
@@ -184,9 +189,30 @@ fn copy_fields(
             }
         }
     }
-    live.sort_by(|(_, a), (_, b)| {
-        (&a.field.object, a.field.offset).cmp(&(&b.field.object, b.field.offset))
-    });
+    // By object name's rank, not the name: comparing equal names byte by byte was most of
+    // the sort.
+    let mut names: Vec<&str> = live.iter().map(|(_, e)| e.field.object.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let rank: std::collections::HashMap<&str, usize> =
+        names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut order: Vec<(usize, u64, usize)> = live
+        .iter()
+        .enumerate()
+        .map(|(i, (_, e))| {
+            (
+                rank.get(e.field.object.as_str()).copied().unwrap_or(0),
+                e.field.offset,
+                i,
+            )
+        })
+        .collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<_>> = live.into_iter().map(Some).collect();
+    let live: Vec<_> = order
+        .into_iter()
+        .filter_map(|(_, _, i)| slots[i].take())
+        .collect();
     {
         let mut sides: Option<(String, super::store::SideMap)> = None;
         for (ix, e) in live {

@@ -32,14 +32,22 @@ pub(super) struct S3CatalogueWriter {
 
 impl CatalogueWriter for S3CatalogueWriter {
     fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError> {
-        let p = self
-            .pending
-            .entry(index.clone())
-            .or_insert_with(|| Pending {
-                keywords: datum.keywords().map(str::to_string).collect(),
-                entries: BTreeMap::new(),
-                axes: BTreeMap::new(),
+        // The index key is cloned once per index, not per field.
+        if !self.pending.contains_key(index) {
+            self.pending.insert(
+                index.clone(),
+                Pending {
+                    keywords: datum.keywords().map(str::to_string).collect(),
+                    entries: BTreeMap::new(),
+                    axes: BTreeMap::new(),
+                },
+            );
+        }
+        let Some(p) = self.pending.get_mut(index) else {
+            return Err(StorageError::Config {
+                detail: format!("index {index} vanished from a flush being built"),
             });
+        };
         let values: Vec<String> = p
             .keywords
             .iter()
