@@ -372,6 +372,60 @@ fn a_move_into_a_bucket_keeps_side_file_extraction_information() {
     }
 }
 
+/// A database larger than an S3 part moves its runs of fields as whole parts, uncopied
+/// (`StoreWriter::append_shared`); written twice, so the first copy's fields are masked and
+/// lie before the live ones. Every field reads back byte for byte from the bucket, at the
+/// offsets its entry gives.
+#[test]
+fn a_database_larger_than_a_part_moves_byte_for_byte() {
+    let Some(m) = minio::Minio::shared("lifecycle") else {
+        return;
+    };
+    let s = Store::new(m, "1GiB", "");
+    let date = DATES[1];
+    let file = s.path("big.grib");
+    // 12 fields of 721 x 1440 points, ~2 MiB each: 25 MiB, several windows and parts.
+    s.ok(&[
+        "sample",
+        "--out",
+        file.to_str().unwrap(),
+        "--date",
+        date,
+        "--grid",
+        "1440x721",
+        "--params",
+        "t/u",
+        "--levels",
+        "1000/850/500",
+        "--steps",
+        "0/6",
+    ]);
+    s.ok(&["write", file.to_str().unwrap()]);
+    s.ok(&["write", file.to_str().unwrap()]);
+    let request = format!(
+        "class=od,expver=0001,stream=oper,date={date},time=1200,type=fc,levtype=pl,levelist=1000/850/500,param=t/u,step=0/6"
+    );
+    let read = |name: &str| {
+        let out = s.path(name);
+        s.ok(&["read", &request, out.to_str().unwrap()]);
+        sorted_fields(&std::fs::read(out).unwrap())
+    };
+    let before = read("before.grib");
+    assert_eq!(before.len(), 12);
+    assert_eq!(before, sorted_fields(&std::fs::read(&file).unwrap()));
+    s.ok(&[
+        "move",
+        &format!("class=od,date={date}"),
+        "--to",
+        &s.bucket_uri(),
+        "--grace",
+        "0",
+        "--wait",
+    ]);
+    assert_eq!(s.place_of(date), "bucket");
+    assert_eq!(read("after.grib"), before);
+}
+
 #[test]
 fn rules_move_and_wipe_as_of_an_injected_clock() {
     let Some(m) = minio::Minio::shared("lifecycle") else {

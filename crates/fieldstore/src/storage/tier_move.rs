@@ -22,11 +22,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::catalogue::{Catalogue, CatalogueReader, CatalogueWriter};
-use super::store::{ObjectReader, Store, StoreWriter};
+use super::store::{FieldRef, ObjectReader, Store, StoreWriter};
 use super::tiered::{BucketTier, TieredCatalogue};
 use super::toc::relocate::{self, MoveOptions, MoveReport, LEAVING, OVERLAP};
 use super::{DbRef, PosixStore, StorageError};
 use crate::checksum::crc32c;
+use bytes::Bytes;
 
 fn config(detail: String) -> StorageError {
     StorageError::Config { detail }
@@ -88,45 +89,38 @@ fn digest(reader: &dyn CatalogueReader) -> Result<Copied, StorageError> {
 /// together (one syscall or GET for hundreds of them, not one each).
 const READ_WINDOW: usize = 8 << 20;
 
-/// A window of one source object's bytes.
+/// A window of one source object's bytes. Shared (`Bytes`): a run of fields in it goes to the
+/// destination as one piece without being copied (`StoreWriter::append_shared`).
 struct Window {
     object: String,
     reader: Box<dyn ObjectReader>,
     start: u64,
-    buf: Vec<u8>,
-    /// Bytes of `buf` read (the rest is the last read's, or zeros).
-    filled: usize,
+    buf: Bytes,
 }
 
 impl Window {
-    /// The bytes at `offset..offset + len` of `object`, read with what follows them when they
-    /// are not in the window already.
-    fn get<'a>(
-        slot: &'a mut Option<Window>,
+    /// The window holding `offset..offset + len` of `object` (read with what follows them when
+    /// they are not in the current one), and where in it they start.
+    fn get(
+        slot: &mut Option<Window>,
         src: &dyn Store,
         db: &DbRef,
         object: &str,
         offset: u64,
         len: usize,
-    ) -> Result<&'a [u8], StorageError> {
+    ) -> Result<(Bytes, usize), StorageError> {
         let fits = |w: &Window| {
-            w.object == object && offset >= w.start && (offset - w.start) as usize + len <= w.filled
+            w.object == object
+                && offset >= w.start
+                && (offset - w.start) as usize + len <= w.buf.len()
         };
         if !slot.as_ref().is_some_and(fits) {
-            // The last window's buffer is read into again: a fresh one each time faulted in
-            // every page of the database anew.
-            let (reader, mut buf) = match slot.take() {
-                Some(w) if w.object == object => (w.reader, w.buf),
-                Some(w) => (src.open_object(db, object)?, w.buf),
-                None => (src.open_object(db, object)?, Vec::new()),
+            let reader = match slot.take() {
+                Some(w) if w.object == object => w.reader,
+                _ => src.open_object(db, object)?,
             };
-            // Grown (zeroed) only when a field is larger than any before: zeroing the whole
-            // window again at every read was a tenth of a small database's move.
-            if buf.len() < len.max(READ_WINDOW) {
-                buf.resize(len.max(READ_WINDOW), 0);
-            }
-            let want = len.max(READ_WINDOW);
-            let got = read_some_at(&*reader, offset, &mut buf[..want])?;
+            let mut buf = vec![0; len.max(READ_WINDOW)];
+            let got = read_some_at(&*reader, offset, &mut buf)?;
             if got < len {
                 return Err(config(format!(
                     "object {} ends {} bytes before a field it holds",
@@ -134,23 +128,28 @@ impl Window {
                     len - got
                 )));
             }
+            buf.truncate(got);
             *slot = Some(Window {
                 object: object.to_string(),
                 reader,
                 start: offset,
-                buf,
-                filled: got,
+                buf: Bytes::from(buf),
             });
         }
         let w = slot
             .as_ref()
             .ok_or_else(|| config("no window was read".into()))?;
         let at = (offset - w.start) as usize;
-        w.buf[..w.filled]
-            .get(at..at + len)
-            .ok_or_else(|| config("a field outside the window read for it".into()))
+        if at + len > w.buf.len() {
+            return Err(config("a field outside the window read for it".into()));
+        }
+        Ok((w.buf.clone(), at))
     }
 }
+
+/// A run of fields lying one after another at least this long goes to the destination as one
+/// piece: S3's smallest part, so a bucket's writer sends it as a part of its own, uncopied.
+const SPAN: usize = 5 << 20;
 
 /// Reads from `offset` until `buf` is full or the object ends; how many bytes were read.
 fn read_some_at(r: &dyn ObjectReader, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
@@ -163,6 +162,10 @@ fn read_some_at(r: &dyn ObjectReader, offset: u64, buf: &mut [u8]) -> Result<usi
         got += n;
     }
     Ok(got)
+}
+
+fn field_len(f: &FieldRef) -> Result<usize, StorageError> {
+    usize::try_from(f.length).map_err(|_| config(format!("field of {} bytes", f.length)))
 }
 
 /// Copies every live field of `src_db` into the writers, checking each against its CRC-32C.
@@ -213,19 +216,57 @@ fn copy_fields(
         .into_iter()
         .filter_map(|(_, _, i)| slots[i].take())
         .collect();
-    {
-        let mut sides: Option<(String, super::store::SideMap)> = None;
-        for (ix, e) in live {
+    let mut sides: Option<(String, super::store::SideMap)> = None;
+    let mut k = 0;
+    while k < live.len() {
+        let first = &live[k].1.field;
+        let len = field_len(first)?;
+        let (buf, at) = Window::get(&mut window, src, src_db, &first.object, first.offset, len)?;
+        // The fields lying one after another from here, within the window (all of a
+        // database one writer wrote, but for the field cut by the window's end).
+        let mut end = at + len;
+        let mut j = k + 1;
+        while let Some((_, e)) = live.get(j) {
+            let g = &e.field;
+            let next = field_len(g)?;
+            if g.object != first.object
+                || g.offset != first.offset + (end - at) as u64
+                || end + next > buf.len()
+            {
+                break;
+            }
+            end += next;
+            j += 1;
+        }
+        // Each field checked against its checksum as it was read.
+        let mut crcs = Vec::with_capacity(j - k);
+        for (_, e) in &live[k..j] {
             let f = &e.field;
-            let len = usize::try_from(f.length)
-                .map_err(|_| config(format!("field of {} bytes", f.length)))?;
-            let bytes = Window::get(&mut window, src, src_db, &f.object, f.offset, len)?;
-            f.verify(
-                crc32c(bytes),
-                || src.uri(src_db, &f.object),
-                || e.datum.to_string(),
-            )?;
-            let mut copy = sw.append(bytes)?;
+            let from = at + (f.offset - first.offset) as usize;
+            let bytes = &buf[from..from + f.length as usize];
+            let crc = crc32c(bytes);
+            f.verify(crc, || src.uri(src_db, &f.object), || e.datum.to_string())?;
+            crcs.push(crc);
+        }
+        let span = if end - at >= SPAN {
+            Some(sw.append_shared(buf.slice(at..end), None)?)
+        } else {
+            None
+        };
+        for ((ix, e), crc) in live[k..j].iter().zip(crcs) {
+            let f = &e.field;
+            let from = at + (f.offset - first.offset) as usize;
+            let bytes = &buf[from..from + f.length as usize];
+            let mut copy = match &span {
+                Some(s) => FieldRef {
+                    object: s.object.clone(),
+                    offset: s.offset + (f.offset - first.offset),
+                    length: f.length,
+                    checksum: Some(crc),
+                    extract: None,
+                },
+                None => sw.append(bytes)?,
+            };
             copy.extract = match &f.extract {
                 Some(info) => Some(info.clone()),
                 None => extraction_info(&mut sides, src, src_db, f, bytes),
@@ -236,6 +277,7 @@ fn copy_fields(
                 p(out.bytes, total);
             }
         }
+        k = j;
     }
     sw.sync()?;
     Ok(out)
@@ -249,7 +291,7 @@ fn extraction_info(
     sides: &mut Option<(String, super::store::SideMap)>,
     src: &dyn Store,
     db: &DbRef,
-    f: &super::store::FieldRef,
+    f: &FieldRef,
     bytes: &[u8],
 ) -> Option<std::sync::Arc<[u8]>> {
     if sides.as_ref().is_none_or(|(o, _)| *o != f.object) {

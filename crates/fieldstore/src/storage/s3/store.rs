@@ -7,6 +7,8 @@
 //! small packed fields in object order costs few GETs.
 
 use std::collections::VecDeque;
+
+use bytes::Bytes;
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
@@ -214,7 +216,7 @@ impl Upload {
     }
 
     /// Sends one part on a thread of its own, after waiting when too many are out.
-    fn send(&mut self, bytes: Vec<u8>) {
+    fn send(&mut self, bytes: Bytes) {
         while self.in_flight.len() >= PARTS_IN_FLIGHT {
             self.join_one();
         }
@@ -241,6 +243,21 @@ impl S3Writer {
         format!("{}.{}.data", self.base, self.seq)
     }
 
+    /// The batch's multipart upload, begun on its first part.
+    fn start_upload(&mut self, object: &str) -> Result<(), StorageError> {
+        if self.batch.upload.is_none() {
+            let key = format!("{}{object}", self.prefix);
+            self.batch.upload = Some(Upload {
+                multipart: self.client.multipart(&key)?,
+                next_part: 1,
+                in_flight: VecDeque::new(),
+                done: Vec::new(),
+                failed: None,
+            });
+        }
+        Ok(())
+    }
+
     /// Ends the batch, whatever happened to it: the next appends go to a new object.
     fn next_batch(&mut self) -> Batch {
         self.seq += 1;
@@ -252,7 +269,7 @@ impl S3Writer {
             return self.client.put(key, &batch.buf);
         };
         if !batch.buf.is_empty() && up.failed.is_none() {
-            up.send(std::mem::take(&mut batch.buf));
+            up.send(Bytes::from(std::mem::take(&mut batch.buf)));
         }
         up.join_all();
         if let Some(e) = up.failed.take() {
@@ -282,16 +299,7 @@ impl StoreWriter for S3Writer {
         self.batch.fields += 1;
         let object = self.object();
         while self.batch.buf.len() >= self.part_size {
-            if self.batch.upload.is_none() {
-                let key = format!("{}{object}", self.prefix);
-                self.batch.upload = Some(Upload {
-                    multipart: self.client.multipart(&key)?,
-                    next_part: 1,
-                    in_flight: VecDeque::new(),
-                    done: Vec::new(),
-                    failed: None,
-                });
-            }
+            self.start_upload(&object)?;
             let mut rest =
                 Vec::with_capacity(self.part_size.max(self.batch.buf.len() - self.part_size));
             rest.extend_from_slice(&self.batch.buf[self.part_size..]);
@@ -299,13 +307,46 @@ impl StoreWriter for S3Writer {
             let part = std::mem::replace(&mut self.batch.buf, rest);
             self.batch.sent += part.len() as u64;
             if let Some(up) = self.batch.upload.as_mut() {
-                up.send(part);
+                up.send(Bytes::from(part));
             }
         }
         Ok(FieldRef {
             object,
             offset,
             length: data.len() as u64,
+            checksum: Some(checksum),
+            extract: None,
+        })
+    }
+
+    /// Bytes of a part's size or more with nothing waiting before them (a move's run of
+    /// fields) go as a part of their own, uncopied; anything else is appended as `append` does.
+    fn append_shared(
+        &mut self,
+        data: Bytes,
+        checksum: Option<u32>,
+    ) -> Result<FieldRef, StorageError> {
+        if !self.batch.buf.is_empty() || data.len() < MIN_PART_SIZE {
+            let mut r = self.append(&data)?;
+            if checksum.is_some() {
+                r.checksum = checksum;
+            }
+            return Ok(r);
+        }
+        let checksum = checksum.unwrap_or_else(|| crate::checksum::crc32c(&data));
+        let object = self.object();
+        self.start_upload(&object)?;
+        let offset = self.batch.sent;
+        let length = data.len() as u64;
+        self.batch.sent += length;
+        self.batch.fields += 1;
+        if let Some(up) = self.batch.upload.as_mut() {
+            up.send(data);
+        }
+        Ok(FieldRef {
+            object,
+            offset,
+            length,
             checksum: Some(checksum),
             extract: None,
         })
