@@ -262,6 +262,12 @@ pub trait CatalogueWriter: Send {
     /// Returns the number of live indexes after it, so the caller can decide to compact.
     fn commit(&mut self) -> Result<usize, StorageError>;
 
+    /// Builds what the next `commit` writes, ahead of it, so that the work overlaps the store's
+    /// sync (a move's last parts in flight). No `add` may follow before the commit.
+    fn prepare(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     /// For a copy into a new database (`move`): whether what the last `commit` wrote reads back
     /// from the storage (not a cache) exactly as written, and is all the database holds.
     /// `None` where a catalogue cannot tell so cheaply: the caller reads the catalogue back.

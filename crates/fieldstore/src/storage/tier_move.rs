@@ -279,6 +279,8 @@ fn copy_fields(
         }
         k = j;
     }
+    // The catalogue's flush is built while the store's last parts are in flight.
+    cw.prepare()?;
     sw.sync()?;
     Ok(out)
 }

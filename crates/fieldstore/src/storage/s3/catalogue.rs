@@ -446,6 +446,7 @@ impl Catalogue for S3Catalogue {
             pending: BTreeMap::new(),
             seq: 0,
             last_flush: None,
+            prepared: None,
         }))
     }
 

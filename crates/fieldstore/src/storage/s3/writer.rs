@@ -28,10 +28,55 @@ pub(super) struct S3CatalogueWriter {
     pub(super) seq: u64,
     /// The last flush object written, and its bytes: what `verify_last_commit` reads back.
     pub(super) last_flush: Option<(String, Vec<u8>)>,
+    /// The next flush object's body and its encoding, built by `prepare`.
+    pub(super) prepared: Option<(Body, Vec<u8>)>,
+}
+
+/// A flush object's body of the pending entries, and its encoding.
+fn build(pending: BTreeMap<Key, Pending>) -> (Body, Vec<u8>) {
+    let indexes = pending
+        .into_iter()
+        .map(|(key, p)| IndexBody {
+            key,
+            keywords: p.keywords,
+            axes: p.axes,
+            entries: p
+                .entries
+                .into_iter()
+                .map(|(values, f)| Entry {
+                    values,
+                    object: f.object,
+                    offset: f.offset,
+                    length: f.length,
+                    checksum: f.checksum,
+                    extract: f.extract,
+                    rank: None,
+                })
+                .collect(),
+        })
+        .collect();
+    let body = Body {
+        format: FORMAT,
+        stamp: stamp(),
+        created: now_secs(),
+        covers: Vec::new(),
+        supersedes: Vec::new(),
+        indexes,
+    };
+    let bytes = layout::encode(&body);
+    (body, bytes)
 }
 
 impl CatalogueWriter for S3CatalogueWriter {
     fn add(&mut self, index: &Key, datum: &Key, field: FieldRef) -> Result<(), StorageError> {
+        if self.prepared.is_some() {
+            return Err(StorageError::Config {
+                detail: format!(
+                    "a field was added to {} after its flush was prepared",
+                    self.db.id
+                ),
+            });
+        }
         // The index key is cloned once per index, not per field.
         if !self.pending.contains_key(index) {
             self.pending.insert(
@@ -63,14 +108,21 @@ impl CatalogueWriter for S3CatalogueWriter {
     }
 
     fn is_dirty(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.prepared.is_some()
+    }
+
+    fn prepare(&mut self) -> Result<(), StorageError> {
+        if self.prepared.is_none() && !self.pending.is_empty() {
+            self.prepared = Some(build(std::mem::take(&mut self.pending)));
+        }
+        Ok(())
     }
 
     /// One create-only marker: its appearance is the commit. The rank is after every marker
     /// the listing just showed, so a flush that starts after another returned masks it
     /// whatever the machines' clocks say.
     fn commit(&mut self) -> Result<usize, StorageError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.prepared.is_none() {
             return Ok(0);
         }
         let c = &self.cat;
@@ -96,39 +148,14 @@ impl CatalogueWriter for S3CatalogueWriter {
         let names: Vec<String> = listing.flushes.iter().map(|f| f.key.clone()).collect();
         let (live_flushes, _) = view::live(&names, &compactions);
 
-        let indexes = std::mem::take(&mut self.pending)
-            .into_iter()
-            .map(|(key, p)| IndexBody {
-                key,
-                keywords: p.keywords,
-                axes: p.axes,
-                entries: p
-                    .entries
-                    .into_iter()
-                    .map(|(values, f)| Entry {
-                        values,
-                        object: f.object,
-                        offset: f.offset,
-                        length: f.length,
-                        checksum: f.checksum,
-                        extract: f.extract,
-                        rank: None,
-                    })
-                    .collect(),
-            })
-            .collect();
-        let body = Body {
-            format: FORMAT,
-            stamp: stamp(),
-            created: now_secs(),
-            covers: Vec::new(),
-            supersedes: Vec::new(),
-            indexes,
+        // Taken only now: a failure before this point keeps the entries for the next commit.
+        let (body, bytes) = match self.prepared.take() {
+            Some(p) => p,
+            None => build(std::mem::take(&mut self.pending)),
         };
         self.seq += 1;
         let rank = layout::rank(next_micros(seen), writer_id(), self.seq);
         let key = format!("{prefix}{}", DbObject::Flush(rank).rel());
-        let bytes = layout::encode(&body);
         if let Created::Existed(_) = c.client.create(&key, &bytes)? {
             return Err(c.corrupt(&key, "a flush marker of this rank exists already (two processes with the same writer id?)"));
         }
