@@ -91,6 +91,27 @@ impl<'a> Store<'a> {
         self.ok(&["write", file.to_str().unwrap()]);
     }
 
+    /// Global grids of `grid` (NIxNJ) points for `date`, `params` x `levels` x `steps`,
+    /// written once per `times`; the file's path.
+    fn write_grid(
+        &self,
+        date: &str,
+        grid: &str,
+        [params, levels, steps]: [&str; 3],
+        times: usize,
+    ) -> PathBuf {
+        let file = self.path(&format!("grid-{date}.grib"));
+        let f = file.to_str().unwrap();
+        self.ok(&[
+            "sample", "--out", f, "--date", date, "--grid", grid, "--params", params, "--levels",
+            levels, "--steps", steps,
+        ]);
+        for _ in 0..times {
+            self.ok(&["write", f]);
+        }
+        file
+    }
+
     /// Where each database of `class=od` is, by date: `root` or `bucket`.
     fn places(&self) -> Vec<(String, &'static str)> {
         let out = self.ok(&["where", "class=od"]);
@@ -326,23 +347,7 @@ fn a_move_into_a_bucket_keeps_side_file_extraction_information() {
     };
     let s = Store::new(m, "1GiB", "format: fdb5\n");
     let date = DATES[0];
-    let file = s.path("grid.grib");
-    s.ok(&[
-        "sample",
-        "--out",
-        file.to_str().unwrap(),
-        "--date",
-        date,
-        "--grid",
-        "360x181",
-        "--params",
-        "t",
-        "--levels",
-        "500",
-        "--steps",
-        "0/6",
-    ]);
-    s.ok(&["write", file.to_str().unwrap()]);
+    s.write_grid(date, "360x181", ["t", "500", "0/6"], 1);
     assert_eq!(s.place_of(date), "root");
     let (whole, values) = extract_point(&s, date);
     // A partial request names the whole database, as a listing does.
@@ -383,25 +388,8 @@ fn a_database_larger_than_a_part_moves_byte_for_byte() {
     };
     let s = Store::new(m, "1GiB", "");
     let date = DATES[1];
-    let file = s.path("big.grib");
     // 12 fields of 721 x 1440 points, ~2 MiB each: 25 MiB, several windows and parts.
-    s.ok(&[
-        "sample",
-        "--out",
-        file.to_str().unwrap(),
-        "--date",
-        date,
-        "--grid",
-        "1440x721",
-        "--params",
-        "t/u",
-        "--levels",
-        "1000/850/500",
-        "--steps",
-        "0/6",
-    ]);
-    s.ok(&["write", file.to_str().unwrap()]);
-    s.ok(&["write", file.to_str().unwrap()]);
+    let file = s.write_grid(date, "1440x721", ["t/u", "1000/850/500", "0/6"], 2);
     let request = format!(
         "class=od,expver=0001,stream=oper,date={date},time=1200,type=fc,levtype=pl,levelist=1000/850/500,param=t/u,step=0/6"
     );
