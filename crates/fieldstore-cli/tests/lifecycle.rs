@@ -112,6 +112,20 @@ impl<'a> Store<'a> {
         file
     }
 
+    /// Moves `date`'s databases into the bucket, waiting for the old copy to go.
+    fn move_to_bucket(&self, date: &str) {
+        self.ok(&[
+            "move",
+            &format!("class=od,date={date}"),
+            "--to",
+            &self.bucket_uri(),
+            "--grace",
+            "0",
+            "--wait",
+        ]);
+        assert_eq!(self.place_of(date), "bucket");
+    }
+
     /// Where each database of `class=od` is, by date: `root` or `bucket`.
     fn places(&self) -> Vec<(String, &'static str)> {
         let out = self.ok(&["where", "class=od"]);
@@ -355,16 +369,7 @@ fn a_move_into_a_bucket_keeps_side_file_extraction_information() {
     assert!(out.contains("added extraction information to 2,"), "{out}");
     let (indexed, after) = extract_point(&s, date);
     assert_eq!(after, values);
-    s.ok(&[
-        "move",
-        &format!("class=od,date={date}"),
-        "--to",
-        &s.bucket_uri(),
-        "--grace",
-        "0",
-        "--wait",
-    ]);
-    assert_eq!(s.place_of(date), "bucket");
+    s.move_to_bucket(date);
     let (moved, after) = extract_point(&s, date);
     assert_eq!(after, values);
     for ((w, i), m) in whole.iter().zip(&indexed).zip(&moved) {
@@ -401,16 +406,7 @@ fn a_database_larger_than_a_part_moves_byte_for_byte() {
     let before = read("before.grib");
     assert_eq!(before.len(), 12);
     assert_eq!(before, sorted_fields(&std::fs::read(&file).unwrap()));
-    s.ok(&[
-        "move",
-        &format!("class=od,date={date}"),
-        "--to",
-        &s.bucket_uri(),
-        "--grace",
-        "0",
-        "--wait",
-    ]);
-    assert_eq!(s.place_of(date), "bucket");
+    s.move_to_bucket(date);
     assert_eq!(read("after.grib"), before);
 }
 
