@@ -8,7 +8,12 @@
 #   toc     fieldstore on disk (toc, the same filesystem): producers archive + flush, the consumer
 #           subscribes and retrieves each field it is told of;
 #   memory  a memory-backed `fieldstore server` (when_full: block, retain: {databases: 2}):
-#           producers and consumer are `type: remote` clients of it; nothing touches disk.
+#           producers and consumer are `type: remote` clients of it over loopback TCP;
+#           nothing touches disk;
+#   shm     the same server through its Unix socket (`--socket`, `socket:` in the remote
+#           config): each field is handed over as a sealed shared-memory file, written once by
+#           its producer and mapped by the server and the consumer (docs/protocol.md,
+#           "Hand-over").
 # Also the loopback TCP bandwidth (iperf3, one stream, 3 s) measured in the same run: the limit of
 # any exchange through a server. Per exchange: total time (first producer ready to write, after
 # its start-up → last field held by the consumer),
@@ -75,12 +80,13 @@ for m in $MEMBERS; do for s in $SIZES; do
 done; done
 capacity=$(( 2 * largest + (256 << 20) ))
 printf 'type: local\nengine: memory\nmemory: {capacity: %s, when_full: block, block_timeout: 30s, retain: {databases: 2}}\n' "$capacity" > "$work/memory.yaml"
-"$fs" --config "$work/memory.yaml" server --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+"$fs" --config "$work/memory.yaml" server --listen 127.0.0.1:0 --socket "$work/server.sock" > "$work/server.out" 2> "$work/server.log" &
 server_pid=$!
 for _ in $(seq 1 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
 port=$(sed -n 's/^listening on .*://p' "$work/server.out")
 [ -n "$port" ] || { echo "the memory server did not start:"; cat "$work/server.log"; exit 1; }
 printf 'type: remote\nhost: 127.0.0.1\nport: %s\n' "$port" > "$work/remote.yaml"
+printf 'type: remote\nsocket: %s\n' "$work/server.sock" > "$work/local.yaml"
 
 run=0
 : > "$work/results"
@@ -100,6 +106,7 @@ exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories, in the cycl
     files) line=$("$ex" run files "$work/files" "$m" "$STEPS" "$FIELDS" "$size") ;;
     toc) line=$("$ex" run fdb "$work/toc.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
     memory) line=$("$ex" run fdb "$work/remote.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
+    shm) line=$("$ex" run fdb "$work/local.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
   esac
   echo "$mode ${line#mode=* }"
 }
@@ -108,12 +115,12 @@ exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories, in the cycl
 # the latency is the exchange's own and not a queue behind a saturated consumer.
 for size in $SIZES; do
   for m in $MEMBERS; do
-    for mode in files toc memory; do
+    for mode in files toc memory shm; do
       next_cycle
       exchange $mode "$m" "$size" | sed 's/^/saturated /' | tee -a "$work/results"
     done
     export EXCHANGE_INTERVAL_MS=$(( m * FIELDS * $(bytes "$size") * 5 / (1 << 20) ))
-    for mode in files toc memory; do
+    for mode in files toc memory shm; do
       next_cycle
       exchange $mode "$m" "$size" | sed "s/^/paced-${EXCHANGE_INTERVAL_MS}ms /" | tee -a "$work/results"
     done
@@ -132,23 +139,24 @@ for line in open(sys.argv[1]):
 tcp = float(sys.argv[2])
 f2 = lambda d, k: float(d[k])
 print()
-print("Saturated (steps back to back): total seconds, and the memory exchange's throughput against loopback TCP")
+print("Saturated (steps back to back): total seconds, and the memory exchanges' throughput against loopback TCP")
 print()
-print("| field | members | fields | files s | toc s | memory s | toc vs files | memory vs files | memory MiB/s (% of TCP) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| field | members | fields | files s | toc s | memory s | shm s | toc vs files | memory vs files | shm vs files | memory MiB/s (% of TCP) | shm MiB/s (% of TCP) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (size, members) in sorted({(s, m) for (s, m, _) in sat}):
-    f, t, m = (sat[(size, members, k)] for k in ("files", "toc", "memory"))
+    f, t, m, h = (sat[(size, members, k)] for k in ("files", "toc", "memory", "shm"))
     n = int(m["members"]) * int(m["steps"]) * int(m["fields"])
-    print(f"| {size >> 20} MiB | {members} | {n} | {f2(f,'total_s'):.3f} | {f2(t,'total_s'):.3f} | {f2(m,'total_s'):.3f} "
-          f"| {f2(f,'total_s') / f2(t,'total_s'):.2f}x | {f2(f,'total_s') / f2(m,'total_s'):.2f}x | {f2(m,'MiB_s'):.0f} ({100 * f2(m,'MiB_s') / tcp:.0f} %) |")
+    print(f"| {size >> 20} MiB | {members} | {n} | {f2(f,'total_s'):.3f} | {f2(t,'total_s'):.3f} | {f2(m,'total_s'):.3f} | {f2(h,'total_s'):.3f} "
+          f"| {f2(f,'total_s') / f2(t,'total_s'):.2f}x | {f2(f,'total_s') / f2(m,'total_s'):.2f}x | {f2(f,'total_s') / f2(h,'total_s'):.2f}x "
+          f"| {f2(m,'MiB_s'):.0f} ({100 * f2(m,'MiB_s') / tcp:.0f} %) | {f2(h,'MiB_s'):.0f} ({100 * f2(h,'MiB_s') / tcp:.0f} %) |")
 print()
 print("Latency, flush (marker) returned to the consumer holding the bytes, ms p50 / p99: paced (saturated)")
 print()
-print("| field | members | files | toc | memory |")
-print("|---|---|---|---|---|")
+print("| field | members | files | toc | memory | shm |")
+print("|---|---|---|---|---|---|")
 for (size, members) in sorted({(s, m) for (s, m, _) in paced}):
     cells = []
-    for k in ("files", "toc", "memory"):
+    for k in ("files", "toc", "memory", "shm"):
         p, s = paced[(size, members, k)], sat[(size, members, k)]
         cells.append(f"{f2(p,'p50_ms'):.1f} / {f2(p,'p99_ms'):.1f} ({f2(s,'p50_ms'):.0f} / {f2(s,'p99_ms'):.0f})")
     print(f"| {size >> 20} MiB | {members} | " + " | ".join(cells) + " |")

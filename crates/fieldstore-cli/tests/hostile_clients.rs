@@ -216,6 +216,7 @@ impl Raw {
             token: Some(TOKEN.into()),
             role,
             client: "hostile test client".into(),
+            handover: false,
         });
         write_frame(&mut c.stream, 1, MsgType::Hello, 1, &[&hello]).unwrap();
         let h = c.recv().unwrap();

@@ -207,6 +207,7 @@ impl RawClient {
             token: Some(TOKEN.into()),
             role,
             client: "raw test client".into(),
+            handover: false,
         });
         c.send(MsgType::Hello, 1, &[&hello]);
         let h = c.recv().unwrap();
@@ -548,6 +549,7 @@ fn malformed_frames_close_only_their_connection() {
         token: Some(TOKEN.into()),
         role: Role::Control,
         client: "future".into(),
+        handover: false,
     });
     c.send(MsgType::Hello, 1, &[&hello]);
     c.expect_error_and_close("versions [7, 8]");

@@ -104,6 +104,7 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
         FdbConfig::Remote {
             host,
             port,
+            socket,
             token,
             tls,
         } => {
@@ -111,6 +112,10 @@ pub fn open(config: &FdbConfig) -> Result<Box<dyn Fdb>, ApiError> {
                 .clone()
                 .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
             let remote = RemoteFdb::new(host, *port, token);
+            let remote = match socket {
+                Some(path) => remote.with_socket(path.clone()),
+                None => remote,
+            };
             Ok(Box::new(match tls {
                 None => remote,
                 Some(t) => {

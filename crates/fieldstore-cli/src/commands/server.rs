@@ -32,6 +32,13 @@ pub struct ServerArgs {
     /// address is printed on stdout as `http on http://HOST:PORT/`.
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<String>,
+    /// Also (or, without --listen and --http, only) serve the binary protocol on a Unix socket
+    /// at PATH, for programs on this host (`socket: PATH` in their remote config): fields of
+    /// 256 KiB and more are then handed over as sealed shared-memory files, never copied
+    /// through a socket (docs/protocol.md, "Hand-over"). Who may connect is the socket file's
+    /// permissions, and the token as over TCP. Printed on stdout as `socket at PATH`.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
     /// Secret clients must present (default: $FIELDSTORE_TOKEN; none: anyone who can connect).
     #[arg(long, conflicts_with = "tokens")]
     token: Option<String>,
@@ -143,14 +150,16 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
         "http"
     };
     let mut out = std::io::stdout().lock();
-    let server = match (&args.listen, &args.http) {
-        (None, Some(http)) => {
+    let server = match (&args.listen, &args.http, &args.socket) {
+        (None, None, Some(path)) => Server::bind_local_only(path, factory, opts)
+            .with_context(|| format!("starting the server for {}", loaded.source))?,
+        (None, Some(http), _) => {
             let server = Server::bind_http_only(http, factory, opts)
                 .with_context(|| format!("starting the server for {}", loaded.source))?;
             writeln!(out, "http on {scheme}://{}/", server.local_addr())?;
             server
         }
-        (listen, http) => {
+        (listen, http, _) => {
             let listen = listen.as_deref().unwrap_or("127.0.0.1:7654");
             let server = Server::bind_recording_creators(listen, factory, opts)
                 .with_context(|| format!("starting the server for {}", loaded.source))?;
@@ -175,7 +184,13 @@ pub fn run(args: ServerArgs, session: &Session) -> Result<()> {
     if args.tls_cert.is_some() {
         tracing::info!("serving TLS only");
     }
-    if args.listen.is_some() || args.http.is_none() {
+    if let Some(path) = &args.socket {
+        if args.listen.is_some() || args.http.is_some() {
+            server.serve_local(path)?;
+        }
+        writeln!(out, "socket at {}", path.display())?;
+    }
+    if args.listen.is_some() || (args.http.is_none() && args.socket.is_none()) {
         writeln!(out, "listening on {}", server.local_addr())?;
     }
     out.flush()?;

@@ -243,6 +243,7 @@ fn hostile(port: u16, how: usize, rng: &mut Rng, done: &AtomicBool) {
             token: Some(token.into()),
             role: Role::Control,
             client: "torture hostile client".into(),
+            handover: false,
         });
         write_frame(&mut f, 1, MsgType::Hello, 1, &[&h]).unwrap();
         f

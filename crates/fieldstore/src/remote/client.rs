@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::error::RemoteError;
+use super::handover;
 use super::protocol::{
     self as p, kinds, ErrorReply, FrameHeader, Hello, MsgType, Query, Role, StreamEnd, Welcome,
     WireField, WireListElement,
@@ -46,6 +47,9 @@ pub(super) struct Connection {
     pub(super) writer: BufWriter<Socket>,
     pub(super) version: u16,
     pub(super) payload: Vec<u8>,
+    /// Fields may be handed over in sealed memory files (a Unix connection the server agreed
+    /// to hand over on).
+    pub(super) handover: bool,
 }
 
 #[derive(Default)]
@@ -77,6 +81,8 @@ struct OpenedRetrieve {
 pub struct RemoteFdb {
     host: String,
     port: u16,
+    /// A server on this host, reached through its Unix socket instead of `host:port`.
+    socket: Option<std::path::PathBuf>,
     endpoint: String,
     token: Option<String>,
     pool: Arc<Pool>,
@@ -109,6 +115,7 @@ impl RemoteFdb {
         RemoteFdb {
             host: host.to_string(),
             port,
+            socket: None,
             endpoint: endpoint.clone(),
             token,
             pool: Arc::new(Pool {
@@ -130,6 +137,18 @@ impl RemoteFdb {
         self
     }
 
+    /// Connects through the server's Unix socket at `path` (`fieldstore server --socket`):
+    /// large fields are then handed over in shared memory instead of copied through a socket.
+    pub fn with_socket(mut self, path: std::path::PathBuf) -> RemoteFdb {
+        self.endpoint = format!("unix:{}", path.display());
+        self.pool = Arc::new(Pool {
+            endpoint: self.endpoint.clone(),
+            idle: Mutex::new(Vec::new()),
+        });
+        self.socket = Some(path);
+        self
+    }
+
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -142,17 +161,30 @@ impl RemoteFdb {
         self.pool.lost(during, detail)
     }
 
-    pub(super) fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
-        let connect_err = |source: io::Error| RemoteError::Connect {
+    fn connect_error(&self, source: io::Error) -> RemoteError {
+        RemoteError::Connect {
             endpoint: self.endpoint.clone(),
             source: match source.kind() {
-                io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::NotFound => io::Error::new(
                     source.kind(),
                     format!("{source} (is `fieldstore server` running there?)"),
                 ),
                 _ => source,
             },
-        };
+        }
+    }
+
+    pub(super) fn connect(&self, role: Role) -> Result<Connection, RemoteError> {
+        let connect_err = |source: io::Error| self.connect_error(source);
+        if let Some(path) = &self.socket {
+            let s = std::os::unix::net::UnixStream::connect(path).map_err(connect_err)?;
+            return self.handshake(
+                Socket::Local(super::local_socket::LocalSocket::new(s)),
+                role,
+            );
+        }
         let addrs = (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(connect_err)?;
@@ -180,6 +212,12 @@ impl RemoteFdb {
                 tls().map_err(connect_err)?
             }
         };
+        self.handshake(stream, role)
+    }
+
+    /// Says hello on a connected socket.
+    fn handshake(&self, stream: Socket, role: Role) -> Result<Connection, RemoteError> {
+        let connect_err = |source: io::Error| self.connect_error(source);
         let setup = |s: &Socket| -> io::Result<Socket> {
             if let Socket::Tcp(t) = s {
                 t.set_nodelay(true)?;
@@ -198,12 +236,14 @@ impl RemoteFdb {
             writer: BufWriter::with_capacity(buffer, write_side),
             version: p::VERSION_MIN,
             payload: Vec::new(),
+            handover: false,
         };
         let hello = p::to_json(&Hello {
             versions: (p::SESSION_VERSION_MIN..=p::VERSION_MAX).collect(),
             token: self.token.clone(),
             role,
             client: format!("fieldstore/{}", env!("CARGO_PKG_VERSION")),
+            handover: c.reader.get_ref().local().is_some(),
         });
         let id = self.id();
         p::write_frame(&mut c.writer, p::VERSION_MIN, MsgType::Hello, id, &[&hello])
@@ -215,6 +255,7 @@ impl RemoteFdb {
             MsgType::Welcome => {
                 let w: Welcome = p::from_json("welcome", &c.payload)?;
                 c.version = w.version;
+                c.handover = w.handover && c.reader.get_ref().local().is_some();
             }
             MsgType::Error => {
                 let e: ErrorReply = p::from_json("error", &c.payload)?;
@@ -405,6 +446,7 @@ impl RemoteFdb {
         RemoteFdb {
             host: self.host.clone(),
             port: self.port,
+            socket: self.socket.clone(),
             endpoint: self.endpoint.clone(),
             token: self.token.clone(),
             pool: self.pool.clone(),
@@ -423,6 +465,9 @@ impl RemoteFdb {
         let prefix = p::encode_archive_prefix(key, grib);
         let id = self.id();
         let sent = match s.conn.as_mut() {
+            Some(c) if c.handover && data.len() >= handover::HANDOVER_FROM => {
+                hand_over(c, id, &prefix, data)
+            }
             Some(c) if data.len() >= p::DIRECT_FROM => p::write_frame_direct(
                 &mut c.writer,
                 c.version,
@@ -457,6 +502,29 @@ impl RemoteFdb {
             }
         }
     }
+}
+
+/// Sends an archived field as a sealed memory file: the frame carries its metadata, the
+/// descriptor its bytes.
+fn hand_over(c: &mut Connection, id: u64, prefix: &[u8], data: &[u8]) -> io::Result<u64> {
+    c.writer.flush()?;
+    let fd = handover::seal(data)?;
+    let tail = p::handover_tail(data.len() as u64, None);
+    let mut frame = Vec::with_capacity(p::HEADER_LEN + prefix.len() + tail.len() + p::TRAILER_LEN);
+    let n = p::write_frame(
+        &mut frame,
+        c.version,
+        MsgType::ArchiveHandover,
+        id,
+        &[prefix, &tail],
+    )?;
+    let local = c
+        .writer
+        .get_ref()
+        .local()
+        .ok_or_else(|| io::Error::other("hand-over on a connection that is not local"))?;
+    local.send_with_descriptor(&[&frame], std::os::fd::AsFd::as_fd(&fd))?;
+    Ok(n)
 }
 
 /// Whether a pooled connection is still open at the server's end (a restarted server closed it).

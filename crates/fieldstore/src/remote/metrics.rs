@@ -48,6 +48,10 @@ pub struct Metrics {
     pub notices_sent: AtomicU64,
     /// Notices of subscriptions with data sent without their field, for want of memory.
     pub notices_without_data: AtomicU64,
+    /// Archived fields that arrived as sealed memory files (Unix connections).
+    pub handed_over_in: AtomicU64,
+    /// Fields sent to subscribers as sealed memory files (Unix connections).
+    pub handed_over_out: AtomicU64,
     /// Requests refused by authorization, by identity and operation.
     refusals: Mutex<BTreeMap<(String, AuthOp), u64>>,
     /// The server-wide memory budget (`--memory-budget`), in bytes.
@@ -190,6 +194,16 @@ impl Metrics {
                 "fieldstore_notices_without_data_total",
                 "Notices of subscriptions with data sent without their field for want of memory (the client retrieves it).",
                 load(&self.notices_without_data),
+            ),
+            (
+                "fieldstore_fields_handed_over_in_total",
+                "Archived fields that arrived as sealed memory files over the Unix socket (no bytes through a socket).",
+                load(&self.handed_over_in),
+            ),
+            (
+                "fieldstore_fields_handed_over_out_total",
+                "Fields sent to subscribers as sealed memory files over the Unix socket.",
+                load(&self.handed_over_out),
             ),
         ];
         for (name, help, v) in counters {

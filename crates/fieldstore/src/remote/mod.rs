@@ -4,8 +4,10 @@
 pub mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
+pub mod handover;
 pub(crate) mod http;
 pub(crate) mod landing;
+pub mod local_socket;
 pub mod metrics;
 pub mod protocol;
 pub(crate) mod recycle;

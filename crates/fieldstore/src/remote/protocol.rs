@@ -83,10 +83,14 @@ pub enum MsgType {
     Notices = 37,
     /// One notice with its field's bytes (a subscription asked for data).
     NoticeData = 38,
+    /// An archived field handed over in a sealed memory file (a Unix connection).
+    ArchiveHandover = 39,
+    /// One notice with its field handed over in a sealed memory file (a Unix connection).
+    NoticeHandover = 40,
 }
 
 impl MsgType {
-    pub const ALL: [MsgType; 26] = [
+    pub const ALL: [MsgType; 28] = [
         MsgType::Hello,
         MsgType::Welcome,
         MsgType::Error,
@@ -113,6 +117,8 @@ impl MsgType {
         MsgType::Fields,
         MsgType::Notices,
         MsgType::NoticeData,
+        MsgType::ArchiveHandover,
+        MsgType::NoticeHandover,
     ];
 
     pub fn from_u16(v: u16) -> Option<MsgType> {
@@ -122,7 +128,7 @@ impl MsgType {
     /// The API operation a request type stands for; `None` for handshake and reply frames.
     pub fn operation(self) -> Option<Operation> {
         Some(match self {
-            MsgType::Archive => Operation::Archive,
+            MsgType::Archive | MsgType::ArchiveHandover => Operation::Archive,
             MsgType::Flush => Operation::Flush,
             MsgType::Retrieve => Operation::Retrieve,
             MsgType::List => Operation::List,
@@ -149,7 +155,8 @@ impl MsgType {
             | MsgType::End
             | MsgType::Fields
             | MsgType::Notices
-            | MsgType::NoticeData => return None,
+            | MsgType::NoticeData
+            | MsgType::NoticeHandover => return None,
         })
     }
 
@@ -194,6 +201,7 @@ impl MsgType {
             MsgType::Fields => "fields",
             MsgType::Notices => "notices",
             MsgType::NoticeData => "notice-data",
+            MsgType::NoticeHandover => "notice-handover",
             _ => "end",
         }
     }
@@ -278,7 +286,7 @@ fn check_summed_trailer(computed: u32, trailer: &[u8; TRAILER_LEN]) -> Result<()
 /// without being copied behind its metadata). Returns the bytes written. Large parts are written
 /// and checksummed in pieces, each summed right after the socket copy read it, while it is still
 /// in the CPU's cache, instead of in a second pass over memory.
-pub fn write_frame<W: Write>(
+pub fn write_frame<W: Write + ?Sized>(
     w: &mut W,
     version: u16,
     kind: MsgType,
@@ -378,7 +386,7 @@ fn encode_trailer(crc: u32) -> [u8; TRAILER_LEN] {
     trailer
 }
 
-fn write_trailer<W: Write>(w: &mut W, crc: u32) -> io::Result<()> {
+fn write_trailer<W: Write + ?Sized>(w: &mut W, crc: u32) -> io::Result<()> {
     w.write_all(&encode_trailer(crc))
 }
 
@@ -564,6 +572,10 @@ pub struct Hello {
     pub token: Option<String>,
     pub role: Role,
     pub client: String,
+    /// The client can hand fields over and take them in sealed memory files (it connected
+    /// through a Unix socket).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handover: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -571,6 +583,9 @@ pub struct Welcome {
     pub version: u16,
     pub server: String,
     pub chunk_size: u64,
+    /// Fields may be handed over on this connection (`ArchiveHandover`, `NoticeHandover`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handover: bool,
 }
 
 /// An error frame: a stable `kind` programs can match on (what went wrong with the request, see
@@ -901,6 +916,37 @@ pub struct SubscribeQuery {
     /// Send each notice with its field's bytes (`NoticeData` frames).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub data: bool,
+}
+
+/// The tail of an `ArchiveHandover` payload after its archive prefix, or of a `NoticeHandover`
+/// payload after its notice: the field's length in its memory file, and (notices only) the
+/// field's CRC-32C.
+pub fn handover_tail(length: u64, checksum: Option<u32>) -> Vec<u8> {
+    let mut out = length.to_be_bytes().to_vec();
+    if let Some(c) = checksum {
+        out.extend_from_slice(&c.to_be_bytes());
+    }
+    out
+}
+
+/// An `ArchiveHandover` payload: the archive metadata, and the length of the field in the
+/// memory file that came with the frame.
+pub fn decode_archive_handover(payload: &[u8]) -> Result<(Option<Key>, bool, u64), RemoteError> {
+    let (key, grib, rest) = decode_archive(payload)?;
+    let length = <[u8; 8]>::try_from(rest).map_err(|_| {
+        RemoteError::payload("archive-handover", "the field's length is not 8 bytes")
+    })?;
+    Ok((key, grib, u64::from_be_bytes(length)))
+}
+
+/// A `NoticeHandover` payload: u32 *m*, *m* bytes of a [`WireNotice`], the field's length (u64)
+/// and CRC-32C (u32).
+pub fn split_notice_handover(payload: &[u8]) -> Option<(&[u8], u64, u32)> {
+    let (notice, rest) = split_notice_data(payload)?;
+    let rest: &[u8; 12] = rest.try_into().ok()?;
+    let length = u64::from_be_bytes(rest[..8].try_into().ok()?);
+    let crc = u32::from_be_bytes(rest[8..].try_into().ok()?);
+    Some((notice, length, crc))
 }
 
 /// Splits a `NoticeData` payload (u32 *m* big-endian, *m* bytes of a [`WireNotice`], then the
@@ -1306,8 +1352,16 @@ mod tests {
             .iter()
             .filter(|t| t.operation().is_some())
             .count();
-        // Every operation's, expand (a retrieve's first half) and extract (a partial retrieve).
-        assert_eq!(requests, Operation::ALL.len() + 2);
+        // Every operation's, expand (a retrieve's first half), extract (a partial retrieve) and
+        // an archive handed over in shared memory.
+        assert_eq!(requests, Operation::ALL.len() + 3);
+        assert_eq!(MsgType::from_u16(39), Some(MsgType::ArchiveHandover));
+        assert_eq!(
+            MsgType::ArchiveHandover.operation(),
+            Some(Operation::Archive)
+        );
+        assert_eq!(MsgType::from_u16(40), Some(MsgType::NoticeHandover));
+        assert_eq!(MsgType::NoticeHandover.operation(), None);
         assert_eq!(MsgType::from_u16(30), Some(MsgType::Expand));
         assert_eq!(MsgType::Expand.op_name(), "expand");
         assert_eq!(MsgType::from_u16(31), Some(MsgType::Extract));

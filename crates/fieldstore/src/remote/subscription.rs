@@ -217,6 +217,32 @@ impl Reader {
         Ok(payload)
     }
 
+    /// A notice whose field came as a sealed memory file: the field is mapped, not copied. The
+    /// file cannot change (its seals are checked), so the server's checksum of it stands.
+    fn handed_over(&self, c: &Connection) -> Result<Notice, RemoteError> {
+        let protocol = |detail: String| RemoteError::Protocol {
+            endpoint: self.handle.endpoint().to_string(),
+            detail,
+        };
+        let (notice, length, crc) = p::split_notice_handover(&c.payload)
+            .ok_or_else(|| protocol("sent a notice-handover frame that does not parse".into()))?;
+        let fd = c
+            .reader
+            .get_ref()
+            .local()
+            .and_then(|l| l.take_descriptor())
+            .ok_or_else(|| {
+                protocol("sent a notice-handover frame without its memory file".into())
+            })?;
+        let data = super::handover::take(fd, length)
+            .map_err(|e| protocol(format!("handed over a field that cannot be taken: {e}")))?;
+        let w: p::WireNotice = p::from_json("notice", notice)?;
+        let mut n = Notice::from(w);
+        n.data = Some(data);
+        n.checksum = Some(crc);
+        Ok(n)
+    }
+
     /// Hands over notices until the caller goes (`Ok`) or the connection is lost (`Err`).
     fn read(&mut self, mut c: Connection) -> Result<(), RemoteError> {
         let limit = if self.data {
@@ -247,6 +273,13 @@ impl Reader {
                             detail: "sent a notice-data frame that does not parse".into(),
                         });
                     };
+                    self.received.advance(&n);
+                    if self.tx.send(Msg::Batch(vec![n], None)).is_err() {
+                        return Ok(());
+                    }
+                }
+                MsgType::NoticeHandover => {
+                    let n = self.handed_over(&c)?;
                     self.received.advance(&n);
                     if self.tx.send(Msg::Batch(vec![n], None)).is_err() {
                         return Ok(());

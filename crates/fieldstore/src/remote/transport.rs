@@ -22,6 +22,8 @@ pub enum Socket {
     Tcp(TcpStream),
     /// The local end of a TLS pump.
     Tls(UnixStream),
+    /// A Unix-domain connection on this host, which may carry descriptors.
+    Local(super::local_socket::LocalSocket),
 }
 
 impl Socket {
@@ -29,6 +31,7 @@ impl Socket {
         Ok(match self {
             Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
             Socket::Tls(s) => Socket::Tls(s.try_clone()?),
+            Socket::Local(s) => Socket::Local(s.try_clone()?),
         })
     }
 
@@ -36,6 +39,7 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.set_read_timeout(t),
             Socket::Tls(s) => s.set_read_timeout(t),
+            Socket::Local(s) => s.stream.set_read_timeout(t),
         }
     }
 
@@ -43,6 +47,7 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.set_write_timeout(t),
             Socket::Tls(s) => s.set_write_timeout(t),
+            Socket::Local(s) => s.stream.set_write_timeout(t),
         }
     }
 
@@ -50,6 +55,7 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.set_nonblocking(on),
             Socket::Tls(s) => s.set_nonblocking(on),
+            Socket::Local(s) => s.stream.set_nonblocking(on),
         }
     }
 
@@ -57,10 +63,10 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.peek(buf),
             // SAFETY: recv with MSG_PEEK into a valid buffer of the given length.
-            Socket::Tls(s) => {
+            Socket::Tls(_) | Socket::Local(_) => {
                 let n = unsafe {
                     libc::recv(
-                        s.as_raw_fd(),
+                        self.raw_fd(),
                         buf.as_mut_ptr().cast(),
                         buf.len(),
                         libc::MSG_PEEK,
@@ -79,6 +85,23 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.shutdown(how),
             Socket::Tls(s) => s.shutdown(how),
+            Socket::Local(s) => s.stream.shutdown(how),
+        }
+    }
+
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Tls(s) => s.as_raw_fd(),
+            Socket::Local(s) => s.stream.as_raw_fd(),
+        }
+    }
+
+    /// The Unix-domain connection, where fields may be handed over.
+    pub fn local(&self) -> Option<&super::local_socket::LocalSocket> {
+        match self {
+            Socket::Local(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -88,6 +111,12 @@ impl Read for Socket {
         match self {
             Socket::Tcp(s) => s.read(buf),
             Socket::Tls(s) => s.read(buf),
+            Socket::Local(s) => {
+                // SAFETY: initialised bytes are valid uninitialised ones, and recv only
+                // writes initialised bytes into them.
+                let b = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+                s.recv(b)
+            }
         }
     }
 }
@@ -95,8 +124,8 @@ impl Read for Socket {
 impl super::landing::ReadUninit for Socket {
     fn read_uninit(&mut self, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
         let fd = match self {
-            Socket::Tcp(s) => s.as_raw_fd(),
-            Socket::Tls(s) => s.as_raw_fd(),
+            Socket::Local(s) => return s.recv(buf),
+            other => other.raw_fd(),
         };
         // SAFETY: recv writes at most `buf.len()` bytes into the buffer and returns how many;
         // the socket's read timeout applies as for `read`.
@@ -114,6 +143,7 @@ impl Write for Socket {
         match self {
             Socket::Tcp(s) => s.write(buf),
             Socket::Tls(s) => s.write(buf),
+            Socket::Local(s) => (&s.stream).write(buf),
         }
     }
 
@@ -122,6 +152,7 @@ impl Write for Socket {
         match self {
             Socket::Tcp(s) => s.write_vectored(bufs),
             Socket::Tls(s) => s.write_vectored(bufs),
+            Socket::Local(s) => (&s.stream).write_vectored(bufs),
         }
     }
 

@@ -128,6 +128,7 @@ impl FdbConfig {
             FdbConfig::Remote {
                 host,
                 port,
+                socket,
                 token,
                 tls,
             } => {
@@ -143,7 +144,14 @@ impl FdbConfig {
                     },
                     None => String::new(),
                 };
-                writeln!(s, "{pad}remote {host}:{port}{t}{tls}")?;
+                match socket {
+                    Some(p) => writeln!(
+                        s,
+                        "{pad}remote unix:{} (fields handed over in shared memory){t}",
+                        p.display()
+                    )?,
+                    None => writeln!(s, "{pad}remote {host}:{port}{t}{tls}")?,
+                }
             }
             FdbConfig::Mirror { children, quorum } => {
                 let q = quorum.map_or("all".into(), |q| q.to_string());

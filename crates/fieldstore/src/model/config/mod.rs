@@ -441,6 +441,9 @@ pub enum FdbConfig {
     Remote {
         host: String,
         port: u16,
+        /// A server on this host, through its Unix socket (`fieldstore server --socket`):
+        /// taken instead of `host:port`, and large fields are handed over in shared memory.
+        socket: Option<PathBuf>,
         token: Option<String>,
         /// Connect with TLS, trusting these CA certificates.
         tls: Option<RemoteTls>,

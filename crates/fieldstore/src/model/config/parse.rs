@@ -691,12 +691,24 @@ impl Walk<'_> {
                 let m = self.map(
                     v,
                     path,
-                    &with(&["host", "port", "token", "tls", "engine", "store"]),
+                    &with(&["host", "port", "token", "tls", "engine", "store", "socket"]),
                 )?;
-                let host = self
-                    .string(m, "host", path)?
-                    .filter(|h| !h.trim().is_empty())
-                    .ok_or_else(|| self.err(path, "missing required key 'host'"))?;
+                let socket = match self.string(m, "socket", path)? {
+                    Some(s) if !s.trim().is_empty() => {
+                        Some(self.path_value(&s, None, &join(path, "socket"))?)
+                    }
+                    _ => None,
+                };
+                let host = match self.string(m, "host", path)?.filter(|h| !h.trim().is_empty()) {
+                    Some(h) => h,
+                    None if socket.is_some() => "localhost".to_string(),
+                    None => {
+                        return Err(self.err(
+                            path,
+                            "missing required key 'host' (or 'socket', the Unix socket of a server on this host)",
+                        ))
+                    }
+                };
                 let port = match self.unsigned(m, "port", path)? {
                     None => 7654,
                     Some(p) => u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
@@ -726,9 +738,16 @@ impl Walk<'_> {
                         })
                     }
                 };
+                if socket.is_some() && tls.is_some() {
+                    return Err(self.err(
+                        path,
+                        "'socket' and 'tls' do not go together: a Unix socket never leaves this host",
+                    ));
+                }
                 Ok(FdbConfig::Remote {
                     host,
                     port,
+                    socket,
                     token: self.string(m, "token", path)?,
                     tls,
                 })
@@ -2117,10 +2136,25 @@ fdbs:
             FdbConfig::Remote {
                 host: "h".into(),
                 port: 7000,
+                socket: None,
                 token: Some("s3cret".into()),
                 tls: None,
             }
         );
+        let c = parse("type: remote\nsocket: /run/fieldstore.sock").unwrap();
+        assert!(
+            matches!(c, FdbConfig::Remote { ref host, socket: Some(ref p), .. }
+            if host == "localhost" && p == Path::new("/run/fieldstore.sock"))
+        );
+        let e = parse("type: remote\nport: 7000").unwrap_err().to_string();
+        assert!(
+            e.contains("missing required key 'host' (or 'socket'"),
+            "{e}"
+        );
+        let e = parse("type: remote\nsocket: /s\ntls: {ca: /ca.pem}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'socket' and 'tls' do not go together"), "{e}");
         let c =
             parse("type: remote\nhost: h\ntls: {ca: /etc/ca.pem, server_name: store1}").unwrap();
         assert!(matches!(c, FdbConfig::Remote { tls: Some(ref t), .. }
@@ -2193,7 +2227,7 @@ fdbs:
             ("engine: daos\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: engine: unsupported engine 'daos' (supported: toc, memory, s3)"),
             ("permissions: rw\nspaces: [{roots: [{path: /a}]}]", "config t.yaml: permissions: 'rw' is not an octal file mode like \"0644\""),
             ("type: remote\nhost: h\nport: 99999", "config t.yaml: port: port 99999 is not in 1-65535"),
-            ("type: remote\nport: 1", "config t.yaml: missing required key 'host'"),
+            ("type: remote\nport: 1", "config t.yaml: missing required key 'host' (or 'socket', the Unix socket of a server on this host)"),
             ("type: select\nfdbs: [{spaces: [{roots: [{path: /a}]}]}]", "config t.yaml: fdbs[0]: missing required key 'select' (e.g. select: class=od,stream=oper)"),
             ("type: select\nfdbs: [{select: class, type: remote, host: h}]", "config t.yaml: fdbs[0].select: 'class' is not keyword=regex"),
             ("type: select\nfdbs: [{select: class=od, excludes: [1], type: remote, host: h}]", "config t.yaml: fdbs[0].excludes[0]: expected a string, found a number"),

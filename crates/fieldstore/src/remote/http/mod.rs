@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
-use super::server::{spawn_connection, Shared};
+use super::server::{spawn_connection, Accepted, Shared};
 use super::transport::{PeerCertificate, Socket};
 
 mod api;
@@ -49,7 +49,7 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             break;
         }
         match stream {
-            Ok(s) => spawn_connection(&shared, s, "http", busy, serve),
+            Ok(s) => spawn_connection(&shared, Accepted::Tcp(s), "http", busy, serve),
             Err(e) => {
                 warn!("http accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(50));
@@ -59,9 +59,8 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 }
 
 /// A client refused for --max-connections gets a 503 it can read.
-fn busy(stream: &std::net::TcpStream, message: &str) {
-    let mut w = stream;
-    let _ = Response::error(503, "busy", message).write_head_only(&mut w);
+fn busy(w: &mut dyn std::io::Write, message: &str) {
+    let _ = Response::error(503, "busy", message).write_head_only(w);
 }
 
 /// One connection: requests one after the other (keep-alive) until the client closes, an

@@ -102,7 +102,7 @@ impl Response {
     }
 
     /// For a connection refused before it is served: the whole response, closing.
-    pub(super) fn write_head_only<W: Write>(&self, w: &mut W) -> io::Result<()> {
+    pub(super) fn write_head_only<W: Write + ?Sized>(&self, w: &mut W) -> io::Result<()> {
         let mut h = self.headers.clone();
         h.push(("Connection", "close".into()));
         write_head(w, self.status, &h, Some(self.body.len() as u64))?;
@@ -112,7 +112,7 @@ impl Response {
 }
 
 /// The status line and headers; `length: None` means a chunked body follows.
-pub(super) fn write_head<W: Write>(
+pub(super) fn write_head<W: Write + ?Sized>(
     w: &mut W,
     status: u16,
     headers: &[(&'static str, String)],

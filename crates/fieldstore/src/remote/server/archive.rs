@@ -77,7 +77,7 @@ impl Connection<'_> {
                 return Ok(());
             };
             match h.kind {
-                MsgType::Archive => {
+                MsgType::Archive | MsgType::ArchiveHandover => {
                     if turn.is_none() {
                         match shared.per_identity.enter(&self.identity) {
                             Ok(t) => turn = Some(t),
@@ -86,6 +86,9 @@ impl Connection<'_> {
                                 if !self.discard(h.length, crc)? {
                                     return Ok(());
                                 }
+                                if h.kind == MsgType::ArchiveHandover {
+                                    drop(self.take_descriptor());
+                                }
                                 if jobs.send(Job::Failed((BUSY, msg))).is_err() {
                                     return Ok(());
                                 }
@@ -93,7 +96,12 @@ impl Connection<'_> {
                             }
                         }
                     }
-                    let job = match self.receive_field(h, crc, share, jobs)? {
+                    let received = if h.kind == MsgType::ArchiveHandover {
+                        self.receive_handover(h, crc)?
+                    } else {
+                        self.receive_field(h, crc, share, jobs)?
+                    };
+                    let job = match received {
                         Received::Job(job) => job,
                         Received::Sent => continue,
                         Received::Stopping => return Ok(()),
@@ -235,6 +243,71 @@ impl Connection<'_> {
         }
     }
 
+    /// Receives a field handed over in a sealed memory file: the frame carries its metadata,
+    /// the descriptor that came with it its bytes, which are mapped, not copied. The field's
+    /// checksum is taken here, from the mapping, as the store records it.
+    fn receive_handover<'s>(&mut self, h: FrameHeader, crc: Crc32c) -> Result<Received<'s>, Broken>
+    where
+        Self: 's,
+    {
+        if !self.read_upto(h, crc, META_MAX)? {
+            return Ok(Received::Stopping);
+        }
+        if !self.handover {
+            return Ok(Received::Job(Job::Failed((
+                ErrorKind::BadRequest,
+                "a hand-over frame on a connection that did not agree to hand-over (a Unix \
+                 socket connection whose hello asked for it)"
+                    .into(),
+            ))));
+        }
+        let Some(fd) = self.take_descriptor() else {
+            self.frame_failed(RemoteError::payload(
+                "archive-handover",
+                "the frame came without its memory file",
+            ))?;
+            return Ok(Received::Stopping);
+        };
+        let (key, grib, length) = match p::decode_archive_handover(&self.payload) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(Received::Job(Job::Failed((
+                    ErrorKind::BadRequest,
+                    e.to_string(),
+                ))))
+            }
+        };
+        if length > self.shared.opts.max_payload {
+            return Ok(Received::Job(Job::Failed((
+                ErrorKind::BadRequest,
+                format!(
+                    "a field of {length} bytes is larger than this server takes (--max-frame {})",
+                    self.shared.opts.max_payload
+                ),
+            ))));
+        }
+        match crate::remote::handover::take(fd, length) {
+            Ok(data) => {
+                let checksum = crate::checksum::crc32c(&data);
+                self.shared
+                    .metrics
+                    .handed_over_in
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(Received::Job(Job::Field {
+                    key,
+                    grib,
+                    data,
+                    checksum: Some(checksum),
+                    lease: None,
+                }))
+            }
+            Err(e) => Ok(Received::Job(Job::Failed((
+                ErrorKind::BadRequest,
+                format!("the handed-over field cannot be taken: {e}"),
+            )))),
+        }
+    }
+
     /// Receives a small frame whole, once the budget has room for it, and decodes it.
     fn receive_small<'s>(
         &mut self,
@@ -273,7 +346,7 @@ impl Connection<'_> {
                     grib,
                     data: payload.slice(at..),
                     checksum: None,
-                    lease,
+                    lease: Some(lease),
                 }
             }
             // Well framed, wrong inside: the batch fails, the connection goes on.
@@ -316,7 +389,7 @@ impl Connection<'_> {
                 grib,
                 data,
                 checksum: Some(checksum),
-                lease,
+                lease: Some(lease),
             })),
             Err(e) => {
                 self.frame_failed(e)?;
@@ -471,7 +544,8 @@ enum Job<'s> {
         grib: bool,
         data: Bytes,
         checksum: Option<u32>,
-        lease: Lease<'s>,
+        /// `None` for a field handed over: its memory is the sender's file, not the budget's.
+        lease: Option<Lease<'s>>,
     },
     /// A field whose key the client read, its bytes to come as pieces.
     Stream {

@@ -17,6 +17,9 @@ pub(super) struct Connection<'a> {
     pub(super) who: Arc<Identity>,
     /// The client's verified TLS certificate, if the server asked for one and got it.
     pub(super) peer: Option<PeerCertificate>,
+    /// Fields travel as sealed memory files on this connection (a Unix one whose client
+    /// asked for it).
+    pub(super) handover: bool,
 }
 
 impl<'a> Connection<'a> {
@@ -54,6 +57,7 @@ impl<'a> Connection<'a> {
             identity: Arc::from("anonymous"),
             who: Arc::new(Identity::everyone("anonymous")),
             peer,
+            handover: false,
         })
     }
 
@@ -256,10 +260,12 @@ impl<'a> Connection<'a> {
             self.who = Arc::new(Identity::everyone("token"));
         }
         self.version = version;
+        self.handover = hello.handover && self.reader.get_ref().stream.local().is_some();
         let body = p::to_json(&Welcome {
             version,
             server: format!("fieldstore/{}", env!("CARGO_PKG_VERSION")),
             chunk_size: self.shared.opts.chunk_size as u64,
+            handover: self.handover,
         });
         self.send(MsgType::Welcome, h.request, &[&body])?;
         self.writer.flush()?;

@@ -12,6 +12,8 @@
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -122,6 +124,8 @@ pub(crate) struct Shared {
     addr: SocketAddr,
     /// The HTTP listeners' addresses, woken at shutdown as the binary one is.
     http_addrs: Mutex<Vec<SocketAddr>>,
+    /// The Unix sockets served (`--socket`), woken at shutdown and removed at the end.
+    local_paths: Mutex<Vec<PathBuf>>,
     next_conn: AtomicU64,
     pub(crate) budget: Budget,
     /// Buffers of freed fields, for the next fields received to land in.
@@ -168,7 +172,14 @@ impl ShutdownHandle {
             }
             let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         }
+        for path in lock(&self.shared.local_paths).iter() {
+            let _ = UnixStream::connect(path);
+        }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Server {
@@ -202,6 +213,55 @@ impl Server {
         let server = Server::build(None, factory, opts)?;
         server.serve_http(listener)?;
         Ok(server)
+    }
+
+    /// A server on a Unix socket only (`fieldstore server --socket` without `--listen` or
+    /// `--http`): for the programs of this host alone.
+    pub fn bind_local_only(
+        path: &Path,
+        factory: Box<CreatorFdbFactory>,
+        opts: ServerOptions,
+    ) -> Result<Server, RemoteError> {
+        let server = Server::build(None, factory, opts)?;
+        server.serve_local(path)?;
+        Ok(server)
+    }
+
+    /// Serves the binary protocol on a Unix socket at `path` too (`fieldstore server
+    /// --socket`): clients on this host connect there with `socket:` in their remote config,
+    /// and large fields then travel as sealed memory files (docs/protocol.md, "Hand-over").
+    /// A socket file left by a server that is gone is replaced; one a running server answers
+    /// on is not.
+    pub fn serve_local(&self, path: &Path) -> Result<(), RemoteError> {
+        let listener = bind_local(path)?;
+        lock(&self.shared.local_paths).push(path.to_path_buf());
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("local-accept".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if shared.stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    match stream {
+                        Ok(s) => spawn_connection(
+                            &shared,
+                            Accepted::Local(s),
+                            "local",
+                            busy_frame,
+                            |socket, peer, shared| match Connection::new(socket, peer, shared) {
+                                Ok(mut c) => c.serve(),
+                                Err(e) => warn!("cannot set up the connection: {e}"),
+                            },
+                        ),
+                        Err(e) => {
+                            warn!("accept on the Unix socket failed: {e}");
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                }
+            })?;
+        Ok(())
     }
 
     /// Serves HTTP (`super::http`, docs/http.md) on `listener` beside the binary protocol,
@@ -250,6 +310,7 @@ impl Server {
                 stopping: AtomicBool::new(false),
                 addr,
                 http_addrs: Mutex::new(Vec::new()),
+                local_paths: Mutex::new(Vec::new()),
                 next_conn: AtomicU64::new(1),
                 active: Mutex::new(0),
                 ended: Condvar::new(),
@@ -312,7 +373,7 @@ impl Server {
                     };
                     spawn_connection(
                         &self.shared,
-                        stream,
+                        Accepted::Tcp(stream),
                         "conn",
                         busy_frame,
                         |socket, peer, shared| match Connection::new(socket, peer, shared) {
@@ -329,6 +390,9 @@ impl Server {
             }
         }
         drop(self.listener);
+        for path in lock(&self.shared.local_paths).iter() {
+            let _ = std::fs::remove_file(path);
+        }
         let deadline = Instant::now() + self.shared.opts.grace;
         let mut active = self.shared.active.lock().unwrap_or_else(|e| e.into_inner());
         while *active > 0 {
@@ -352,34 +416,63 @@ impl Server {
     }
 }
 
+/// A connection accepted on one of the server's listeners.
+pub(crate) enum Accepted {
+    Tcp(TcpStream),
+    /// On the Unix socket (`--socket`): a client on this host.
+    Local(UnixStream),
+}
+
+impl Accepted {
+    fn peer(&self) -> String {
+        match self {
+            Accepted::Tcp(s) => s
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|_| "?".into()),
+            Accepted::Local(_) => "local".into(),
+        }
+    }
+
+    /// Tells a client refused for --max-connections why, if it listens within a second.
+    fn refuse(&self, busy: fn(&mut dyn Write, &str), message: &str) {
+        match self {
+            Accepted::Tcp(s) => {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                busy(&mut &*s, message);
+            }
+            Accepted::Local(s) => {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                busy(&mut &*s, message);
+            }
+        }
+    }
+}
+
 /// Serves one accepted connection on a thread of its own, counted against --max-connections
 /// (refused as busy beyond it) and in the connections a shutdown waits for.
 pub(crate) fn spawn_connection(
     shared: &Arc<Shared>,
-    stream: TcpStream,
+    stream: Accepted,
     name: &str,
-    busy: fn(&TcpStream, &str),
+    busy: fn(&mut dyn Write, &str),
     serve: impl FnOnce(Socket, Option<PeerCertificate>, &Shared) + Send + 'static,
 ) {
     let shared = shared.clone();
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
+    let peer = stream.peer();
     {
         let mut active = shared.active.lock().unwrap_or_else(|e| e.into_inner());
         if *active >= shared.opts.max_connections {
             drop(active);
             shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
             warn!(%peer, "refused: {} connections already open", shared.opts.max_connections);
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            busy(
-                    &stream,
-                    &format!(
-                        "the server already has {} connections open (its --max-connections); try again later",
-                        shared.opts.max_connections
-                    ),
-                );
+            stream.refuse(
+                busy,
+                &format!(
+                    "the server already has {} connections open (its --max-connections); try again later",
+                    shared.opts.max_connections
+                ),
+            );
             return;
         }
         *active += 1;
@@ -417,12 +510,19 @@ pub(crate) fn spawn_connection(
 }
 
 /// The connection's byte stream: the TCP socket itself, or, with TLS, the pump's end once the
-/// handshake (bounded in time, so a silent client cannot hold a thread) succeeded.
+/// handshake (bounded in time, so a silent client cannot hold a thread) succeeded; a Unix
+/// connection as it is (TLS protects what crosses a network, which it does not).
 /// Also the client certificate, when TLS asked for one and the client presented it.
-fn open_socket(
-    stream: TcpStream,
-    shared: &Shared,
-) -> io::Result<(Socket, Option<PeerCertificate>)> {
+fn open_socket(stream: Accepted, shared: &Shared) -> io::Result<(Socket, Option<PeerCertificate>)> {
+    let stream = match stream {
+        Accepted::Tcp(s) => s,
+        Accepted::Local(s) => {
+            return Ok((
+                Socket::Local(super::local_socket::LocalSocket::new(s)),
+                None,
+            ))
+        }
+    };
     stream.set_nodelay(true)?;
     match &shared.opts.tls {
         None => Ok((Socket::Tcp(stream), None)),
@@ -573,7 +673,12 @@ impl ConnWriter {
     }
 }
 
-fn write_error<W: Write>(w: &mut W, request: u64, kind: &str, message: &str) -> io::Result<u64> {
+fn write_error<W: Write + ?Sized>(
+    w: &mut W,
+    request: u64,
+    kind: &str,
+    message: &str,
+) -> io::Result<u64> {
     let body = p::to_json(&ErrorReply::new(kind, message, kinds::error_kind(kind)));
     let n = p::write_frame(w, p::VERSION_MIN, MsgType::Error, request, &[&body])?;
     w.flush()?;
@@ -596,8 +701,36 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Tells a binary-protocol client refused for --max-connections why.
-fn busy_frame(mut stream: &TcpStream, message: &str) {
-    let _ = write_error(&mut stream, 0, kinds::BUSY, message);
+fn busy_frame(w: &mut dyn Write, message: &str) {
+    let _ = write_error(w, 0, kinds::BUSY, message);
+}
+
+/// Binds the Unix socket at `path`, replacing a socket file no server answers on.
+fn bind_local(path: &Path) -> Result<UnixListener, RemoteError> {
+    let failed = |e: io::Error| RemoteError::Connect {
+        endpoint: format!("unix:{}", path.display()),
+        source: io::Error::new(
+            e.kind(),
+            format!("cannot listen on {}: {e}", path.display()),
+        ),
+    };
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(failed(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the path exists and is not a socket",
+            )));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(failed(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "a server is already listening there",
+            )));
+        }
+        std::fs::remove_file(path).map_err(failed)?;
+    }
+    UnixListener::bind(path).map_err(failed)
 }
 
 /// Binds a listening socket, the error naming the address.

@@ -92,6 +92,11 @@ impl Connection<'_> {
         }
     }
 
+    /// The next memory file the client sent with a frame, if one came.
+    pub(super) fn take_descriptor(&self) -> Option<std::os::fd::OwnedFd> {
+        self.reader.get_ref().stream.local()?.take_descriptor()
+    }
+
     /// Reads a small frame's payload into `self.payload` and checks its trailer; `false`: the
     /// connection ends.
     pub(super) fn read_small(&mut self, h: FrameHeader, crc: Crc32c) -> Result<bool, Broken> {

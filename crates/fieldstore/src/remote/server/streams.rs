@@ -170,6 +170,32 @@ impl Connection<'_> {
             },
         };
         let notice = p::to_json(&p::WireNotice::from(&n));
+        let mapping = data
+            .as_ref()
+            .filter(|_| self.handover)
+            .and_then(crate::remote::handover::mapping_of);
+        if let (Some(m), Some(d)) = (mapping, &data) {
+            let checksum = checksum.unwrap_or_else(|| crate::checksum::crc32c(d));
+            let len = (notice.len() as u32).to_be_bytes();
+            let tail = p::handover_tail(d.len() as u64, Some(checksum));
+            self.writer.flush()?;
+            let mut frame = Vec::with_capacity(notice.len() + 64);
+            let n = p::write_frame(
+                &mut frame,
+                self.version,
+                MsgType::NoticeHandover,
+                request,
+                &[&len, &notice, &tail],
+            )?;
+            if let Some(local) = self.writer.get_ref().stream.local() {
+                local.send_with_descriptor(&[&frame], m.fd())?;
+            }
+            let metrics = &shared.metrics;
+            metrics.bytes_out.fetch_add(n, Ordering::Relaxed);
+            metrics.notices_sent.fetch_add(1, Ordering::Relaxed);
+            metrics.handed_over_out.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         match data {
             Some(d) => {
                 let len = (notice.len() as u32).to_be_bytes();
