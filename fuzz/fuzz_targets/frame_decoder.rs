@@ -3,13 +3,15 @@
 //! merely announces (lengths up to 2^64 are tried under a generous limit).
 
 use fieldstore::remote::protocol::{
-    decode_archive, decode_frame, from_json, read_frame, read_frame_to, Hello, Query,
-    WireListElement,
+    decode_archive, decode_archive_handover, decode_frame, from_json, read_frame, read_frame_to,
+    split_notice_handover, Hello, Query, WireListElement,
 };
 use libfuzzer_sys::fuzz_target;
 
 fn payloads(payload: &[u8]) {
     let _ = decode_archive(payload);
+    let _ = decode_archive_handover(payload);
+    let _ = split_notice_handover(payload);
     let _ = from_json::<Hello>("hello", payload);
     let _ = from_json::<Query>("query", payload).map(|q| q.request.to_request());
     let _ = from_json::<Vec<WireListElement>>("list", payload);

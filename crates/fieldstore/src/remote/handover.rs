@@ -147,8 +147,10 @@ fn held_limit() -> usize {
 }
 
 /// The field in a received descriptor, `length` bytes: mapped (no copy), or copied out when
-/// this process already holds as many mappings as it may.
-pub fn take(fd: OwnedFd, length: u64) -> Result<Bytes, HandoverError> {
+/// this process already holds as many mappings as it may. `populate`: map every page now (for
+/// a reader about to read them all, as a server taking the checksum is); otherwise pages are
+/// mapped as they are first read.
+pub fn take(fd: OwnedFd, length: u64, populate: bool) -> Result<Bytes, HandoverError> {
     // SAFETY: fcntl on a descriptor we own.
     let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
     if seals < 0 {
@@ -185,7 +187,11 @@ pub fn take(fd: OwnedFd, length: u64) -> Result<Bytes, HandoverError> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
+            if populate {
+                libc::MAP_SHARED | libc::MAP_POPULATE
+            } else {
+                libc::MAP_SHARED
+            },
             file.as_raw_fd(),
             0,
         )
@@ -227,7 +233,7 @@ mod tests {
     fn a_sealed_field_maps_whole_and_is_found_again() {
         let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
         let fd = seal(&data).expect("seal");
-        let b = take(fd, data.len() as u64).expect("take");
+        let b = take(fd, data.len() as u64, true).expect("take");
         assert_eq!(&b[..], &data[..]);
         let m = mapping_of(&b).expect("the whole mapping is found");
         assert_eq!(m.len, data.len());
@@ -242,7 +248,7 @@ mod tests {
     #[test]
     fn a_mapping_goes_with_its_last_buffer() {
         let fd = seal(b"abc").expect("seal");
-        let b = take(fd, 3).expect("take");
+        let b = take(fd, 3, false).expect("take");
         let addr = b.as_ptr() as usize;
         let c = b.clone();
         drop(b);
@@ -253,17 +259,17 @@ mod tests {
 
     #[test]
     fn files_that_could_change_are_refused() {
-        let e = take(unsealed(b"field"), 5).expect_err("unsealed");
+        let e = take(unsealed(b"field"), 5, true).expect_err("unsealed");
         assert!(matches!(e, HandoverError::NotSealed(_)), "{e}");
         let tmp = tempfile::tempfile().expect("tmp");
         tmp.write_all_at(b"field", 0).expect("write");
-        let e = take(OwnedFd::from(tmp), 5).expect_err("a plain file");
+        let e = take(OwnedFd::from(tmp), 5, true).expect_err("a plain file");
         assert!(matches!(e, HandoverError::NotSealable(_)), "{e}");
     }
 
     #[test]
     fn the_announced_length_must_be_the_file_s() {
-        let e = take(seal(b"field").expect("seal"), 4).expect_err("short");
+        let e = take(seal(b"field").expect("seal"), 4, true).expect_err("short");
         assert!(
             matches!(
                 e,
@@ -274,7 +280,7 @@ mod tests {
             ),
             "{e}"
         );
-        let e = take(seal(b"").expect("seal"), 0).expect_err("empty");
+        let e = take(seal(b"").expect("seal"), 0, true).expect_err("empty");
         assert!(matches!(e, HandoverError::Empty), "{e}");
     }
 }

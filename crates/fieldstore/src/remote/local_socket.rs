@@ -211,8 +211,8 @@ mod tests {
         let first = b.take_descriptor().expect("first");
         let second = b.take_descriptor().expect("second");
         assert!(b.take_descriptor().is_none());
-        let one = crate::remote::handover::take(first, 3).expect("one");
-        let two = crate::remote::handover::take(second, 6).expect("two");
+        let one = crate::remote::handover::take(first, 3, false).expect("one");
+        let two = crate::remote::handover::take(second, 6, false).expect("two");
         assert_eq!((&one[..], &two[..]), (&b"one"[..], &b"second"[..]));
     }
 

@@ -234,7 +234,7 @@ impl Reader {
             .ok_or_else(|| {
                 protocol("sent a notice-handover frame without its memory file".into())
             })?;
-        let data = super::handover::take(fd, length)
+        let data = super::handover::take(fd, length, false)
             .map_err(|e| protocol(format!("handed over a field that cannot be taken: {e}")))?;
         let w: p::WireNotice = p::from_json("notice", notice)?;
         let mut n = Notice::from(w);

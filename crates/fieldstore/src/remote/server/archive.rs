@@ -286,7 +286,7 @@ impl Connection<'_> {
                 ),
             ))));
         }
-        match crate::remote::handover::take(fd, length) {
+        match crate::remote::handover::take(fd, length, true) {
             Ok(data) => {
                 let checksum = crate::checksum::crc32c(&data);
                 self.shared
