@@ -4,9 +4,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use super::element::{
-    sorted_values, AxesMap, ControlAction, ControlIdentifier, ListOptions, Location,
-};
+use super::element::{sorted_values, AxesMap, ControlAction, ControlIdentifier, ListOptions};
 use super::error::ApiError;
 use super::fdb::{Fdb, ListIter};
 use super::listing::{Listing, LockRule};
@@ -902,14 +900,6 @@ impl LocalFdb {
         } else {
             lines.join("\n")
         }
-    }
-}
-
-pub(super) fn field_location(store: &dyn Store, db: &DbRef, field: &FieldRef) -> Location {
-    Location {
-        uri: store.uri(db, &field.object),
-        offset: field.offset,
-        length: field.length,
     }
 }
 

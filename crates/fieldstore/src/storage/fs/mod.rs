@@ -77,6 +77,28 @@ impl std::ops::Deref for Mapped {
     }
 }
 
+impl Mapped {
+    /// Gives back the resident memory of `range` (rounded inwards to whole pages), which a
+    /// walk through the file is past: the pages stay in the page cache, and anything reading
+    /// them again faults them back in, unchanged. A copy keeps its memory.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        const PAGE: usize = 4096;
+        let Mapped::Mmap(m) = self else {
+            return;
+        };
+        let start = range.start.div_ceil(PAGE) * PAGE;
+        let end = range.end.min(m.len()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: a read-only mapping of a file that is never modified (index files are
+            // written once, then only unlinked): dropping its pages changes no byte it shows,
+            // the next read maps the same file contents again.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+}
+
 impl AsRef<[u8]> for Mapped {
     fn as_ref(&self) -> &[u8] {
         self

@@ -587,6 +587,71 @@ impl IndexFile {
         })
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// The positions of block `b`'s entries, checked, into `out`, without keeping them: what a
+    /// walk through every entry needs, once each (a listing of a 10-million-field index would
+    /// otherwise hold 40 MB of them).
+    pub fn block_starts_into(&self, b: usize, out: &mut Vec<u32>) -> Result<(), StorageError> {
+        out.clear();
+        let Some(block) = self.blocks.get(b) else {
+            return Ok(());
+        };
+        if block.starts.get().is_some() {
+            out.extend_from_slice(self.block(b)?);
+            return Ok(());
+        }
+        let n = if b + 1 == self.blocks.len() {
+            self.count - b * BLOCK
+        } else {
+            BLOCK
+        };
+        let corrupt = |detail: String| StorageError::Corrupt {
+            path: self.path.clone(),
+            offset: block.start as u64,
+            detail,
+        };
+        let bytes = self
+            .map
+            .get(..block.end)
+            .ok_or_else(|| corrupt(format!("block {b} runs past the file")))?;
+        if let Some(crc) = block.crc {
+            if crate::checksum::crc32c(&bytes[block.start..]) != crc {
+                return Err(corrupt(format!(
+                    "block {b} at offset {}: checksum mismatch",
+                    block.start
+                )));
+            }
+        }
+        match scan(bytes, block.start, n, self.data_files.len(), self.version) {
+            Ok((starts, end)) if end == block.end || block.crc.is_none() => {
+                out.extend_from_slice(&starts);
+                Ok(())
+            }
+            Ok(_) => Err(corrupt(format!("block {b}: entries do not fill it"))),
+            Err((at, d)) => Err(corrupt(format!("offset {at}: {d}"))),
+        }
+    }
+
+    /// The entry at a position `block_starts_into` gave.
+    pub fn entry_at(&self, at: u32) -> Option<EntryRef<'_>> {
+        self.decode(at as usize)
+    }
+
+    /// Gives back the resident memory of the blocks before `b`, which a walk is past.
+    pub fn release_before(&self, b: usize) {
+        if let Some(block) = self.blocks.get(b) {
+            let from = self.blocks.first().map_or(0, |f| f.start);
+            self.map.release(from..block.start);
+        }
+    }
+
     /// Entry `i` (in key order); `None` past the end.
     pub fn entry(&self, i: usize) -> Result<Option<EntryRef<'_>>, StorageError> {
         if i >= self.count {

@@ -121,6 +121,19 @@ impl DbReader {
         self.records
     }
 
+    /// The index file from the cache, or read without keeping it there.
+    fn load_uncached(&self, index: &IndexSummary) -> Result<Arc<IndexFile>, StorageError> {
+        if let Ok(c) = self.cache.lock() {
+            if let Some(i) = c.get(&index.name) {
+                return Ok(i.clone());
+            }
+        }
+        Ok(Arc::new(IndexFile::read(
+            &*self.fs,
+            &self.dir().join(&index.name),
+        )?))
+    }
+
     pub fn load(&self, index: &IndexSummary) -> Result<Arc<IndexFile>, StorageError> {
         if let Ok(c) = self.cache.lock() {
             if let Some(i) = c.get(&index.name) {
@@ -137,39 +150,83 @@ impl DbReader {
     /// The newer live indexes that can mask entries of index `i`: same index key, same datum
     /// layout. Checking an entry against them replaces remembering every key seen, so listing
     /// needs memory for indexes, not for fields.
-    pub(crate) fn maskers(
-        &self,
-        i: usize,
-        file: &IndexFile,
-    ) -> Result<Vec<Arc<IndexFile>>, StorageError> {
+    pub(crate) fn maskers(&self, i: usize, file: &IndexFile) -> Result<Vec<Masker>, StorageError> {
         let Some(ix) = self.indexes.get(i) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for newer in &self.indexes[..i] {
-            if newer.index_key != ix.index_key {
+            // A masker holds the same datum key, so it has each of the entry's values: an index
+            // whose values of some keyword are all different from this one's masks nothing in
+            // it (a forecast's flushes, one step each, never mask each other).
+            if newer.index_key != ix.index_key || apart(&newer.axes, &ix.axes) {
                 continue;
             }
             let f = self.load(newer)?;
             if f.datum_keywords == file.datum_keywords {
-                out.push(f);
+                out.push(Masker::new(f, &newer.axes, &ix.axes));
             }
         }
         Ok(out)
     }
 }
 
+/// A newer index that may mask entries of another, with what rules entries out cheaply: for
+/// each keyword where the other index has values this one lacks, the values this one has. An
+/// entry whose value is not among them is not in this index, and is not looked up.
+pub(crate) struct Masker {
+    file: Arc<IndexFile>,
+    /// (position among the datum keywords, the masker's values).
+    filters: Vec<(usize, std::collections::BTreeSet<String>)>,
+}
+
+impl Masker {
+    fn new(
+        file: Arc<IndexFile>,
+        own: &HashMap<String, std::collections::BTreeSet<String>>,
+        masked: &HashMap<String, std::collections::BTreeSet<String>>,
+    ) -> Masker {
+        let filters = file
+            .datum_keywords
+            .iter()
+            .enumerate()
+            .filter_map(|(p, k)| {
+                let (mine, theirs) = (own.get(k)?, masked.get(k)?);
+                (!theirs.is_subset(mine)).then(|| (p, mine.clone()))
+            })
+            .collect();
+        Masker { file, filters }
+    }
+
+    fn may_hold(&self, values: &str) -> bool {
+        self.filters
+            .iter()
+            .all(|(p, set)| values.split(SEP).nth(*p).is_none_or(|v| set.contains(v)))
+    }
+}
+
+/// Whether two indexes' value summaries share no value of some keyword both record: then no
+/// field can be in both. A keyword either summary lacks (journals from before summaries) proves
+/// nothing.
+fn apart(
+    a: &HashMap<String, std::collections::BTreeSet<String>>,
+    b: &HashMap<String, std::collections::BTreeSet<String>>,
+) -> bool {
+    a.iter()
+        .any(|(k, va)| b.get(k).is_some_and(|vb| va.is_disjoint(vb)))
+}
+
 /// Whether an entry is replaced: flagged so by compaction, or live in a newer index.
 pub(crate) fn is_masked(
     values: &str,
     flagged: bool,
-    maskers: &[Arc<IndexFile>],
+    maskers: &[Masker],
 ) -> Result<bool, StorageError> {
     if flagged {
         return Ok(true);
     }
     for m in maskers {
-        if m.lookup(values)?.is_some() {
+        if m.may_hold(values) && m.file.lookup(values)?.is_some() {
             return Ok(true);
         }
     }
@@ -223,23 +280,43 @@ impl CatalogueReader for DbReader {
         let Some(ix) = self.indexes.get(i) else {
             return Ok(Box::new(std::iter::empty()));
         };
-        let file = self.load(ix)?;
+        // Listed once, so not kept: a listing holds the index it walks (and its maskers),
+        // never every index of the database.
+        let file = self.load_uncached(ix)?;
         let maskers = self.maskers(i, &file)?;
-        Ok(Box::new(Entries {
-            file,
-            maskers,
-            pos: 0,
-            include_masked,
-        }))
+        Ok(Box::new(Entries::new(file, maskers, include_masked)))
     }
 }
 
 /// Streams one index's entries, decoding each on demand.
+/// A walk through one index's entries, block by block: it keeps one block's entry positions
+/// and gives back the memory of the blocks it is past, so listing an index of any size holds
+/// a few megabytes of it.
 struct Entries {
     file: Arc<IndexFile>,
-    maskers: Vec<Arc<IndexFile>>,
-    pos: usize,
+    maskers: Vec<Masker>,
+    /// The next block to read.
+    block: usize,
+    starts: Vec<u32>,
+    /// The next entry of `starts`.
+    at: usize,
     include_masked: bool,
+}
+
+/// Blocks walked between two releases of the mapped bytes behind (about 3 MB).
+const RELEASE_EVERY: usize = 64;
+
+impl Entries {
+    fn new(file: Arc<IndexFile>, maskers: Vec<Masker>, include_masked: bool) -> Self {
+        Entries {
+            file,
+            maskers,
+            block: 0,
+            starts: Vec::new(),
+            at: 0,
+            include_masked,
+        }
+    }
 }
 
 impl Iterator for Entries {
@@ -247,15 +324,33 @@ impl Iterator for Entries {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let e = match self.file.entry(self.pos) {
-                Ok(e) => e?,
-                Err(err) => {
+            while self.at >= self.starts.len() {
+                if self.block >= self.file.block_count() {
+                    return None;
+                }
+                if self.block > 0 && self.block.is_multiple_of(RELEASE_EVERY) {
+                    self.file.release_before(self.block);
+                }
+                if let Err(err) = self.file.block_starts_into(self.block, &mut self.starts) {
                     // Stop after reporting: the rest of this index cannot be trusted.
-                    self.pos = usize::MAX;
+                    self.block = usize::MAX;
+                    self.starts.clear();
                     return Some(Err(err));
                 }
+                self.block += 1;
+                self.at = 0;
+            }
+            let at = self.starts[self.at];
+            self.at += 1;
+            let Some(e) = self.file.entry_at(at) else {
+                self.block = usize::MAX;
+                self.starts.clear();
+                return Some(Err(StorageError::Corrupt {
+                    path: self.file.path().to_path_buf(),
+                    offset: u64::from(at),
+                    detail: "an entry does not decode".into(),
+                }));
             };
-            self.pos += 1;
             let masked = match is_masked(e.values, e.masked, &self.maskers) {
                 Ok(m) => m,
                 Err(err) => return Some(Err(err)),
@@ -371,6 +466,80 @@ mod tests {
             datum_key_of(&["a".into(), "b".into()], "1\u{1f}"),
             Key::parse("{a=1,b=}").unwrap()
         );
+    }
+
+    #[test]
+    fn only_indexes_that_can_hold_an_entry_are_asked_whether_they_mask_it() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let db = c.create(&Key::parse("{class=od}").unwrap(), "s").unwrap();
+        let ik = Key::parse("{type=fc,levtype=pl}").unwrap();
+        let k = |step: &str, number: &str| {
+            Key::parse(&format!("{{step={step},number={number},param=130}}")).unwrap()
+        };
+        // Oldest first: steps 0-1 of members 1-2; then step 2 of member 1 (apart: no step in
+        // common); then fields sharing a step and a member with the first, but no field; then
+        // member 2 of step 1 again (the one field that is replaced).
+        write(
+            &c,
+            &db,
+            &[
+                (&ik, &k("0", "1"), b"a"),
+                (&ik, &k("1", "1"), b"b"),
+                (&ik, &k("0", "2"), b"c"),
+                (&ik, &k("1", "2"), b"d"),
+            ],
+        );
+        write(&c, &db, &[(&ik, &k("2", "1"), b"e")]);
+        write(
+            &c,
+            &db,
+            &[(&ik, &k("0", "3"), b"f"), (&ik, &k("2", "2"), b"g")],
+        );
+        write(&c, &db, &[(&ik, &k("1", "2"), b"h")]);
+        let r = DbReader::open(&crate::storage::fs::os(), Path::new(&db.id)).unwrap();
+        assert_eq!(r.indexes().len(), 4);
+        // Newest first: all but the flush of step 2 may mask entries of the first.
+        let file = r.load(&r.indexes()[3]).unwrap();
+        let maskers = r.maskers(3, &file).unwrap();
+        assert_eq!(maskers.len(), 2, "step 2 alone is apart from steps 0-1");
+        // The third flush rules out, before any lookup, the fields whose step or member it
+        // lacks.
+        let values = |step, number| entry_values(&file.datum_keywords, &k(step, number));
+        assert!(maskers
+            .iter()
+            .any(|m| !m.may_hold(&values("0", "1")) && m.may_hold(&values("0", "2"))));
+        assert!(maskers.iter().any(|m| m.may_hold(&values("1", "2"))));
+        let oldest: Vec<_> = r.entries(3, true).unwrap().map(Result::unwrap).collect();
+        let masked: Vec<String> = oldest
+            .iter()
+            .filter(|e| e.masked)
+            .map(|e| e.datum.to_string())
+            .collect();
+        assert_eq!(oldest.len(), 4);
+        assert_eq!(masked, vec![k("1", "2").to_string()]);
+        assert_eq!(r.entries(3, false).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_walk_through_many_blocks_gives_every_entry_once() {
+        let d = tempfile::tempdir().unwrap();
+        let c = catalogue(d.path());
+        let db = c.create(&Key::parse("{class=od}").unwrap(), "s").unwrap();
+        let ik = Key::parse("{type=fc,levtype=pl}").unwrap();
+        // More than RELEASE_EVERY blocks of 1024 entries, so pages behind are released while
+        // the walk goes on.
+        let keys: Vec<Key> = (0..70_000)
+            .map(|i| Key::parse(&format!("{{step={},param={}}}", i / 100, i % 100)).unwrap())
+            .collect();
+        let fields: Vec<(&Key, &Key, &[u8])> = keys.iter().map(|k| (&ik, k, &b"x"[..])).collect();
+        write(&c, &db, &fields);
+        let r = c.reader(&db).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for e in r.entries(0, false).unwrap() {
+            assert!(seen.insert(e.unwrap().datum.to_string()));
+        }
+        assert_eq!(seen.len(), keys.len());
     }
 
     #[test]
