@@ -176,8 +176,9 @@ impl DbReader {
 /// entry whose value is not among them is not in this index, and is not looked up.
 pub(crate) struct Masker {
     file: Arc<IndexFile>,
-    /// (position among the datum keywords, the masker's values).
-    filters: Vec<(usize, std::collections::BTreeSet<String>)>,
+    /// (position among the datum keywords, the masker's values), hashed: every entry of the
+    /// older index goes through them.
+    filters: Vec<(usize, std::collections::HashSet<String>)>,
 }
 
 impl Masker {
@@ -192,7 +193,7 @@ impl Masker {
             .enumerate()
             .filter_map(|(p, k)| {
                 let (mine, theirs) = (own.get(k)?, masked.get(k)?);
-                (!theirs.is_subset(mine)).then(|| (p, mine.clone()))
+                (!theirs.is_subset(mine)).then(|| (p, mine.iter().cloned().collect()))
             })
             .collect();
         Masker { file, filters }
