@@ -9,7 +9,6 @@ mod common;
 mod server;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
@@ -77,19 +76,6 @@ impl Setup {
         let text = std::fs::read_to_string(self.path(config)).unwrap();
         let cfg = fieldstore::model::config::from_yaml_str(&text, config).unwrap();
         fieldstore::open(&cfg).unwrap()
-    }
-
-    fn metric(&self, name: &str) -> u64 {
-        let mut s = TcpStream::connect(self.server.metrics.as_deref().unwrap()).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"));
-        line[name.len() + 1..].trim().parse().unwrap()
     }
 }
 
@@ -187,11 +173,11 @@ fn fields_handed_over_arrive_whole_for_every_reader() {
     common::succeeded("read through the socket", &o);
     assert!(std::fs::read(&out).unwrap() == fields[3].1);
     assert_eq!(
-        s.metric("fieldstore_fields_handed_over_in_total"),
+        s.server.metric("fieldstore_fields_handed_over_in_total"),
         HANDED_OVER
     );
     assert_eq!(
-        s.metric("fieldstore_fields_handed_over_out_total"),
+        s.server.metric("fieldstore_fields_handed_over_out_total"),
         HANDED_OVER,
         "only the socket's subscriber takes files"
     );
@@ -389,7 +375,7 @@ fn hostile_hand_overs_are_refused_and_others_are_served() {
         .unwrap()
         .count();
     assert_eq!(listed, 2, "the good hand-over and the client's field");
-    assert_eq!(s.metric("fieldstore_fields_handed_over_in_total"), 2);
+    assert_eq!(s.server.metric("fieldstore_fields_handed_over_in_total"), 2);
 }
 
 #[test]

@@ -35,29 +35,6 @@ impl Server {
         self.child.id()
     }
 
-    fn metrics(&self) -> String {
-        let addr = self
-            .metrics
-            .as_deref()
-            .expect("server started with --metrics");
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
-        out
-    }
-
-    fn metric(&self, name: &str) -> u64 {
-        let text = self.metrics();
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"));
-        line[name.len() + 1..].trim().parse().unwrap()
-    }
-
     /// Resident memory of the server process, from /proc.
     fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();

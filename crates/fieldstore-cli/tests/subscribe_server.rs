@@ -236,17 +236,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn metric(served: &Served, name: &str) -> u64 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(served.metrics.as_deref().unwrap()).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .unwrap_or_else(|| panic!("no metric {name} in\n{text}"));
-    line[name.len() + 1..].trim().parse().unwrap()
+    served.metric(name)
 }
 
 /// Producers write 320 MiB while one subscriber takes a notice a second: the other keeps up,

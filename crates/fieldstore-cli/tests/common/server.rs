@@ -28,6 +28,21 @@ impl Served {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// A counter or gauge from the server's `--metrics` endpoint.
+    pub fn metric(&self, name: &str) -> u64 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.metrics.as_deref().unwrap()).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"));
+        line[name.len() + 1..].trim().parse().unwrap()
+    }
 }
 
 /// Starts `server` (a `fieldstore ... server ...` command, `--token token` among its arguments)

@@ -249,10 +249,7 @@ impl Server {
                             Accepted::Local(s),
                             "local",
                             busy_frame,
-                            |socket, peer, shared| match Connection::new(socket, peer, shared) {
-                                Ok(mut c) => c.serve(),
-                                Err(e) => warn!("cannot set up the connection: {e}"),
-                            },
+                            serve_binary,
                         ),
                         Err(e) => {
                             warn!("accept on the Unix socket failed: {e}");
@@ -376,10 +373,7 @@ impl Server {
                         Accepted::Tcp(stream),
                         "conn",
                         busy_frame,
-                        |socket, peer, shared| match Connection::new(socket, peer, shared) {
-                            Ok(mut c) => c.serve(),
-                            Err(e) => warn!("cannot set up the connection: {e}"),
-                        },
+                        serve_binary,
                     );
                 }
             }
@@ -698,6 +692,14 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     s
+}
+
+/// Serves one binary-protocol connection, TCP or Unix, on its own thread.
+fn serve_binary(socket: Socket, peer: Option<PeerCertificate>, shared: &Shared) {
+    match Connection::new(socket, peer, shared) {
+        Ok(mut c) => c.serve(),
+        Err(e) => warn!("cannot set up the connection: {e}"),
+    }
 }
 
 /// Tells a binary-protocol client refused for --max-connections why.
