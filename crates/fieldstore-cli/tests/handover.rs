@@ -391,6 +391,26 @@ fn a_stale_socket_file_is_replaced_and_a_live_one_is_not() {
         .unwrap();
     let err = common::failed("a second server on a live socket", &o);
     assert!(err.contains("a server is already listening there"), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on unix:{}", path.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("cannot connect"),
+        "a server that cannot listen connects nowhere: {err}"
+    );
+    // A path that is not a socket is left alone.
+    let plain = s.path("plain-file");
+    std::fs::write(&plain, b"keep me").unwrap();
+    let o = common::fieldstore()
+        .arg("--config")
+        .arg(s.path("memory.yaml"))
+        .args(["server", "--socket", plain.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = common::failed("a server on a plain file", &o);
+    assert!(err.contains("the path exists and is not a socket"), "{err}");
+    assert_eq!(std::fs::read(&plain).unwrap(), b"keep me");
     // A socket file left behind by a server killed with -9 is replaced.
     let mut s = s;
     s.server.child.kill().unwrap();

@@ -11,6 +11,13 @@ pub enum RemoteError {
         #[source]
         source: std::io::Error,
     },
+    /// The server cannot take the address it was told to serve on.
+    #[error("cannot listen on {endpoint}: {source}")]
+    Listen {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("connection to fieldstore server {endpoint} lost during {during}: {detail}")]
     ConnectionLost {
         endpoint: String,
@@ -67,6 +74,7 @@ impl RemoteError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             RemoteError::Server { kind, .. } | RemoteError::Refused { kind, .. } => *kind,
+            RemoteError::Listen { .. } => ErrorKind::Config,
             RemoteError::Connect { .. }
             | RemoteError::ConnectionLost { .. }
             | RemoteError::Truncated

@@ -709,12 +709,9 @@ fn busy_frame(w: &mut dyn Write, message: &str) {
 
 /// Binds the Unix socket at `path`, replacing a socket file no server answers on.
 fn bind_local(path: &Path) -> Result<UnixListener, RemoteError> {
-    let failed = |e: io::Error| RemoteError::Connect {
+    let failed = |e: io::Error| RemoteError::Listen {
         endpoint: format!("unix:{}", path.display()),
-        source: io::Error::new(
-            e.kind(),
-            format!("cannot listen on {}: {e}", path.display()),
-        ),
+        source: e,
     };
     use std::os::unix::fs::FileTypeExt;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
@@ -737,9 +734,9 @@ fn bind_local(path: &Path) -> Result<UnixListener, RemoteError> {
 
 /// Binds a listening socket, the error naming the address.
 fn listen_on(listen: &str) -> Result<TcpListener, RemoteError> {
-    TcpListener::bind(listen).map_err(|e| RemoteError::Connect {
+    TcpListener::bind(listen).map_err(|source| RemoteError::Listen {
         endpoint: listen.to_string(),
-        source: io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")),
+        source,
     })
 }
 
