@@ -72,6 +72,17 @@ impl Setup {
         self.dir.path().join(name)
     }
 
+    /// The error of a second server started on `socket`, which must fail.
+    fn server_refused(&self, socket: &Path, what: &str) -> String {
+        let o = common::fieldstore()
+            .arg("--config")
+            .arg(self.path("memory.yaml"))
+            .args(["server", "--socket", socket.to_str().unwrap()])
+            .output()
+            .unwrap();
+        common::failed(what, &o)
+    }
+
     fn open(&self, config: &str) -> Box<dyn Fdb> {
         let text = std::fs::read_to_string(self.path(config)).unwrap();
         let cfg = fieldstore::model::config::from_yaml_str(&text, config).unwrap();
@@ -383,13 +394,7 @@ fn a_stale_socket_file_is_replaced_and_a_live_one_is_not() {
     let s = Setup::new();
     let path = s.path("server.sock");
     // A second server on the same socket is refused while the first answers there.
-    let o = common::fieldstore()
-        .arg("--config")
-        .arg(s.path("memory.yaml"))
-        .args(["server", "--socket", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = common::failed("a second server on a live socket", &o);
+    let err = s.server_refused(&path, "a second server on a live socket");
     assert!(err.contains("a server is already listening there"), "{err}");
     assert!(
         err.contains(&format!("cannot listen on unix:{}", path.display())),
@@ -402,13 +407,7 @@ fn a_stale_socket_file_is_replaced_and_a_live_one_is_not() {
     // A path that is not a socket is left alone.
     let plain = s.path("plain-file");
     std::fs::write(&plain, b"keep me").unwrap();
-    let o = common::fieldstore()
-        .arg("--config")
-        .arg(s.path("memory.yaml"))
-        .args(["server", "--socket", plain.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = common::failed("a server on a plain file", &o);
+    let err = s.server_refused(&plain, "a server on a plain file");
     assert!(err.contains("the path exists and is not a socket"), "{err}");
     assert_eq!(std::fs::read(&plain).unwrap(), b"keep me");
     // A socket file left behind by a server killed with -9 is replaced.
