@@ -63,6 +63,8 @@ pub struct CompactReport {
     pub merged_indexes: usize,
     pub new_indexes: usize,
     pub entries: usize,
+    /// The index files the merges replaced (cleared in the journal, still on disk).
+    pub cleared: Vec<String>,
 }
 
 /// A file in a database's directory that no journal record names, and what it is

@@ -814,7 +814,7 @@ impl Catalogue for TocCatalogue {
         if self.is_fdb5(db) {
             return Ok(CompactReport::default());
         }
-        maintenance::compact(&self.fs, dir(db))
+        super::compaction::compact(&self.fs, dir(db))
     }
 
     fn check(&self, db: &DbRef) -> Result<Vec<CheckFinding>, StorageError> {

@@ -107,6 +107,20 @@ pub struct EntryRef<'a> {
     pub extract: Option<&'a [u8]>,
 }
 
+impl IndexEntry {
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            values: &self.values,
+            file: self.file,
+            offset: self.offset,
+            length: self.length,
+            masked: self.masked,
+            checksum: self.checksum,
+            extract: self.extract.as_deref(),
+        }
+    }
+}
+
 impl EntryRef<'_> {
     pub fn to_owned(self) -> IndexEntry {
         IndexEntry {
@@ -161,7 +175,7 @@ fn le(bytes: &[u8]) -> u64 {
 }
 
 /// Encodes one entry as `version` lays it out (older versions only for tests of reading them).
-fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry, version: u32) {
+fn encode_entry(buf: &mut Vec<u8>, e: EntryRef<'_>, version: u32) {
     buf.extend_from_slice(&(e.values.len() as u16).to_le_bytes());
     buf.extend_from_slice(e.values.as_bytes());
     buf.extend_from_slice(&e.file.to_le_bytes());
@@ -174,10 +188,7 @@ fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry, version: u32) {
             } else {
                 0
             };
-        let extract = e
-            .extract
-            .as_deref()
-            .filter(|x| version >= 4 && x.len() <= MAX_EXTRACT);
+        let extract = e.extract.filter(|x| version >= 4 && x.len() <= MAX_EXTRACT);
         buf.push(flags | if extract.is_some() { FLAG_EXTRACT } else { 0 });
         buf.extend_from_slice(&e.checksum.unwrap_or(0).to_le_bytes());
         if let Some(x) = extract {
@@ -186,6 +197,189 @@ fn encode_entry(buf: &mut Vec<u8>, e: &IndexEntry, version: u32) {
         }
     } else {
         buf.push(u8::from(e.masked));
+    }
+}
+
+/// Lays out a block-format file (versions 2 to 4) as its entries come, in key order: header,
+/// blocks, block table, trailer. The bytes collect in `out`, which the caller may take between
+/// blocks ([`Encoder::take`]), so a file of millions of entries is written in bounded memory.
+struct Encoder {
+    version: u32,
+    out: Vec<u8>,
+    /// Bytes taken out of `out` already.
+    taken: u64,
+    header_crc: u32,
+    /// Entries the header promised.
+    promised: u64,
+    count: u64,
+    table: Vec<u8>,
+    /// Entries in the open block, where it starts in `out`, and its first key.
+    in_block: usize,
+    block_at: usize,
+    first: Vec<u8>,
+}
+
+impl Encoder {
+    fn new(header: &Header, version: u32, capacity: usize) -> Encoder {
+        let json = serde_json::to_vec(header).unwrap_or_default();
+        let mut out = Vec::with_capacity(capacity.max(64 + json.len()));
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        out.extend_from_slice(&json);
+        Encoder {
+            version,
+            header_crc: crate::checksum::crc32c(&out),
+            out,
+            taken: 0,
+            promised: header.count,
+            count: 0,
+            table: Vec::new(),
+            in_block: 0,
+            block_at: 0,
+            first: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: EntryRef<'_>) {
+        if self.in_block == 0 {
+            self.block_at = self.out.len();
+            self.first.clear();
+            self.first.extend_from_slice(e.values.as_bytes());
+        }
+        encode_entry(&mut self.out, e, self.version);
+        self.in_block += 1;
+        self.count += 1;
+        if self.in_block == BLOCK {
+            self.close_block();
+        }
+    }
+
+    fn close_block(&mut self) {
+        if self.in_block == 0 {
+            return;
+        }
+        let start = self.taken + self.block_at as u64;
+        self.table.extend_from_slice(&start.to_le_bytes());
+        self.table
+            .extend_from_slice(&crate::checksum::crc32c(&self.out[self.block_at..]).to_le_bytes());
+        self.table
+            .extend_from_slice(&(self.first.len() as u16).to_le_bytes());
+        self.table.extend_from_slice(&self.first);
+        self.in_block = 0;
+    }
+
+    /// The bytes of whole blocks so far, once there are at least `at_least` of them.
+    fn take(&mut self, at_least: usize) -> Option<Vec<u8>> {
+        if self.in_block != 0 || self.out.len() < at_least {
+            return None;
+        }
+        self.taken += self.out.len() as u64;
+        Some(std::mem::take(&mut self.out))
+    }
+
+    /// The rest of the file; `None` when the entries pushed are not the count the header gave.
+    fn finish(mut self) -> Option<Vec<u8>> {
+        self.close_block();
+        if self.count != self.promised {
+            return None;
+        }
+        let table_offset = self.taken + self.out.len() as u64;
+        let meta_crc = crate::checksum::crc32c_append(self.header_crc, &self.table);
+        let blocks = self.count.div_ceil(BLOCK as u64) as u32;
+        self.out.extend_from_slice(&self.table);
+        self.out.extend_from_slice(&table_offset.to_le_bytes());
+        self.out.extend_from_slice(&blocks.to_le_bytes());
+        self.out.extend_from_slice(&meta_crc.to_le_bytes());
+        self.out.extend_from_slice(TRAILER_MAGIC);
+        Some(self.out)
+    }
+}
+
+/// An index file written as its entries come, in key order (equal keys together: the live copy,
+/// then masked ones), in bounded memory: a compaction's merge of millions of entries. The
+/// header, written first, carries the count, so the caller knows it beforehand.
+pub struct IndexWriter {
+    file: Box<dyn FsFile>,
+    path: PathBuf,
+    enc: Encoder,
+    last: Vec<u8>,
+}
+
+/// Bytes collected before they are appended to the file.
+const WRITE_CHUNK: usize = 1 << 20;
+
+impl IndexWriter {
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
+        fs: &dyn FileSystem,
+        path: &Path,
+        index_key: &str,
+        datum_keywords: &[String],
+        data_files: &[String],
+        count: u64,
+        with_extract: bool,
+        seen: Option<&JournalMark>,
+    ) -> Result<IndexWriter, StorageError> {
+        let file = fs
+            .open(path, OpenMode::CreateNew)
+            .map_err(StorageError::io("create", path))?;
+        let header = Header {
+            index_key: index_key.to_string(),
+            datum_keywords: datum_keywords.to_vec(),
+            data_files: data_files.to_vec(),
+            count,
+            seen: seen.cloned(),
+        };
+        let version = if with_extract { VERSION } else { 3 };
+        Ok(IndexWriter {
+            file,
+            path: path.to_path_buf(),
+            enc: Encoder::new(&header, version, WRITE_CHUNK + 64 * 1024),
+            last: Vec::new(),
+        })
+    }
+
+    pub fn push(&mut self, e: EntryRef<'_>) -> Result<(), StorageError> {
+        if self.enc.count > 0 && e.values.as_bytes() < self.last.as_slice() {
+            return Err(StorageError::Corrupt {
+                path: self.path.clone(),
+                offset: 0,
+                detail: format!(
+                    "index entries out of order at '{}'",
+                    e.values.replace(SEP, ",")
+                ),
+            });
+        }
+        self.last.clear();
+        self.last.extend_from_slice(e.values.as_bytes());
+        self.enc.push(e);
+        if let Some(bytes) = self.enc.take(WRITE_CHUNK) {
+            self.file
+                .append(&bytes)
+                .map_err(StorageError::io("write", &self.path))?;
+            self.enc.out = bytes;
+            self.enc.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the block table and trailer and syncs the file.
+    pub fn finish(self) -> Result<(), StorageError> {
+        let path = self.path;
+        let promised = self.enc.promised;
+        let count = self.enc.count;
+        let rest = self.enc.finish().ok_or_else(|| StorageError::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            detail: format!("{count} entries written where the header says {promised}"),
+        })?;
+        self.file
+            .append(&rest)
+            .map_err(StorageError::io("write", &path))?;
+        self.file
+            .sync_data()
+            .map_err(StorageError::io("sync", &path))
     }
 }
 
@@ -329,41 +523,18 @@ impl IndexFile {
         version: u32,
         seen: Option<&JournalMark>,
     ) -> Vec<u8> {
-        let header = serde_json::to_vec(&Header {
+        let header = Header {
             index_key: index_key.to_string(),
             datum_keywords: datum_keywords.to_vec(),
             data_files: data_files.to_vec(),
             count: dedup.len() as u64,
             seen: seen.cloned(),
-        })
-        .unwrap_or_default();
-        let mut buf = Vec::with_capacity(64 + header.len() + dedup.len() * 48);
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&version.to_le_bytes());
-        buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&header);
-        let header_end = buf.len();
-        let mut table = Vec::new();
-        for chunk in dedup.chunks(BLOCK) {
-            let start = buf.len();
-            for e in chunk {
-                encode_entry(&mut buf, e, version);
-            }
-            let first = chunk[0].values.as_bytes();
-            table.extend_from_slice(&(start as u64).to_le_bytes());
-            table.extend_from_slice(&crate::checksum::crc32c(&buf[start..]).to_le_bytes());
-            table.extend_from_slice(&(first.len() as u16).to_le_bytes());
-            table.extend_from_slice(first);
+        };
+        let mut enc = Encoder::new(&header, version, 64 + dedup.len() * 48);
+        for e in dedup {
+            enc.push(e.as_ref());
         }
-        let table_offset = buf.len() as u64;
-        let meta_crc =
-            crate::checksum::crc32c_append(crate::checksum::crc32c(&buf[..header_end]), &table);
-        buf.extend_from_slice(&table);
-        buf.extend_from_slice(&table_offset.to_le_bytes());
-        buf.extend_from_slice(&(dedup.len().div_ceil(BLOCK) as u32).to_le_bytes());
-        buf.extend_from_slice(&meta_crc.to_le_bytes());
-        buf.extend_from_slice(TRAILER_MAGIC);
-        buf
+        enc.finish().unwrap_or_default()
     }
 
     /// Maps the file: index files are immutable once their journal record exists (purge and
@@ -653,6 +824,7 @@ impl IndexFile {
     }
 
     /// Entry `i` (in key order); `None` past the end.
+    /// (A walk through them all: [`Walk`].)
     pub fn entry(&self, i: usize) -> Result<Option<EntryRef<'_>>, StorageError> {
         if i >= self.count {
             return Ok(None);
@@ -711,6 +883,57 @@ fn write_new(fs: &dyn FileSystem, path: &Path, buf: &[u8]) -> Result<(), Storage
     f.append(buf).map_err(StorageError::io("write", path))?;
     f.sync_data().map_err(StorageError::io("sync", path))?;
     Ok(())
+}
+
+/// Where a walk through an index's entries is, in key order: it keeps one block of entry
+/// positions and gives back the mapped pages behind it, so walking an index of millions of
+/// entries costs a few megabytes. Holds no borrow, so it can sit beside the file it walks.
+#[derive(Default)]
+pub struct Walk {
+    /// The next block to read.
+    block: usize,
+    starts: Vec<u32>,
+    /// The next entry of `starts`.
+    at: usize,
+}
+
+/// Blocks walked between two releases of the mapped bytes behind (about 3 MB).
+const RELEASE_EVERY: usize = 64;
+
+impl Walk {
+    /// The next entry of `file` (always the same file); after an error, the walk ends.
+    pub fn next<'a>(&mut self, file: &'a IndexFile) -> Option<Result<EntryRef<'a>, StorageError>> {
+        while self.at >= self.starts.len() {
+            if self.block >= file.block_count() {
+                return None;
+            }
+            if self.block > 0 && self.block.is_multiple_of(RELEASE_EVERY) {
+                file.release_before(self.block);
+            }
+            if let Err(err) = file.block_starts_into(self.block, &mut self.starts) {
+                // The rest of this index cannot be trusted.
+                self.block = usize::MAX;
+                self.starts.clear();
+                return Some(Err(err));
+            }
+            self.block += 1;
+            self.at = 0;
+        }
+        let at = self.starts[self.at];
+        self.at += 1;
+        match file.entry_at(at) {
+            Some(e) => Some(Ok(e)),
+            None => {
+                self.block = usize::MAX;
+                self.starts.clear();
+                Some(Err(StorageError::Corrupt {
+                    path: file.path().to_path_buf(),
+                    offset: u64::from(at),
+                    detail: "an entry does not decode".into(),
+                }))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -896,7 +1119,7 @@ mod tests {
         buf.extend_from_slice(&(header.len() as u32).to_le_bytes());
         buf.extend_from_slice(&header);
         for x in entries {
-            encode_entry(&mut buf, x, 1);
+            encode_entry(&mut buf, x.as_ref(), 1);
         }
         let crc = crate::checksum::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());

@@ -614,11 +614,33 @@ pub struct JournalState {
     by_key: HashMap<String, Vec<String>>,
     /// Files a Clear record names that no Index record did (a failed flush withdrawn).
     withdrawn: HashSet<String>,
+    /// Where the newest checkpoint this state knows of ends (0: none), so a writer knows when
+    /// the journal has grown enough past it to make another.
+    pub checkpointed: u64,
 }
 
 impl JournalState {
+    /// The journal at `path` parsed: from its checkpoint where one matches, then what was
+    /// appended after it.
     pub fn read(fs: &dyn FileSystem, path: &Path) -> Result<JournalState, StorageError> {
-        let mut s = JournalState::default();
+        let loaded = path
+            .parent()
+            .and_then(|dir| super::checkpoint::load(fs, dir));
+        Self::read_from_state(fs, path, loaded)
+    }
+
+    /// The journal at `path` parsed from its first record.
+    #[cfg(test)]
+    pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<JournalState, StorageError> {
+        Self::read_from_state(fs, path, None)
+    }
+
+    fn read_from_state(
+        fs: &dyn FileSystem,
+        path: &Path,
+        start: Option<JournalState>,
+    ) -> Result<JournalState, StorageError> {
+        let mut s = start.unwrap_or_default();
         s.refresh(fs, path)?;
         // A long journal (a forecast of 10,000 flushes and their merges) leaves tens of
         // megabytes of parsed, then dropped, records in the allocator: give them back, so a
@@ -710,6 +732,104 @@ impl JournalState {
 
     pub fn live_count(&self) -> usize {
         self.live.len()
+    }
+
+    /// What a checkpoint keeps besides the counters: every file ever named with its recency,
+    /// the live indexes, the files withdrawn.
+    pub(super) fn parts(
+        &self,
+    ) -> (
+        &HashMap<String, u64>,
+        &HashMap<String, LiveIndex>,
+        &HashSet<String>,
+    ) {
+        (&self.positions, &self.live, &self.withdrawn)
+    }
+
+    /// A state as a checkpoint kept it, ending at `end` (which is where it was checkpointed).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn from_parts(
+        end: u64,
+        records: usize,
+        init: Option<(String, u32)>,
+        incarnation: Option<String>,
+        last_record: u64,
+        positions: HashMap<String, u64>,
+        live: Vec<LiveIndex>,
+        withdrawn: HashSet<String>,
+    ) -> JournalState {
+        let mut by_key: HashMap<String, Vec<String>> = HashMap::new();
+        let mut live_map = HashMap::with_capacity(live.len());
+        for l in live {
+            by_key
+                .entry(l.index_key.clone())
+                .or_default()
+                .push(l.file.clone());
+            live_map.insert(l.file.clone(), l);
+        }
+        JournalState {
+            end,
+            records,
+            init,
+            bad_start: false,
+            incarnation,
+            last_record,
+            positions,
+            live: live_map,
+            by_key,
+            withdrawn,
+            checkpointed: end,
+        }
+    }
+
+    /// Makes a checkpoint of this state (parsed from the journal in `dir`) when the journal has
+    /// grown [`super::checkpoint::EVERY`] past the last one. Best effort.
+    pub fn checkpoint_if_due(&mut self, fs: &dyn FileSystem, dir: &Path) {
+        if self.end >= self.checkpointed + super::checkpoint::EVERY {
+            self.checkpoint(fs, dir);
+        }
+    }
+
+    /// Makes a checkpoint of this state now. Best effort.
+    pub fn checkpoint(&mut self, fs: &dyn FileSystem, dir: &Path) {
+        super::checkpoint::save(fs, dir, self);
+        self.checkpointed = self.end;
+    }
+
+    /// Everything but the counters, sorted (tests compare states with it).
+    #[cfg(test)]
+    pub(super) fn parts_sorted(&self) -> impl std::fmt::Debug {
+        let mut positions: Vec<_> = self.positions.iter().collect();
+        positions.sort();
+        let mut live: Vec<_> = self
+            .live
+            .values()
+            .map(|l| {
+                (
+                    &l.file,
+                    &l.index_key,
+                    l.entries,
+                    l.timestamp,
+                    &l.axes,
+                    l.position,
+                    l.record,
+                )
+            })
+            .collect();
+        live.sort();
+        let mut withdrawn: Vec<_> = self.withdrawn.iter().collect();
+        withdrawn.sort();
+        let mut by_key: Vec<(&String, Vec<&String>)> = self
+            .by_key
+            .iter()
+            .map(|(k, v)| {
+                let mut v: Vec<&String> = v.iter().collect();
+                v.sort();
+                (k, v)
+            })
+            .collect();
+        by_key.sort();
+        format!("{positions:?} {live:?} {withdrawn:?} {by_key:?}")
     }
 
     /// Whether a record of the journal names this index file (made it visible, or cleared it).

@@ -1,17 +1,17 @@
 //! Whole-database operations: wipe, purge of masked duplicates, statistics, dump, and the lock
 //! files that disable an action.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::index::{IndexEntry, IndexFile};
-use super::journal::{self, JournalState, LiveIndex, Record};
+use super::compaction::{compaction_lock, COMPACTION_LOCK};
+use super::journal::{self, Record};
 use super::reader::{is_masked, DbReader};
 use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
-use crate::storage::catalogue::{CatalogueReader, CompactReport, DbStats, PurgeReport};
-use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
+use crate::storage::catalogue::{CatalogueReader, DbStats, PurgeReport};
+use crate::storage::fs::{remove_if_exists, FileSystem};
 use crate::storage::{CatalogueDump, DumpRecord, StorageError};
 
 pub fn lock_path(dir: &Path, action: &str) -> PathBuf {
@@ -46,7 +46,11 @@ fn db_owner(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<u32, StorageError> {
     Ok(DbReader::open(fs, dir)?.owner())
 }
 
-fn check_owner(dir: &Path, owner: u32, action: &'static str) -> Result<(), StorageError> {
+pub(super) fn check_owner(
+    dir: &Path,
+    owner: u32,
+    action: &'static str,
+) -> Result<(), StorageError> {
     let me = current_uid();
     if owner != me && me != 0 {
         return Err(StorageError::PermissionDenied {
@@ -125,6 +129,7 @@ pub fn wipe_done(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
         let name = e.file_name();
         if !e.is_dir
             && (name.starts_with(WIPING_PREFIX)
+                || super::checkpoint::is_checkpoint(&name)
                 || name.ends_with(".lock")
                 || name == COMPACTION_LOCK)
         {
@@ -335,308 +340,17 @@ pub fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<CatalogueDump, StorageErr
     })
 }
 
-/// File whose `flock` serialises the compactions and purges of one database (not a
-/// `<action>.lock`: its existence means nothing, only the lock on it).
-pub const COMPACTION_LOCK: &str = "compaction.flock";
-
-/// Size ratio between compaction tiers: an index of `n` entries is in tier `log_TIER(n)`, and
-/// `TIER` indexes of one tier (and one index key) are merged into one of a higher tier. Each
-/// entry is therefore rewritten about `log_TIER(entries)` times over its life, and an index key
-/// keeps fewer than `TIER` indexes per tier, `(TIER - 1) * log_TIER(entries)` in all.
-const TIER: u64 = 4;
-
-/// Holds an exclusive `flock` on [`COMPACTION_LOCK`]; released when dropped (or when the
-/// process dies, so a killed compactor never blocks the next).
-pub(crate) struct CompactionLock(#[allow(dead_code)] Box<dyn FsFile>);
-
-/// Takes the compaction lock, waiting for it when `wait`, else `None` if someone holds it.
-fn compaction_lock(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    wait: bool,
-) -> Result<Option<CompactionLock>, StorageError> {
-    let path = dir.join(COMPACTION_LOCK);
-    let f = fs
-        .open(&path, OpenMode::Lock)
-        .map_err(StorageError::io("open", &path))?;
-    if f.lock(wait).map_err(StorageError::io("lock", &path))? {
-        Ok(Some(CompactionLock(f)))
-    } else {
-        Ok(None)
-    }
-}
-
-/// A compaction tier: `floor(log_TIER(entries))`.
-fn tier(entries: u64) -> u32 {
-    entries.max(1).ilog(TIER)
-}
-
-/// The indexes (positions in `group`, newest first) the tiered policy merges next: every index
-/// of the lowest tier that holds `TIER` or more. `None` when no tier is full.
-fn tier_to_merge(group: &[LiveIndex]) -> Option<Vec<usize>> {
-    let mut counts: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
-    for ix in group {
-        *counts.entry(tier(ix.entries)).or_default() += 1;
-    }
-    let (&t, _) = counts.iter().find(|(_, &n)| n as u64 >= TIER)?;
-    Some(
-        group
-            .iter()
-            .enumerate()
-            .filter(|(_, ix)| tier(ix.entries) == t)
-            .map(|(i, _)| i)
-            .collect(),
-    )
-}
-
-/// Merges after a flush, if one of the index keys it wrote has a full tier. Skipped, not
-/// waited for, while another process compacts this database: that one merges what is there.
-/// The work is proportional to the indexes merged, never to the size of the database: the
-/// journal is caught up from `state`'s end, and only the index keys the flush touched are looked
-/// at.
-pub(crate) fn auto_compact(
-    fs: &Arc<dyn FileSystem>,
-    dir: &Path,
-    state: &mut JournalState,
-    touched: &[String],
-) -> Result<(), StorageError> {
-    if !touched
-        .iter()
-        .any(|k| tier_to_merge(&owned(state.live_of(k))).is_some())
-    {
-        return Ok(());
-    }
-    let Some(_lock) = compaction_lock(&**fs, dir, false)? else {
-        return Ok(());
-    };
-    // Whatever another compactor did before we got the lock is in the journal: merge from that.
-    state.refresh(&**fs, &dir.join("toc"))?;
-    let mut report = CompactReport::default();
-    let unique = unique_name();
-    let mut keys: Vec<&String> = touched.iter().collect();
-    keys.sort();
-    keys.dedup();
-    for key in keys {
-        // Each merge moves entries to a higher tier, which may fill it in turn.
-        loop {
-            let group = owned(state.live_of(key));
-            let Some(members) = tier_to_merge(&group) else {
-                break;
-            };
-            if !merge(fs, dir, state, &group, &members, &unique, &mut report)? {
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn owned(v: Vec<&LiveIndex>) -> Vec<LiveIndex> {
-    v.into_iter().cloned().collect()
-}
-
-/// Merges the live indexes of each index key into one, keeping replaced copies as masked entries
-/// (so `--full` and purge see the same as before). Waits for any compaction in progress, then
-/// works from the journal as it is once it holds the lock, so two compactions never merge the
-/// same indexes. Replaced index files are not deleted here: a reader that read the journal just
-/// before may still open them; purge deletes them after `CLEARED_GRACE`.
-pub fn compact(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<CompactReport, StorageError> {
-    let reader = DbReader::open(fs, dir)?;
-    check_owner(dir, reader.owner(), "compact")?;
-    let _lock = compaction_lock(&**fs, dir, true)?;
-    let mut state = reader.state().clone();
-    state.refresh(&**fs, &dir.join("toc"))?;
-    let mut keys: Vec<String> = Vec::new();
-    for ix in state.live() {
-        if !keys.contains(&ix.index_key) {
-            keys.push(ix.index_key.clone());
-        }
-    }
-    let mut report = CompactReport::default();
-    let unique = unique_name();
-    for key in keys {
-        let group = owned(state.live_of(&key));
-        if group.len() > 1 {
-            let all: Vec<usize> = (0..group.len()).collect();
-            merge(fs, dir, &mut state, &group, &all, &unique, &mut report)?;
-        }
-    }
-    Ok(report)
-}
-
-/// Where a merged copy is: (number of its data file in the merged index, offset, length).
-type Location = (u32, u64, u64);
-
-/// Merges `members` (positions in `group`, the live indexes of one index key, newest first)
-/// into one index, committed by one journal append of its Index record and a Clear of the
-/// members. The merged index takes the journal position of the newest member (its `slot`), so
-/// indexes flushed meanwhile stay newer than it.
-///
-/// An entry is kept masked when it was masked already, when a newer member holds its key, or
-/// when an index that is not merged but sits between it and the slot holds its key live (that
-/// index ends up older than the merged one, so the flag is what keeps the newest copy winning).
-/// An entry at the same location as one already kept (the same field, copied twice by an older
-/// version's racing compactions) is dropped: it is not a replaced field, only a duplicate.
-///
-/// Members whose datum layout differs from the newest member's stay unmerged. Returns whether
-/// anything was merged.
-fn merge(
-    fs: &Arc<dyn FileSystem>,
-    dir: &Path,
-    state: &mut JournalState,
-    group: &[LiveIndex],
-    members: &[usize],
-    unique: &str,
-    report: &mut CompactReport,
-) -> Result<bool, StorageError> {
-    let Some(&newest) = members.first() else {
-        return Ok(false);
-    };
-    let load = |ix: &LiveIndex| -> Result<IndexFile, StorageError> {
-        IndexFile::read(&**fs, &dir.join(&ix.file))
-    };
-    let layout = load(&group[newest])?.datum_keywords;
-    let mut merged: Vec<(usize, IndexFile)> = Vec::with_capacity(members.len());
-    for &m in members {
-        let f = load(&group[m])?;
-        if f.datum_keywords == layout {
-            merged.push((m, f));
-        }
-    }
-    if merged.len() < 2 {
-        return Ok(false);
-    }
-    let is_member: HashSet<usize> = merged.iter().map(|(m, _)| *m).collect();
-    // Non-members between the slot and the oldest member, with their position in `group`.
-    let oldest = merged.last().map_or(newest, |(m, _)| *m);
-    let mut between: Vec<(usize, IndexFile)> = Vec::new();
-    for (i, ix) in group.iter().enumerate().take(oldest).skip(newest + 1) {
-        if !is_member.contains(&i) {
-            let f = load(ix)?;
-            if f.datum_keywords == layout {
-                between.push((i, f));
-            }
-        }
-    }
-    let mut data_files: Vec<String> = Vec::new();
-    let mut entries: Vec<IndexEntry> = Vec::new();
-    // Keys kept so far: the locations of their copies, and whether one of them is live.
-    let mut seen: HashMap<String, (Vec<Location>, bool)> = HashMap::new();
-    let mut axes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (m, file) in &merged {
-        for (k, v) in &group[*m].axes {
-            axes.entry(k.clone()).or_default().extend(v.iter().cloned());
-        }
-        let maskers: Vec<&IndexFile> = between
-            .iter()
-            .filter(|(i, _)| i < m)
-            .map(|(_, f)| f)
-            .collect();
-        for e in file.entries() {
-            let e = e?;
-            let name = file
-                .data_files
-                .get(e.file as usize)
-                .map(String::as_str)
-                .unwrap_or_default();
-            let id = match data_files.iter().position(|f| f == name) {
-                Some(i) => i,
-                None => {
-                    data_files.push(name.to_string());
-                    data_files.len() - 1
-                }
-            } as u32;
-            let location = (id, e.offset, e.length);
-            let (copies, has_live) = seen.entry(e.values.to_string()).or_default();
-            if copies.contains(&location) {
-                continue;
-            }
-            // Only a live copy masks: a member ordered newer may hold this key flagged masked
-            // (replaced by an index its own merge skipped), and this copy may be that index's.
-            let mut masked = e.masked || *has_live;
-            if !masked {
-                for f in &maskers {
-                    if f.lookup(e.values)?.is_some() {
-                        masked = true;
-                        break;
-                    }
-                }
-            }
-            copies.push(location);
-            *has_live |= !masked;
-            entries.push(IndexEntry {
-                values: e.values.to_string(),
-                file: id,
-                offset: e.offset,
-                length: e.length,
-                masked,
-                checksum: e.checksum,
-                extract: e.extract.map(std::sync::Arc::from),
-            });
-        }
-    }
-    let slot = &group[newest];
-    let name = format!(
-        "{}.{unique}.{}.idx",
-        Key::parse(&slot.index_key)
-            .map(|k| super::disk_name(&k))
-            .unwrap_or_default(),
-        report.new_indexes
-    );
-    let count = entries.len() as u64;
-    let toc = dir.join("toc");
-    let journal = fs
-        .open(&toc, OpenMode::Read)
-        .map_err(StorageError::io("open", &toc))?;
-    let seen = state.mark(&*journal, &toc)?;
-    IndexFile::write(
-        &**fs,
-        &dir.join(&name),
-        &slot.index_key,
-        &layout,
-        &data_files,
-        entries,
-        Some(&seen),
-    )?;
-    let merged_names: Vec<String> = merged.iter().map(|(m, _)| group[*m].file.clone()).collect();
-    let records = vec![
-        Record::Index {
-            file: name,
-            index_key: slot.index_key.clone(),
-            entries: count,
-            timestamp: merged
-                .iter()
-                .map(|(m, _)| group[*m].timestamp)
-                .max()
-                .unwrap_or(0),
-            axes: axes
-                .into_iter()
-                .map(|(k, v)| (k, v.into_iter().collect()))
-                .collect(),
-            slot: Some(slot.file.clone()),
-        },
-        Record::Clear {
-            files: merged_names,
-        },
-    ];
-    sync_dir(&**fs, dir)?;
-    let end = state.end;
-    let appended = journal::append(&**fs, &dir.join("toc"), end, &records)?;
-    state.apply(appended.others, end);
-    state.apply(appended.ours, appended.end);
-    report.entries += count as usize;
-    report.merged_indexes += merged.len();
-    report.new_indexes += 1;
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::compaction::{compact, merge, owned};
+    use super::super::journal::JournalState;
     use super::*;
+    use crate::storage::catalogue::CompactReport;
     use crate::storage::catalogue::{CatalogueWriter, ListedEntry};
     use crate::storage::fs::{os, OsFs};
     use crate::storage::toc::writer::DbWriter;
     use crate::storage::FieldRef;
+    use std::collections::HashMap;
 
     fn ik() -> Key {
         Key::from_pairs([("type", "fc")])

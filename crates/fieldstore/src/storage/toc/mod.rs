@@ -2,6 +2,8 @@
 //! commit point), per-writer data files and immutable per-flush index files.
 
 mod catalogue;
+mod checkpoint;
+pub(crate) mod compaction;
 pub mod convert;
 mod history;
 mod index;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::storage::fs::FileSystem;
 
-use super::index::{IndexFile, SEP};
+use super::index::{IndexFile, Walk, SEP};
 use super::journal::JournalState;
 use crate::model::Key;
 use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, ListedEntry};
@@ -296,25 +296,16 @@ impl CatalogueReader for DbReader {
 struct Entries {
     file: Arc<IndexFile>,
     maskers: Vec<Masker>,
-    /// The next block to read.
-    block: usize,
-    starts: Vec<u32>,
-    /// The next entry of `starts`.
-    at: usize,
+    walk: Walk,
     include_masked: bool,
 }
-
-/// Blocks walked between two releases of the mapped bytes behind (about 3 MB).
-const RELEASE_EVERY: usize = 64;
 
 impl Entries {
     fn new(file: Arc<IndexFile>, maskers: Vec<Masker>, include_masked: bool) -> Self {
         Entries {
             file,
             maskers,
-            block: 0,
-            starts: Vec::new(),
-            at: 0,
+            walk: Walk::default(),
             include_masked,
         }
     }
@@ -325,32 +316,9 @@ impl Iterator for Entries {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            while self.at >= self.starts.len() {
-                if self.block >= self.file.block_count() {
-                    return None;
-                }
-                if self.block > 0 && self.block.is_multiple_of(RELEASE_EVERY) {
-                    self.file.release_before(self.block);
-                }
-                if let Err(err) = self.file.block_starts_into(self.block, &mut self.starts) {
-                    // Stop after reporting: the rest of this index cannot be trusted.
-                    self.block = usize::MAX;
-                    self.starts.clear();
-                    return Some(Err(err));
-                }
-                self.block += 1;
-                self.at = 0;
-            }
-            let at = self.starts[self.at];
-            self.at += 1;
-            let Some(e) = self.file.entry_at(at) else {
-                self.block = usize::MAX;
-                self.starts.clear();
-                return Some(Err(StorageError::Corrupt {
-                    path: self.file.path().to_path_buf(),
-                    offset: u64::from(at),
-                    detail: "an entry does not decode".into(),
-                }));
+            let e = match self.walk.next(&self.file)? {
+                Ok(e) => e,
+                Err(err) => return Some(Err(err)),
             };
             let masked = match is_masked(e.values, e.masked, &self.maskers) {
                 Ok(m) => m,

@@ -1,16 +1,18 @@
 //! One writer's catalogue for one database: entries pile up in memory and, at commit, become one
 //! index file per index key, made visible together by one journal append.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::index::{IndexEntry, IndexFile, SEP};
 use super::journal::{self, JournalMark, JournalState, Record};
+use super::maintenance::CLEARED_GRACE;
 use super::{current_uid, sync_dir, unique_name};
 use crate::model::Key;
 use crate::storage::catalogue::CatalogueWriter;
-use crate::storage::fs::{FileSystem, FsFile, OpenMode};
+use crate::storage::fs::{remove_if_exists, FileSystem, FsFile, OpenMode};
 use crate::storage::{FieldRef, StorageError};
 
 struct Pending {
@@ -33,6 +35,22 @@ pub struct DbWriter {
     /// into a journal that is not the one it read.
     toc_file: Box<dyn FsFile>,
     toc_ino: u64,
+    /// Index files this writer's automatic compactions replaced, and when: deleted once no
+    /// reader can still be about to open them ([`CLEARED_GRACE`]), so a long forecast does not
+    /// leave every index it ever merged on disk until a purge.
+    retired: VecDeque<(Instant, Vec<String>)>,
+}
+
+/// Journal bytes since the last checkpoint for which a writer makes one when it closes: so
+/// the readers after a run start from where it ended.
+const CHECKPOINT_AT_CLOSE: u64 = 4 << 10;
+
+impl Drop for DbWriter {
+    fn drop(&mut self) {
+        if self.journal.end >= self.journal.checkpointed + CHECKPOINT_AT_CLOSE {
+            self.journal.checkpoint(&*self.fs, &self.dir);
+        }
+    }
 }
 
 /// Creates the database directory if needed: `schema` copy and the journal with its Init record,
@@ -172,11 +190,31 @@ impl DbWriter {
             journal,
             toc_file: toc,
             toc_ino,
+            retired: VecDeque::new(),
         })
     }
 }
 
 impl DbWriter {
+    /// Deletes the index files this writer's compactions cleared more than [`CLEARED_GRACE`]
+    /// ago. Best effort: what is left, purge deletes.
+    fn remove_retired(&mut self) {
+        while let Some((at, _)) = self.retired.front() {
+            if at.elapsed() < CLEARED_GRACE {
+                break;
+            }
+            let Some((_, files)) = self.retired.pop_front() else {
+                break;
+            };
+            for f in files {
+                let p = self.dir.join(&f);
+                if let Err(e) = remove_if_exists(&*self.fs, &p) {
+                    tracing::debug!(file = %p.display(), "replaced index not deleted: {e}");
+                }
+            }
+        }
+    }
+
     /// After a failed append, clears the indexes it may have published: when the journal's
     /// fdatasync is what failed, the records are already there, and readers would see a flush
     /// reported as failed, until a crash took it back. Best effort: if this fails as well, the
@@ -340,11 +378,15 @@ impl CatalogueWriter for DbWriter {
         self.journal.apply(appended.ours, appended.end);
         // Committed and visible: a failed merge afterwards loses nothing, so it is a warning,
         // not a failed flush.
-        if let Err(e) =
-            super::maintenance::auto_compact(&self.fs, &self.dir, &mut self.journal, &touched)
-        {
-            tracing::warn!(db = %self.dir.display(), "automatic compaction failed: {e}");
+        match super::compaction::auto_compact(&self.fs, &self.dir, &mut self.journal, &touched) {
+            Ok(report) if !report.cleared.is_empty() => {
+                self.retired.push_back((Instant::now(), report.cleared));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(db = %self.dir.display(), "automatic compaction failed: {e}"),
         }
+        self.remove_retired();
+        self.journal.checkpoint_if_due(&*self.fs, &self.dir);
         Ok(self.journal.live_count())
     }
 }
