@@ -21,6 +21,7 @@
 # holding the field's bytes (p50/p99/max; every process logs the same wall clock).
 # The processes are crates/fieldstore/examples/exchange.rs.
 # Usage: bench/exchange/run.sh [MEMBERS="2 5 10"] [STEPS=5] [FIELD_SIZES="1M 10M"] [FIELDS=4]
+#        (STEPS is the largest size's; smaller sizes take proportionally more, saturated)
 #        bench/exchange/run.sh --quick      (seconds: 2 members, 2 steps, 2 fields of 1 MiB)
 # EXCHANGE_REPEATS (default 3; 1 with --quick): runs of each saturated exchange, median reported.
 # Work files go to BENCH_DIR (default /tmp: a disk, so files and toc are what a disk does).
@@ -78,10 +79,19 @@ wait
 tcp=$(python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20))' "$work/iperf.json")
 echo "iperf3 loopback TCP, one stream: $tcp MiB/s"
 
+# Saturated runs of smaller fields take more steps, so that every field size moves as many bytes
+# as the largest does in STEPS: a throughput is measured over the same volume, not over the
+# few milliseconds a run of small fields would otherwise last (then start-up is what it measures).
+# EXCHANGE_SAME_STEPS=1 runs STEPS for every size, as before 2026-11-28.
+max_size=0
+for s in $SIZES; do [ "$(bytes "$s")" -gt $max_size ] && max_size=$(bytes "$s"); done
+steps_of() {
+  if [ "${EXCHANGE_SAME_STEPS:-0}" = 1 ]; then echo "$STEPS"; else echo $(( STEPS * max_size / $(bytes "$1") )); fi
+}
 # The memory server: room for the two largest cycles it keeps.
 largest=0
 for m in $MEMBERS; do for s in $SIZES; do
-  n=$(( m * STEPS * FIELDS * $(bytes "$s") )); [ $n -gt $largest ] && largest=$n
+  n=$(( m * $(steps_of "$s") * FIELDS * $(bytes "$s") )); [ $n -gt $largest ] && largest=$n
 done; done
 capacity=$(( 2 * largest + (256 << 20) ))
 printf 'type: local\nengine: memory\nmemory: {capacity: %s, when_full: block, block_timeout: 30s, retain: {databases: 2}}\n' "$capacity" > "$work/memory.yaml"
@@ -102,16 +112,16 @@ next_cycle() {
   EXCHANGE_DATE=$(printf '2026%02d%02d' $((1 + run / 28)) $((1 + run % 28)))
   run=$((run + 1))
 }
-exchange() { # MODE MEMBERS SIZE: one exchange on fresh directories, in the cycle EXCHANGE_DATE
-  local mode=$1 m=$2 size=$3 line
+exchange() { # MODE MEMBERS SIZE STEPS: one exchange on fresh directories, in the cycle EXCHANGE_DATE
+  local mode=$1 m=$2 size=$3 steps=$4 line
   rm -rf "$work/files" "$work/toc"; mkdir -p "$work/files" "$work/toc"
   printf 'type: local\nspaces: [{roots: [{path: %s}]}]\n' "$work/toc" > "$work/toc.yaml"
   sync
   case $mode in
-    files) line=$("$ex" run files "$work/files" "$m" "$STEPS" "$FIELDS" "$size") ;;
-    toc) line=$("$ex" run fdb "$work/toc.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
-    memory) line=$("$ex" run fdb "$work/remote.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
-    shm) line=$("$ex" run fdb "$work/local.yaml" "$m" "$STEPS" "$FIELDS" "$size") ;;
+    files) line=$("$ex" run files "$work/files" "$m" "$steps" "$FIELDS" "$size") ;;
+    toc) line=$("$ex" run fdb "$work/toc.yaml" "$m" "$steps" "$FIELDS" "$size") ;;
+    memory) line=$("$ex" run fdb "$work/remote.yaml" "$m" "$steps" "$FIELDS" "$size") ;;
+    shm) line=$("$ex" run fdb "$work/local.yaml" "$m" "$steps" "$FIELDS" "$size") ;;
   esac
   echo "$mode ${line#mode=* }"
 }
@@ -123,13 +133,13 @@ for size in $SIZES; do
     for rep in $(seq 1 "$REPEATS"); do
       for mode in files toc memory shm; do
         next_cycle
-        exchange $mode "$m" "$size" | sed 's/^/saturated /' | tee -a "$work/results"
+        exchange $mode "$m" "$size" "$(steps_of "$size")" | sed 's/^/saturated /' | tee -a "$work/results"
       done
     done
     export EXCHANGE_INTERVAL_MS=$(( m * FIELDS * $(bytes "$size") * 5 / (1 << 20) ))
     for mode in files toc memory shm; do
       next_cycle
-      exchange $mode "$m" "$size" | sed "s/^/paced-${EXCHANGE_INTERVAL_MS}ms /" | tee -a "$work/results"
+      exchange $mode "$m" "$size" "$STEPS" | sed "s/^/paced-${EXCHANGE_INTERVAL_MS}ms /" | tee -a "$work/results"
     done
     unset EXCHANGE_INTERVAL_MS
   done

@@ -1,11 +1,14 @@
 //! The store commands: write, read, list, axes, where.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use fieldstore::api::Fdb;
 use fieldstore::api::{ArchiveSummary, Archiver, ListOptions, MessageProgress, StatsElement};
 use fieldstore::model::request::Request;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -181,6 +184,9 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
         bail!("expected one request, got {}", args.requests.len());
     }
     let req = one_request(args.requests.first().map(String::as_str), args.all)?;
+    if args.depth == 3 && !args.json && !args.location {
+        return list_lines(&args, &req, fdb);
+    }
     let out = io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut n = 0usize;
@@ -255,6 +261,64 @@ pub fn list(args: ListArgs, session: &Session) -> Result<()> {
     Ok(())
 }
 
+/// `list` of fields printed as keys only: the store hands each line over ready (a local one
+/// prints it from its index files without building a key per field).
+fn list_lines(args: &ListArgs, req: &Request, fdb: &dyn Fdb) -> Result<()> {
+    let out = RefCell::new(BufWriter::new(io::stdout().lock()));
+    let mut n = 0usize;
+    let mut errors = 0usize;
+    let failed: RefCell<Option<io::Error>> = RefCell::new(None);
+    fdb.list_lines(
+        req,
+        ListOptions {
+            include_masked: args.full,
+            depth: 3,
+        },
+        args.full && !args.porcelain,
+        &mut |line| match out.borrow_mut().write_all(line) {
+            Ok(()) => {
+                n += 1;
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                *failed.borrow_mut() = Some(e);
+                ControlFlow::Break(())
+            }
+        },
+        &mut |e| {
+            errors += 1;
+            // What was listed so far goes out before the error, in order.
+            if let Err(e) = out.borrow_mut().flush() {
+                *failed.borrow_mut() = Some(e);
+                return ControlFlow::Break(());
+            }
+            eprintln!("fieldstore: error: {e}");
+            if errors >= MAX_LIST_ERRORS {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    )?;
+    if let Some(e) = failed.into_inner() {
+        return Err(e.into());
+    }
+    out.into_inner().flush()?;
+    if errors >= MAX_LIST_ERRORS {
+        bail!("listing stopped after {errors} errors");
+    }
+    if errors > 0 {
+        bail!(
+            "{errors} error{} while listing (above); {n} entries listed",
+            if errors == 1 { "" } else { "s" }
+        );
+    }
+    if n == 0 && !args.porcelain {
+        eprintln!("nothing matches {req}");
+    }
+    Ok(())
+}
+
 /// `fdb-list`'s forms: the request block first (unless `--porcelain` or `--json`), then one key
 /// a line with `,length=N`, or FDB5's location, or one JSON array of keys.
 fn list_fdb5(args: ListArgs, session: &Session) -> Result<()> {
@@ -317,6 +381,35 @@ fn list_fdb5_one(
     items: &mut Vec<serde_json::Value>,
     out: &mut dyn Write,
 ) -> Result<()> {
+    if args.porcelain
+        && !args.json
+        && !args.location
+        && args.depth == 3
+        && !seen.check
+        && !seen.record
+    {
+        // Key lines only, nothing to deduplicate: the store hands them over ready.
+        let out = RefCell::new(out);
+        let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
+        let stop = |e: anyhow::Error| {
+            *failed.borrow_mut() = Some(e);
+            ControlFlow::Break(())
+        };
+        fdb.list_lines(
+            req,
+            ListOptions {
+                include_masked: args.full,
+                depth: 3,
+            },
+            false,
+            &mut |line| match out.borrow_mut().write_all(line) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => stop(e.into()),
+            },
+            &mut |e| stop(e.into()),
+        )?;
+        return failed.into_inner().map_or(Ok(()), Err);
+    }
     for el in fdb.list(
         req,
         ListOptions {

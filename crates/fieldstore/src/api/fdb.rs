@@ -1,5 +1,7 @@
 //! The one interface every frontend implements (local, select, dist, mirror, filter, remote...).
 
+use std::ops::ControlFlow;
+
 use super::element::{AxesMap, ControlAction, ControlIdentifier, ListElement, ListOptions};
 use super::error::ApiError;
 use super::operation::Operation;
@@ -145,6 +147,40 @@ pub trait Fdb: Send + Sync {
     /// Fields (or databases/indexes, by depth) matching a partial request, streamed.
     fn list(&self, request: &Request, options: ListOptions) -> Result<ListIter, ApiError> {
         forward(self, Operation::List)?.list(request, options)
+    }
+
+    /// The listing as `fieldstore list` prints it: one line per element (`{db}{index}{datum}`,
+    /// [`crate::model::schema::SplitKey::porcelain`], then ` (masked)` for a replaced field
+    /// when `mark_masked`, then a newline), handed to `line`; errors go to `on_error`, and the
+    /// listing goes on unless either breaks. Made from [`Fdb::list`] here (so a frontend that
+    /// changes `list` keeps its meaning); a local store prints straight from its index files.
+    fn list_lines(
+        &self,
+        request: &Request,
+        options: ListOptions,
+        mark_masked: bool,
+        line: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+        on_error: &mut dyn FnMut(ApiError) -> ControlFlow<()>,
+    ) -> Result<(), ApiError> {
+        let mut buf = Vec::with_capacity(256);
+        for el in self.list(request, options)? {
+            let flow = match el {
+                Ok(el) => {
+                    buf.clear();
+                    buf.extend_from_slice(el.key.porcelain().as_bytes());
+                    if mark_masked && el.masked {
+                        buf.extend_from_slice(b" (masked)");
+                    }
+                    buf.push(b'\n');
+                    line(&buf)
+                }
+                Err(e) => on_error(e),
+            };
+            if flow.is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The fields matching a partial request as flushes make them visible, each once, whole

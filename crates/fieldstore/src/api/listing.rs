@@ -2,6 +2,7 @@
 //! which locks apply.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::element::{ListElement, ListOptions};
@@ -38,6 +39,11 @@ pub(super) struct Listing {
     toc: bool,
     /// The last object's URI: (database id, object, URI).
     last_uri: Option<(String, String, String)>,
+    /// Hand each index to the caller ([`Step::Index`]) instead of opening its entries, so
+    /// [`Listing::lines`] can have the catalogue lend them.
+    views: bool,
+    /// An index the walk reached, not opened yet (only with `views`).
+    open_index: Option<usize>,
 }
 
 /// Whether databases locked for listing are left out.
@@ -80,6 +86,8 @@ impl Listing {
             locks,
             toc,
             last_uri: None,
+            views: false,
+            open_index: None,
         }
     }
 
@@ -138,43 +146,180 @@ impl Listing {
             }
             self.index_key = ix.index_key.clone();
             self.timestamp = ix.timestamp;
-            match reader.entries(i, self.options.include_masked) {
-                Ok(it) => {
-                    self.entries = Some(it);
-                    self.index_ex = index_ex;
-                    return None;
-                }
-                Err(e) => return Some(Err(e.into())),
+            self.index_ex = index_ex;
+            if self.views {
+                self.open_index = Some(i);
+                return None;
             }
+            return self.open_entries(i).err().map(Err);
         }
         self.reader = None;
         None
     }
+
+    /// Opens index `i`'s entries for the walk to go through.
+    fn open_entries(&mut self, i: usize) -> Result<(), ApiError> {
+        if let Some(reader) = self.reader.as_ref() {
+            self.entries = Some(reader.entries(i, self.options.include_masked)?);
+        }
+        Ok(())
+    }
 }
 
-/// What the walk yields: an element of depth 1 or 2, or a field.
+/// What [`Listing::lend`] did with an index.
+enum Lent {
+    Done(ControlFlow<()>),
+    /// The catalogue does not lend entries.
+    Unsupported,
+}
+
+/// What the walk yields: an element of depth 1 or 2, a field, or (with `views`) an index
+/// whose fields the caller walks itself.
 enum Step {
     Element(ListElement),
     Field(DbRef, ListedEntry),
+    Index(usize),
 }
 
 impl Iterator for Listing {
     type Item = Result<ListElement, ApiError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.step()?.map(|s| match s {
-            Step::Element(el) => el,
-            Step::Field(db, e) => ListElement {
-                location: Some(self.location(&db, &e.field)),
-                key: self.split(self.index_key.clone(), e.datum),
-                timestamp: self.timestamp,
-                masked: e.masked,
-            },
-        }))
+        loop {
+            return Some(match self.step()? {
+                Err(e) => Err(e),
+                Ok(Step::Element(el)) => Ok(el),
+                Ok(Step::Field(db, e)) => Ok(self.field_element(&db, e)),
+                Ok(Step::Index(i)) => match self.open_entries(i) {
+                    Ok(()) => continue,
+                    Err(e) => Err(e),
+                },
+            });
+        }
     }
 }
 
 impl Listing {
+    fn field_element(&mut self, db: &DbRef, e: ListedEntry) -> ListElement {
+        ListElement {
+            location: Some(self.location(db, &e.field)),
+            key: self.split(self.index_key.clone(), e.datum),
+            timestamp: self.timestamp,
+            masked: e.masked,
+        }
+    }
+
+    /// The listing as `fieldstore list` prints it, one line each (`{db}{index}{datum}`, as
+    /// [`SplitKey::porcelain`], then ` (masked)` for a replaced field when `mark_masked`, then
+    /// a newline), handed to `line`. Fields of catalogues that lend their entries
+    /// ([`CatalogueReader::visit_entries`]) go from the index straight into the line, with no
+    /// key, location or element made for each: a listing of 10 million fields is mostly that.
+    /// Errors go to `on_error`, and the walk goes on unless it or `line` breaks.
+    pub(super) fn lines(
+        mut self,
+        mark_masked: bool,
+        line: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+        on_error: &mut dyn FnMut(ApiError) -> ControlFlow<()>,
+    ) {
+        self.views = true;
+        let mut buf: Vec<u8> = Vec::with_capacity(256);
+        let element = |el: &ListElement, buf: &mut Vec<u8>| {
+            buf.clear();
+            buf.extend_from_slice(el.key.porcelain().as_bytes());
+            if mark_masked && el.masked {
+                buf.extend_from_slice(b" (masked)");
+            }
+            buf.push(b'\n');
+        };
+        while let Some(step) = self.step() {
+            let flow = match step {
+                Err(e) => on_error(e),
+                Ok(Step::Element(el)) => {
+                    element(&el, &mut buf);
+                    line(&buf)
+                }
+                Ok(Step::Field(db, e)) => {
+                    let el = self.field_element(&db, e);
+                    element(&el, &mut buf);
+                    line(&buf)
+                }
+                Ok(Step::Index(i)) => match self.lend(i, mark_masked, &mut buf, line) {
+                    Ok(Lent::Done(flow)) => flow,
+                    Ok(Lent::Unsupported) => match self.open_entries(i) {
+                        Ok(()) => ControlFlow::Continue(()),
+                        Err(e) => on_error(e),
+                    },
+                    Err(e) => on_error(e),
+                },
+            };
+            if flow.is_break() {
+                return;
+            }
+        }
+    }
+
+    /// Has the catalogue lend index `i`'s fields, each printed into `buf` and handed to `line`.
+    fn lend(
+        &self,
+        i: usize,
+        mark_masked: bool,
+        buf: &mut Vec<u8>,
+        line: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> Result<Lent, ApiError> {
+        let Some(reader) = self.reader.as_ref() else {
+            return Ok(Lent::Done(ControlFlow::Continue(())));
+        };
+        // `{db}{index}` once for the index: the porcelain of the keys with an empty datum,
+        // less its closing `{}`.
+        let mut prefix = SplitKey {
+            db: reader.db().key.clone(),
+            index: self.index_key.clone(),
+            datum: Key::new(),
+        }
+        .porcelain();
+        prefix.truncate(prefix.len().saturating_sub(2));
+        let matchers: Vec<&LevelMatcher> = self
+            .index_ex
+            .iter()
+            .filter_map(|&x| self.datum_matchers.get(x))
+            .collect();
+        let every = matchers.iter().any(|m| m.matches_all());
+        let mut flow = ControlFlow::Continue(());
+        let lent = reader.visit_entries(i, self.options.include_masked, &mut |v| {
+            if !every && !matchers.iter().any(|m| m.matches_with(|kw| v.get(kw))) {
+                return ControlFlow::Continue(());
+            }
+            buf.clear();
+            buf.extend_from_slice(prefix.as_bytes());
+            buf.push(b'{');
+            let mut first = true;
+            for (kw, value) in v.pairs() {
+                if value.is_empty() {
+                    continue;
+                }
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                buf.extend_from_slice(kw.as_bytes());
+                buf.push(b'=');
+                buf.extend_from_slice(value.as_bytes());
+            }
+            buf.push(b'}');
+            if mark_masked && v.masked {
+                buf.extend_from_slice(b" (masked)");
+            }
+            buf.push(b'\n');
+            flow = line(buf);
+            flow
+        });
+        match lent {
+            Ok(true) => Ok(Lent::Done(flow)),
+            Ok(false) => Ok(Lent::Unsupported),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Where a field is: its object's URI made once for the run of fields in that object
     /// (making it per field was a tenth of a large listing's time).
     fn location(&mut self, db: &DbRef, field: &crate::storage::FieldRef) -> super::Location {
@@ -211,6 +356,11 @@ impl Listing {
                     }))
                 }
                 Ok(Step::Element(_)) => continue,
+                Ok(Step::Index(i)) => {
+                    if let Err(e) = self.open_entries(i) {
+                        return Some(Err(e));
+                    }
+                }
                 Err(e) => return Some(Err(e)),
             }
         })
@@ -218,6 +368,9 @@ impl Listing {
 
     fn step(&mut self) -> Option<Result<Step, ApiError>> {
         loop {
+            if let Some(i) = self.open_index.take() {
+                return Some(Ok(Step::Index(i)));
+            }
             if let Some(entries) = self.entries.as_mut() {
                 for e in entries.by_ref() {
                     let e = match e {

@@ -224,10 +224,20 @@ impl LevelMatcher {
     /// [`LevelSelection::matches`] by hash rather than by scanning each keyword's values: `list`
     /// tests every entry of a database against requests of up to a million values.
     pub fn matches(&self, key: &Key) -> bool {
+        self.matches_with(|kw| key.get(kw))
+    }
+
+    /// [`LevelMatcher::matches`] for a key given by how to get each keyword's value.
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.keywords.iter().all(|(kw, places)| match places {
             None => true,
-            Some(m) => m.contains_key(key.get(kw).unwrap_or("")),
+            Some(m) => m.contains_key(get(kw).unwrap_or("")),
         })
+    }
+
+    /// Whether every key matches (no keyword is restricted).
+    pub fn matches_all(&self) -> bool {
+        self.keywords.iter().all(|(_, places)| places.is_none())
     }
 
     /// For a key with exactly this level's keywords and a wanted value for each, the place of each

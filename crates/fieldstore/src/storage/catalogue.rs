@@ -289,4 +289,45 @@ pub trait CatalogueReader: Send + Sync {
 
     /// The fields of the `i`-th live index, one at a time; masked ones only if asked.
     fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError>;
+
+    /// As [`CatalogueReader::entries`], each field lent to `visit` as it is in the index (no
+    /// key or location is built): what a listing that only prints keys needs, ten million
+    /// times. `visit` breaking ends the walk. `Ok(false)` when this catalogue cannot (the
+    /// caller uses `entries`).
+    fn visit_entries(
+        &self,
+        _i: usize,
+        _include_masked: bool,
+        _visit: &mut dyn FnMut(EntryView<'_>) -> std::ops::ControlFlow<()>,
+    ) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+}
+
+/// A field of an index as [`CatalogueReader::visit_entries`] lends it: the index's datum
+/// keywords and the field's values in their order.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryView<'a> {
+    pub keywords: &'a [String],
+    /// The values joined by [`EntryView::SEP`].
+    pub values: &'a str,
+    pub masked: bool,
+}
+
+impl<'a> EntryView<'a> {
+    pub const SEP: char = '\u{1f}';
+
+    /// (keyword, value) in the index's keyword order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.keywords
+            .iter()
+            .map(String::as_str)
+            .zip(self.values.split(Self::SEP))
+    }
+
+    /// The value of `keyword`.
+    pub fn get(&self, keyword: &str) -> Option<&'a str> {
+        let p = self.keywords.iter().position(|k| k == keyword)?;
+        self.values.split(Self::SEP).nth(p)
+    }
 }

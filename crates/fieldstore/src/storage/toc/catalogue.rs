@@ -14,7 +14,7 @@ use crate::model::config::{Root, Space, SpacesSource};
 use crate::model::Key;
 use crate::storage::catalogue::{
     Catalogue, CatalogueReader, CatalogueWriter, CheckFinding, CompactReport, DbStats, EntryIter,
-    IndexSummary, PurgeReport,
+    EntryView, IndexSummary, PurgeReport,
 };
 use crate::storage::fdb5::dbnames::DbNames;
 use crate::storage::fdb5::{self as fdb5_format, Fdb5Reader};
@@ -143,6 +143,15 @@ impl<R: CatalogueReader> CatalogueReader for Shared<R> {
 
     fn entries(&self, i: usize, include_masked: bool) -> Result<EntryIter<'static>, StorageError> {
         self.0.entries(i, include_masked)
+    }
+
+    fn visit_entries(
+        &self,
+        i: usize,
+        include_masked: bool,
+        visit: &mut dyn FnMut(EntryView<'_>) -> std::ops::ControlFlow<()>,
+    ) -> Result<bool, StorageError> {
+        self.0.visit_entries(i, include_masked, visit)
     }
 }
 

@@ -209,6 +209,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
+pub(super) fn decode_live_count(buf: &[u8]) -> Option<usize> {
+    decode(buf).map(|(s, _, _)| s.live_count())
+}
+
 fn decode(buf: &[u8]) -> Option<(JournalState, u32, u32)> {
     if buf.len() < HEADER || &buf[..4] != MAGIC {
         return None;
@@ -437,5 +441,66 @@ mod tests {
         assert!(load(&OsFs, d.path()).is_none());
         let s = JournalState::read(&OsFs, &d.path().join("toc")).unwrap();
         assert!(s.end <= cut as u64);
+    }
+
+    /// Writers make checkpoints as the journal grows and when they close; a reader then starts
+    /// from one and sees what a full replay gives.
+    #[test]
+    fn writers_checkpoint_as_the_journal_grows_and_when_they_close() {
+        use crate::storage::catalogue::CatalogueWriter;
+        use crate::storage::fs::os;
+        use crate::storage::toc::writer::DbWriter;
+        use crate::storage::FieldRef;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let key = crate::model::Key::from_pairs([("class", "od")]);
+        let ik = crate::model::Key::from_pairs([("type", "fc")]);
+        let toc = dir.join("toc");
+        let mut w = DbWriter::open(&os(), dir, &key, "s").unwrap();
+        let mut step = 0u64;
+        // Flushes of one step each (one Index record of ~200 bytes), until one checkpoint.
+        while !dir.join(FILE).exists() {
+            let s = format!("{step}");
+            let dk = crate::model::Key::from_pairs([("step", s.as_str()), ("param", "130")]);
+            let f = FieldRef {
+                object: "o".into(),
+                offset: step,
+                length: 1,
+                checksum: None,
+                extract: None,
+            };
+            w.add(&ik, &dk, f).unwrap();
+            w.commit().unwrap();
+            step += 1;
+            assert!(step < 2000, "no checkpoint after {step} flushes");
+        }
+        let first = std::fs::metadata(&toc).unwrap().len();
+        assert!(first >= EVERY, "checkpointed at {first} bytes");
+        let loaded = load(&OsFs, dir).unwrap();
+        same(&loaded, &JournalState::read_all(&OsFs, &toc).unwrap());
+        // A few more flushes, then the writer closes: the checkpoint ends where the journal does.
+        for s in [
+            "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
+        ] {
+            let dk = crate::model::Key::from_pairs([("step", s), ("param", "130")]);
+            let f = FieldRef {
+                object: "o".into(),
+                offset: 0,
+                length: 1,
+                checksum: None,
+                extract: None,
+            };
+            w.add(&ik, &dk, f).unwrap();
+            w.commit().unwrap();
+        }
+        drop(w);
+        let loaded = load(&OsFs, dir).unwrap();
+        assert_eq!(loaded.end, std::fs::metadata(&toc).unwrap().len());
+        same(&loaded, &JournalState::read_all(&OsFs, &toc).unwrap());
+        // Readers take it: the database reads the same with it and without it.
+        let with = crate::storage::toc::reader::DbReader::open(&os(), dir).unwrap();
+        std::fs::remove_file(dir.join(FILE)).unwrap();
+        let without = crate::storage::toc::reader::DbReader::open(&os(), dir).unwrap();
+        same(with.state(), without.state());
     }
 }

@@ -431,3 +431,151 @@ pub(super) fn merge(
     report.new_indexes += 1;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::catalogue::{CatalogueReader, CatalogueWriter};
+    use crate::storage::fs::os;
+    use crate::storage::toc::writer::DbWriter;
+    use crate::storage::FieldRef;
+    use std::collections::HashMap;
+
+    fn writer(dir: &Path) -> DbWriter {
+        DbWriter::open(&os(), dir, &Key::from_pairs([("class", "od")]), "s").unwrap()
+    }
+
+    fn field(object: &str, offset: u64) -> FieldRef {
+        FieldRef {
+            object: object.into(),
+            offset,
+            length: 1,
+            checksum: Some(offset as u32),
+            extract: None,
+        }
+    }
+
+    /// Indexes of thousands of entries (several blocks each) with overlapping keys merge into
+    /// one that holds the newest copy of each key live and the others masked, block boundaries
+    /// and all, as a sorted map of the flushes says.
+    #[test]
+    fn merging_indexes_of_many_blocks_keeps_the_newest_copy_of_each_key() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let ik = Key::from_pairs([("type", "fc")]);
+        let mut newest: HashMap<String, (String, u64)> = HashMap::new();
+        let mut copies = 0usize;
+        for flush in 0..3u64 {
+            let mut w = writer(dir);
+            let object = format!("o{flush}");
+            // Flush n holds every key k with k % (n + 2) == 0 of 0..6000: overlapping sets.
+            for (i, k) in (0..6000u64).filter(|k| k % (flush + 2) == 0).enumerate() {
+                let step = format!("{k:05}");
+                w.add(
+                    &ik,
+                    &Key::from_pairs([("step", step.as_str())]),
+                    field(&object, i as u64),
+                )
+                .unwrap();
+                newest.insert(step, (object.clone(), i as u64));
+                copies += 1;
+            }
+            w.commit().unwrap();
+        }
+        let report = compact(&os(), dir).unwrap();
+        assert_eq!((report.merged_indexes, report.new_indexes), (3, 1));
+        assert_eq!(report.entries, copies);
+        assert_eq!(report.cleared.len(), 3);
+        let r = DbReader::open(&os(), dir).unwrap();
+        assert_eq!(r.indexes().len(), 1);
+        let mut live = 0;
+        let mut masked = 0;
+        let mut previous = String::new();
+        for e in r.entries(0, true).unwrap() {
+            let e = e.unwrap();
+            let step = e.datum.get("step").unwrap().to_string();
+            assert!(step >= previous, "in key order");
+            if e.masked {
+                masked += 1;
+                assert_ne!(
+                    Some(&(e.field.object.clone(), e.field.offset)),
+                    newest.get(&step)
+                );
+            } else {
+                live += 1;
+                assert_eq!(
+                    Some(&(e.field.object.clone(), e.field.offset)),
+                    newest.get(&step),
+                    "{step}"
+                );
+                assert_eq!(e.field.checksum, Some(e.field.offset as u32));
+            }
+            previous = step;
+        }
+        assert_eq!((live, masked), (newest.len(), copies - newest.len()));
+        for (step, (object, offset)) in &newest {
+            let f = r
+                .lookup(&ik, &Key::from_pairs([("step", step.as_str())]))
+                .unwrap()
+                .unwrap();
+            assert_eq!((&f.object, f.offset), (object, *offset));
+        }
+    }
+
+    /// A writer deletes the index files its automatic merges replaced once the grace has
+    /// passed, and only those: live indexes and the data stay.
+    #[test]
+    fn a_writer_deletes_the_indexes_its_merges_replaced_after_the_grace() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let ik = Key::from_pairs([("type", "fc")]);
+        let idx = |dir: &Path| -> usize {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".idx")
+                })
+                .count()
+        };
+        let mut w = writer(dir).retiring_after(std::time::Duration::ZERO);
+        for step in 0..4u64 {
+            let s = step.to_string();
+            w.add(
+                &ik,
+                &Key::from_pairs([("step", s.as_str())]),
+                field("o", step),
+            )
+            .unwrap();
+            w.commit().unwrap();
+        }
+        // The fourth flush merged the four (tier 0) and deleted them: only the merged one is left.
+        assert_eq!(idx(dir), 1);
+        let r = DbReader::open(&os(), dir).unwrap();
+        assert_eq!(r.indexes().len(), 1);
+        for step in 0..4u64 {
+            let s = step.to_string();
+            assert!(r
+                .lookup(&ik, &Key::from_pairs([("step", s.as_str())]))
+                .unwrap()
+                .is_some());
+        }
+        // With the usual grace, they stay for readers that may be about to open them.
+        let d2 = tempfile::tempdir().unwrap();
+        let mut w = writer(d2.path());
+        for step in 0..4u64 {
+            let s = step.to_string();
+            w.add(
+                &ik,
+                &Key::from_pairs([("step", s.as_str())]),
+                field("o", step),
+            )
+            .unwrap();
+            w.commit().unwrap();
+        }
+        assert_eq!(idx(d2.path()), 5);
+    }
+}

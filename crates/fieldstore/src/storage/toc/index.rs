@@ -38,7 +38,7 @@ const BLOCK: usize = 1024;
 /// Trailer: table offset (u64), block count (u32), checksum of header + table (u32), magic.
 const TRAILER: usize = 20;
 /// Separates datum values in an entry's key (a byte no MARS value contains).
-pub(crate) const SEP: char = '\u{1f}';
+pub(crate) const SEP: char = crate::storage::catalogue::EntryView::SEP;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {

@@ -19,6 +19,13 @@ pub(crate) mod writer;
 pub use catalogue::TocCatalogue;
 pub use index::IndexFile;
 
+/// Decodes a journal checkpoint's bytes (as `toc.checkpoint` holds them), for the fuzz target:
+/// the number of live indexes it holds, `None` when it is refused.
+#[doc(hidden)]
+pub fn decode_checkpoint(bytes: &[u8]) -> Option<usize> {
+    checkpoint::decode_live_count(bytes)
+}
+
 /// A key's name on disk (a database directory, the start of an index file name): its values
 /// joined by `:`, as FDB5 names them, so ordinary names read `od:0001:oper:20261122:1200:g`.
 ///

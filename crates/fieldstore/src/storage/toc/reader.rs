@@ -9,7 +9,7 @@ use crate::storage::fs::FileSystem;
 use super::index::{IndexFile, Walk, SEP};
 use super::journal::JournalState;
 use crate::model::Key;
-use crate::storage::catalogue::{CatalogueReader, EntryIter, IndexSummary, ListedEntry};
+use crate::storage::catalogue::{CatalogueReader, EntryIter, EntryView, IndexSummary, ListedEntry};
 use crate::storage::{DbRef, FieldRef, StorageError};
 
 pub struct DbReader {
@@ -287,9 +287,38 @@ impl CatalogueReader for DbReader {
         let maskers = self.maskers(i, &file)?;
         Ok(Box::new(Entries::new(file, maskers, include_masked)))
     }
+
+    fn visit_entries(
+        &self,
+        i: usize,
+        include_masked: bool,
+        visit: &mut dyn FnMut(EntryView<'_>) -> std::ops::ControlFlow<()>,
+    ) -> Result<bool, StorageError> {
+        let Some(ix) = self.indexes.get(i) else {
+            return Ok(true);
+        };
+        let file = self.load_uncached(ix)?;
+        let maskers = self.maskers(i, &file)?;
+        let mut walk = Walk::default();
+        while let Some(e) = walk.next(&file) {
+            let e = e?;
+            let masked = is_masked(e.values, e.masked, &maskers)?;
+            if masked && !include_masked {
+                continue;
+            }
+            let flow = visit(EntryView {
+                keywords: &file.datum_keywords,
+                values: e.values,
+                masked,
+            });
+            if flow.is_break() {
+                break;
+            }
+        }
+        Ok(true)
+    }
 }
 
-/// Streams one index's entries, decoding each on demand.
 /// A walk through one index's entries, block by block: it keeps one block's entry positions
 /// and gives back the memory of the blocks it is past, so listing an index of any size holds
 /// a few megabytes of it.

@@ -39,6 +39,8 @@ pub struct DbWriter {
     /// reader can still be about to open them ([`CLEARED_GRACE`]), so a long forecast does not
     /// leave every index it ever merged on disk until a purge.
     retired: VecDeque<(Instant, Vec<String>)>,
+    /// How long replaced indexes stay ([`CLEARED_GRACE`]; tests shorten it).
+    retire_after: std::time::Duration,
 }
 
 /// Journal bytes since the last checkpoint for which a writer makes one when it closes: so
@@ -191,16 +193,24 @@ impl DbWriter {
             toc_file: toc,
             toc_ino,
             retired: VecDeque::new(),
+            retire_after: CLEARED_GRACE,
         })
     }
 }
 
 impl DbWriter {
+    /// Shortens how long replaced indexes stay, for tests.
+    #[cfg(test)]
+    pub(crate) fn retiring_after(mut self, after: std::time::Duration) -> DbWriter {
+        self.retire_after = after;
+        self
+    }
+
     /// Deletes the index files this writer's compactions cleared more than [`CLEARED_GRACE`]
     /// ago. Best effort: what is left, purge deletes.
     fn remove_retired(&mut self) {
         while let Some((at, _)) = self.retired.front() {
-            if at.elapsed() < CLEARED_GRACE {
+            if at.elapsed() < self.retire_after {
                 break;
             }
             let Some((_, files)) = self.retired.pop_front() else {
