@@ -5,8 +5,8 @@
 #             25 levels, 16 params, a flush per step: 2,000 fields a flush), so the rate of the
 #             first million and of the last are both printed (is it flat?), with each run's
 #             peak RSS (automatic compaction merges indexes as they pile up);
-#   list      `fieldstore list class=od,expver=0001 --porcelain` of the whole store: time and
-#             peak RSS, REPEATS times;
+#   list      `fieldstore list class=od,expver=0001 --porcelain | wc -l` of the whole store
+#             (FDB5's goes into `wc -l` too): time and peak RSS, REPEATS times;
 #   axes      `fieldstore axes` of the database, REPEATS times, as archived and after
 #             `purge --doit` (run once the 60 s grace of the last replaced indexes passed: it
 #             deletes the index files merges replaced, as housekeeping would);
@@ -63,14 +63,16 @@ for _ in $(seq 1 "$R"); do
   echo "$t1 - $t0" | bc >> "$work/axes0.s"
 done
 : > "$work/list.s"; : > "$work/list.rss"
+# Into `wc -l`, as FDB5's below: writing 1.7 GB to the disk the archive is still flushing is
+# not what is measured. The listing kept for the sample is made once more, untimed.
 for _ in $(seq 1 "$R"); do
   t0=$(now)
-  /usr/bin/time -o "$work/t" -f "%M" "$fs" --config "$work/fs.yaml" list class=od,expver=0001 --porcelain > "$work/listing"
+  lines=$(/usr/bin/time -o "$work/t" -f "%M" "$fs" --config "$work/fs.yaml" list class=od,expver=0001 --porcelain | wc -l)
   t1=$(now)
   echo "$t1 - $t0" | bc >> "$work/list.s"; echo $(($(cat "$work/t") / 1024)) >> "$work/list.rss"
+  [ "$lines" -eq "$total" ] || { echo "fieldstore listed $lines fields of $total"; exit 1; }
 done
-lines=$(wc -l < "$work/listing")
-[ "$lines" -eq "$total" ] || { echo "fieldstore listed $lines fields of $total"; exit 1; }
+"$fs" --config "$work/fs.yaml" list class=od,expver=0001 --porcelain > "$work/listing"
 # Purge as an operator's housekeeping would, once the grace of the last replaced indexes (60 s
 # after the archive ended) has passed: it deletes them.
 wait_s=$(echo "61 - ($(now) - $archived)" | bc | cut -d. -f1)
