@@ -541,17 +541,20 @@ mod tests {
                 })
                 .count()
         };
-        let mut w = writer(dir).retiring_after(std::time::Duration::ZERO);
-        for step in 0..4u64 {
-            let s = step.to_string();
-            w.add(
-                &ik,
-                &Key::from_pairs([("step", s.as_str())]),
-                field("o", step),
-            )
-            .unwrap();
-            w.commit().unwrap();
-        }
+        // Four flushes of one field each: the fourth fills tier 0, and the four are merged.
+        let four_flushes = |mut w: DbWriter| {
+            for step in 0..4u64 {
+                let s = step.to_string();
+                w.add(
+                    &ik,
+                    &Key::from_pairs([("step", s.as_str())]),
+                    field("o", step),
+                )
+                .unwrap();
+                w.commit().unwrap();
+            }
+        };
+        four_flushes(writer(dir).retiring_after(std::time::Duration::ZERO));
         // The fourth flush merged the four (tier 0) and deleted them: only the merged one is left.
         assert_eq!(idx(dir), 1);
         let r = DbReader::open(&os(), dir).unwrap();
@@ -565,17 +568,7 @@ mod tests {
         }
         // With the usual grace, they stay for readers that may be about to open them.
         let d2 = tempfile::tempdir().unwrap();
-        let mut w = writer(d2.path());
-        for step in 0..4u64 {
-            let s = step.to_string();
-            w.add(
-                &ik,
-                &Key::from_pairs([("step", s.as_str())]),
-                field("o", step),
-            )
-            .unwrap();
-            w.commit().unwrap();
-        }
+        four_flushes(writer(d2.path()));
         assert_eq!(idx(d2.path()), 5);
     }
 }
