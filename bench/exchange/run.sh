@@ -14,7 +14,7 @@
 #           config): each field is handed over as a sealed shared-memory file, written once by
 #           its producer and mapped by the server and the consumer (docs/protocol.md,
 #           "Hand-over").
-# Also the loopback TCP bandwidth (iperf3, one stream, 3 s) measured in the same run: the limit of
+# Also the loopback TCP bandwidth (iperf3, one stream; 3 s at the start, 1 s beside each repeat) measured in the same run: the limit of
 # any exchange through a server. Per exchange: total time (first producer ready to write, after
 # its start-up → last field held by the consumer),
 # throughput, and the latency from a producer's flush (or marker) returning to the consumer
@@ -70,13 +70,20 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); work dir $work ($(df -h --output=source "$work" | tail -1), $(stat -f -c %T "$work"))"
 echo "exchange: members [$MEMBERS], $STEPS steps, $FIELDS fields a step, field sizes [$SIZES]; binaries from $bin"
 
-# Loopback TCP: one stream, 3 s.
-p=$(free_port)
-iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
-sleep 0.5
-iperf3 -c 127.0.0.1 -p "$p" -t 3 -J > "$work/iperf.json"
-wait
-tcp=$(python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20))' "$work/iperf.json")
+# Loopback TCP, one stream, SECONDS long (MiB/s): measured at the start and again beside every
+# repeat of every exchange, since on a shared machine one measurement at the start says little
+# about the minutes after it. Each exchange's share of TCP is against the median of the
+# measurements taken beside its own runs.
+tcp_now() {
+  local p
+  p=$(free_port)
+  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+  sleep 0.3
+  iperf3 -c 127.0.0.1 -p "$p" -t "$1" -J > "$work/iperf.json"
+  wait
+  python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 2**20))' "$work/iperf.json"
+}
+tcp=$(tcp_now 3)
 echo "iperf3 loopback TCP, one stream: $tcp MiB/s"
 
 # Saturated runs of smaller fields take more steps, so that every field size moves as many bytes
@@ -135,6 +142,7 @@ for size in $SIZES; do
         next_cycle
         exchange $mode "$m" "$size" "$(steps_of "$size")" | sed 's/^/saturated /' | tee -a "$work/results"
       done
+      echo "tcp iperf3 members=$m size=$(bytes "$size") MiB_s=$(tcp_now 1)" | tee -a "$work/results"
     done
     export EXCHANGE_INTERVAL_MS=$(( m * FIELDS * $(bytes "$size") * 5 / (1 << 20) ))
     for mode in files toc memory shm; do
@@ -148,12 +156,14 @@ echo "memory server at the end: $(ps -o rss= -p "$server_pid" | awk '{printf "%.
 
 python3 - "$work/results" "$tcp" <<'EOF'
 import sys
-sat, paced, runs = {}, {}, {}
+sat, paced, runs, tcps = {}, {}, {}, {}
 for line in open(sys.argv[1]):
     kind, mode, *kv = line.split()
     d = dict(x.split("=") for x in kv)
     k = (int(d["size"]), int(d["members"]), mode)
-    if kind == "saturated":
+    if kind == "tcp":
+        tcps.setdefault(k[:2], []).append(float(d["MiB_s"]))
+    elif kind == "saturated":
         runs.setdefault(k, []).append(d)
     else:
         paced[k] = d
@@ -161,19 +171,20 @@ for line in open(sys.argv[1]):
 for k, v in runs.items():
     v.sort(key=lambda d: float(d["total_s"]))
     sat[k] = v[len(v) // 2]
-tcp = float(sys.argv[2])
 f2 = lambda d, k: float(d[k])
+med = lambda v: sorted(v)[len(v) // 2]
 print()
-print(f"Saturated (steps back to back): total seconds (median of {len(next(iter(runs.values())))} runs), and the memory exchanges' throughput against loopback TCP")
+print(f"Saturated (steps back to back): total seconds (median of {len(next(iter(runs.values())))} runs), and the memory exchanges' throughput against loopback TCP (iperf3 beside each repeat: median MiB/s)")
 print()
-print("| field | members | fields | files s | toc s | memory s | shm s | toc vs files | memory vs files | shm vs files | memory MiB/s (% of TCP) | shm MiB/s (% of TCP) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| field | members | fields | files s | toc s | memory s | shm s | toc vs files | memory vs files | shm vs files | TCP MiB/s | memory MiB/s (% of TCP) | shm MiB/s (% of TCP) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (size, members) in sorted({(s, m) for (s, m, _) in sat}):
     f, t, m, h = (sat[(size, members, k)] for k in ("files", "toc", "memory", "shm"))
+    tcp = med(tcps.get((size, members), [float(sys.argv[2])]))
     n = int(m["members"]) * int(m["steps"]) * int(m["fields"])
     print(f"| {size >> 20} MiB | {members} | {n} | {f2(f,'total_s'):.3f} | {f2(t,'total_s'):.3f} | {f2(m,'total_s'):.3f} | {f2(h,'total_s'):.3f} "
           f"| {f2(f,'total_s') / f2(t,'total_s'):.2f}x | {f2(f,'total_s') / f2(m,'total_s'):.2f}x | {f2(f,'total_s') / f2(h,'total_s'):.2f}x "
-          f"| {f2(m,'MiB_s'):.0f} ({100 * f2(m,'MiB_s') / tcp:.0f} %) | {f2(h,'MiB_s'):.0f} ({100 * f2(h,'MiB_s') / tcp:.0f} %) |")
+          f"| {tcp:.0f} | {f2(m,'MiB_s'):.0f} ({100 * f2(m,'MiB_s') / tcp:.0f} %) | {f2(h,'MiB_s'):.0f} ({100 * f2(h,'MiB_s') / tcp:.0f} %) |")
 print()
 print("Latency, flush (marker) returned to the consumer holding the bytes, ms p50 / p99: paced (saturated)")
 print()
