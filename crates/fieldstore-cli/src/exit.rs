@@ -1,7 +1,5 @@
 //! The exit status of a failed command, from the kind of the error behind it.
 
-use std::process::ExitCode;
-
 use fieldstore::api::{ApiError, ArchiveError};
 use fieldstore::grib::GribError;
 use fieldstore::model::ModelError;
@@ -32,8 +30,8 @@ pub fn exit_code(kind: Option<ErrorKind>) -> u8 {
     }
 }
 
-pub fn failure(e: &anyhow::Error) -> ExitCode {
-    ExitCode::from(exit_code(error_kind(e)))
+pub fn failure(e: &anyhow::Error) -> u8 {
+    exit_code(error_kind(e))
 }
 
 #[cfg(test)]

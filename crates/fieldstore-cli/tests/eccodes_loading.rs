@@ -268,3 +268,74 @@ fn writers_with_another_eccodes_release_are_refused() {
         format!("{loaded}\n")
     );
 }
+
+/// The native reader's answers follow the tables this fieldstore carries, so a store records
+/// their version too: a writer carrying other tables (another fieldstore release) is refused
+/// before its flush makes anything visible; keys ecCodes read are checked against the ecCodes
+/// record only.
+#[test]
+fn writers_with_other_native_tables_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    let record = d.path().join("root/.fieldstore-mars-tables");
+    let info = fs(&c, &[], &["info"]);
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    let tables = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MARS key tables (native reader): "))
+        .unwrap_or_else(|| panic!("{info}"))
+        .to_string();
+    assert!(tables.starts_with("fieldstore-mars-"), "{tables}");
+
+    let g2 = d.path().join("g2.grib");
+    let s = fs(&c, &[], &["sample", "--out", g2.to_str().unwrap()]);
+    assert!(s.status.success(), "{s:?}");
+    let g2 = g2.to_str().unwrap();
+    let w = fs(&c, &[], &["write", g2]);
+    assert!(w.status.success(), "{w:?}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        format!("{tables}\n")
+    );
+    // Only the native reader read keys: no ecCodes record.
+    assert!(!d.path().join("root/.fieldstore-eccodes").exists());
+    let listed = |step: &str| {
+        let o = fs(
+            &c,
+            &[],
+            &["list", &format!("class=od,step={step}"), "--porcelain"],
+        );
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    let before = listed("0");
+    assert!(before > 0);
+
+    // As an older fieldstore would have left it.
+    let older = "fieldstore-mars-0+eccodes-2.20.0";
+    std::fs::write(&record, format!("{older}\n")).unwrap();
+    let w = fs(&c, &[], &["write", g2]);
+    assert!(!w.status.success(), "{w:?}");
+    let err = String::from_utf8_lossy(&w.stderr);
+    assert!(
+        err.contains(&format!("native tables {older}"))
+            && err.contains(&format!("carries tables {tables}"))
+            && err.contains(".fieldstore-mars-tables"),
+        "{err}"
+    );
+    assert_eq!(listed("0"), before, "a refused flush made fields visible");
+
+    // GRIB 1 (keys by ecCodes) is not judged by the tables' record.
+    let grib1 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/real-grib/era5-levels-members.grib");
+    let w = fs(&c, &[], &["write", grib1.to_str().unwrap()]);
+    assert!(w.status.success(), "{w:?}");
+
+    // Deleted once every writer carries the new tables: the next writer records them.
+    std::fs::remove_file(&record).unwrap();
+    let w = fs(&c, &[], &["write", g2]);
+    assert!(w.status.success(), "{w:?}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        format!("{tables}\n")
+    );
+}

@@ -99,6 +99,7 @@ impl Store {
         let mut v: Vec<PathBuf> = std::fs::read_dir(self.path("root"))
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
             .collect();
         v.sort();
         v

@@ -171,7 +171,7 @@ impl<'a> Store<'a> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(self.path("fast")).unwrap().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            if name.starts_with('.') && !common::is_keys_record(&name) {
                 out.push(name.clone());
             }
             if e.path().is_dir() {

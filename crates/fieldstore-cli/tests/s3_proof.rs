@@ -177,6 +177,7 @@ impl Store {
             let parts: Vec<&str> = key.split('/').collect();
             let catalogue = key == fieldstore::storage::s3::client::PROBED_MARKER
                 || key == fieldstore::storage::keys_release::RECORD
+                || key == fieldstore::storage::keys_release::TABLES_RECORD
                 || parts[0] == "dbs"
                 || (parts[0] == "db"
                     && parts.len() > 4

@@ -78,6 +78,21 @@ fn make_field<'py>(
     Ok(pyo3::types::PyBytes::new(py, &bytes))
 }
 
+/// The `fieldstore` command run inside this process (`fieldstore._cli`, the command of a build
+/// from the sdist): `argv` as a program's, `program` what runs the command again. Returns the
+/// exit status. Python waits outside the GIL while it runs.
+#[cfg(feature = "cli")]
+#[pyfunction]
+fn _run_cli(py: Python<'_>, argv: Vec<Vec<u8>>, program: Vec<Vec<u8>>) -> u8 {
+    use std::os::unix::ffi::OsStringExt;
+    let argv = argv.into_iter().map(std::ffi::OsString::from_vec).collect();
+    let program = program
+        .into_iter()
+        .map(std::ffi::OsString::from_vec)
+        .collect();
+    py.detach(|| fieldstore_cli::run(argv, program))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -98,5 +113,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eccodes_info, m)?)?;
     m.add_function(wrap_pyfunction!(_prefer_eccodeslib, m)?)?;
     m.add_function(wrap_pyfunction!(make_field, m)?)?;
+    #[cfg(feature = "cli")]
+    m.add_function(wrap_pyfunction!(_run_cli, m)?)?;
     Ok(())
 }

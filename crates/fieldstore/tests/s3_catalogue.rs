@@ -531,7 +531,12 @@ fn the_first_eccodes_release_is_recorded_and_another_refused() {
     };
     let c = client(m, Duration::from_secs(600));
     let first = S3Catalogue::new(c.clone());
-    first.check_keys_release("2.28.0").unwrap();
+    first
+        .check_keys_release(
+            fieldstore::storage::keys_release::KeysReader::Eccodes,
+            "2.28.0",
+        )
+        .unwrap();
     assert_eq!(
         c.get(fieldstore::storage::keys_release::RECORD)
             .unwrap()
@@ -539,8 +544,18 @@ fn the_first_eccodes_release_is_recorded_and_another_refused() {
         Some(&b"2.28.0\n"[..])
     );
     let other = S3Catalogue::new(c.clone());
-    other.check_keys_release("2.28.0").unwrap();
-    let e = other.check_keys_release("2.50.0").unwrap_err();
+    other
+        .check_keys_release(
+            fieldstore::storage::keys_release::KeysReader::Eccodes,
+            "2.28.0",
+        )
+        .unwrap();
+    let e = other
+        .check_keys_release(
+            fieldstore::storage::keys_release::KeysReader::Eccodes,
+            "2.50.0",
+        )
+        .unwrap_err();
     assert_eq!(e.kind(), fieldstore::error_kind::ErrorKind::Config, "{e}");
     assert!(e.to_string().contains("ecCodes 2.28.0"), "{e}");
 }

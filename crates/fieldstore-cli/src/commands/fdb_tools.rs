@@ -18,7 +18,12 @@ pub struct InstallFdbToolsArgs {
 }
 
 pub fn run(a: InstallFdbToolsArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot tell where this fieldstore command is")?;
+    let (exe, before) = crate::program()?;
+    if !before.is_empty() {
+        anyhow::bail!(
+            "FDB5's tool names link to a fieldstore program; run install-fdb-tools as `fieldstore install-fdb-tools`, not through `python -m fieldstore`"
+        );
+    }
     let exe = exe.canonicalize().unwrap_or(exe);
     let dir = match a.dir {
         Some(d) => d,

@@ -36,3 +36,11 @@ pub fn failed(what: &str, o: &Output) -> String {
     assert!(!o.status.success(), "{what} should fail");
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The store's records of what its MARS keys follow (`storage::keys_release`), which a writer
+/// leaves beside the databases in a root: not a database, and never a leftover.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn is_keys_record(name: &str) -> bool {
+    name == fieldstore::storage::keys_release::RECORD
+        || name == fieldstore::storage::keys_release::TABLES_RECORD
+}

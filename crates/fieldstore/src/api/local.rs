@@ -117,9 +117,10 @@ pub struct LocalFdb {
     /// Databases wiped while this handle had unflushed fields in them. Those fields may have
     /// come from any thread, so the next flush reports each (once): none vanish silently.
     lost: Mutex<Vec<String>>,
-    /// The store's ecCodes record was checked (`Catalogue::check_keys_release`): once, at the
-    /// first flush after ecCodes read keys in this process.
-    keys_checked: std::sync::atomic::AtomicBool,
+    /// The store's records of what its keys follow were checked (`Catalogue::check_keys_release`):
+    /// each once, at the first flush after ecCodes (the first) or the native reader (the second)
+    /// read keys in this process.
+    keys_checked: [std::sync::atomic::AtomicBool; 2],
 }
 
 /// The S3 client of an `engine: s3` or `store: s3` config (its `s3:` section).
@@ -229,21 +230,28 @@ impl LocalFdb {
             adopted,
             writers: RwLock::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
-            keys_checked: std::sync::atomic::AtomicBool::new(false),
+            keys_checked: Default::default(),
         })
     }
 
-    /// Refuses a flush of fields whose keys this process's ecCodes read when the store's keys
-    /// follow another release (`storage::keys_release`); nothing to check while the native
-    /// reader alone read them.
+    /// Refuses a flush of fields whose keys this process's ecCodes (or native tables) read when
+    /// the store's keys follow another release (or table version): `storage::keys_release`.
+    /// Keys a caller gave are checked against nothing.
     fn check_keys_release(&self) -> Result<(), ApiError> {
+        use crate::storage::keys_release::KeysReader;
         use std::sync::atomic::Ordering;
-        if self.keys_checked.load(Ordering::Relaxed) || !grib::keys_read_by_eccodes() {
-            return Ok(());
+        let [eccodes, native] = &self.keys_checked;
+        if !eccodes.load(Ordering::Relaxed) && grib::keys_read_by_eccodes() {
+            let loaded = grib::eccodes()?.version;
+            self.catalogue
+                .check_keys_release(KeysReader::Eccodes, &loaded)?;
+            eccodes.store(true, Ordering::Relaxed);
         }
-        let loaded = grib::eccodes()?.version;
-        self.catalogue.check_keys_release(&loaded)?;
-        self.keys_checked.store(true, Ordering::Relaxed);
+        if !native.load(Ordering::Relaxed) && grib::keys_read_natively() {
+            self.catalogue
+                .check_keys_release(KeysReader::Native, grib::native::mars::table_version())?;
+            native.store(true, Ordering::Relaxed);
+        }
         Ok(())
     }
 

@@ -15,7 +15,10 @@ use crate::model::Key;
 /// messages, at a fraction of the cost); every other message goes to ecCodes.
 pub fn mars_keys(message: &[u8]) -> Result<Key, GribError> {
     match super::native::mars::mars_keys(message) {
-        Ok(key) => Ok(key),
+        Ok(key) => {
+            KEYED_NATIVELY.store(true, Ordering::Relaxed);
+            Ok(key)
+        }
         Err(_) => eccodes_mars_keys(message),
     }
 }
@@ -39,6 +42,15 @@ static KEYED_BY_ECCODES: AtomicBool = AtomicBool::new(false);
 /// Whether ecCodes (not the native reader alone) has read MARS keys in this process.
 pub fn keys_read_by_eccodes() -> bool {
     KEYED_BY_ECCODES.load(Ordering::Relaxed)
+}
+
+/// Set once the native reader has read any message's MARS keys in this process: what it files
+/// then depends on the version of the tables this fieldstore carries.
+static KEYED_NATIVELY: AtomicBool = AtomicBool::new(false);
+
+/// Whether the native reader has read MARS keys in this process.
+pub fn keys_read_natively() -> bool {
+    KEYED_NATIVELY.load(Ordering::Relaxed)
 }
 
 /// The MARS keys of an open handle.

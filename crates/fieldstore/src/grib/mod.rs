@@ -19,7 +19,7 @@ pub(crate) use sections::ccsds_params_valid;
 pub use decode::{Decoded, KeyValue, OwnedDecoded, GRID_KEYS};
 pub use error::GribError;
 pub use framing::{split_slice, GribMessage, MessageReader, Skipped, SliceMessages, PADDING};
-pub use keys::{eccodes_mars_keys, keys_read_by_eccodes, mars_keys};
+pub use keys::{eccodes_mars_keys, keys_read_by_eccodes, keys_read_natively, mars_keys};
 pub use loader::{prefer_eccodeslib, EccodesLoadError, Origin as EccodesOrigin, LIB_ENV};
 
 /// Which ecCodes this process loaded, from where, and where it reads its definitions.

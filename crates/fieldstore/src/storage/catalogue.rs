@@ -175,11 +175,16 @@ pub trait Catalogue: Send + Sync {
 
     fn set_locked(&self, db: &DbRef, action: &str, locked: bool) -> Result<(), StorageError>;
 
-    /// Records, or checks against the record, the ecCodes release (`2.28.0`) whose answers
-    /// this store's MARS keys follow (`storage::keys_release`): called before the first flush
-    /// of a process in which ecCodes read keys; another release is refused. Stores that live
-    /// in one process (memory) keep no record.
-    fn check_keys_release(&self, _eccodes: &str) -> Result<(), StorageError> {
+    /// Records, or checks against the record, the version of `reader` whose answers this
+    /// store's MARS keys follow (`storage::keys_release`: the ecCodes release, `2.28.0`, or the
+    /// native tables', `fieldstore-mars-1+eccodes-2.28.0`): called before the first flush of a
+    /// process in which that reader read keys; another version is refused. Stores that live in
+    /// one process (memory) keep no record.
+    fn check_keys_release(
+        &self,
+        _reader: crate::storage::keys_release::KeysReader,
+        _version: &str,
+    ) -> Result<(), StorageError> {
         Ok(())
     }
 

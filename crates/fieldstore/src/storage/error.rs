@@ -102,6 +102,14 @@ pub enum StorageError {
         loaded: String,
         record: String,
     },
+    /// The store's natively read MARS keys came from another version of the native reader's
+    /// tables (another fieldstore release): they may file a message under another key.
+    #[error("this store's MARS keys were read by fieldstore's native tables {recorded} (recorded in {record}); this fieldstore carries tables {loaded}, and table versions may disagree on some keys (one field could be filed under two): write with a fieldstore whose `fieldstore info` shows tables {recorded}, or, once every writer of this store carries {loaded}, delete {record}")]
+    TablesMismatch {
+        recorded: String,
+        loaded: String,
+        record: String,
+    },
     /// An S3 request failed (after retries, for transient failures). `detail` carries the
     /// server's error code and message, and the endpoint.
     #[error("S3 {op} of {uri} failed{}: {detail}", status.map_or(String::new(), |s| format!(" (HTTP {s})")))]
@@ -160,7 +168,9 @@ impl StorageError {
             StorageError::PermissionDenied { .. } => ErrorKind::Permission,
             StorageError::Full { .. } => ErrorKind::Full,
             StorageError::Wiped { .. } => ErrorKind::NotFound,
-            StorageError::EccodesMismatch { .. } => ErrorKind::Config,
+            StorageError::EccodesMismatch { .. } | StorageError::TablesMismatch { .. } => {
+                ErrorKind::Config
+            }
             StorageError::S3 { status, .. } => match status {
                 Some(401 | 403) => ErrorKind::Permission,
                 Some(404) => ErrorKind::NotFound,

@@ -355,8 +355,12 @@ impl Catalogue for TieredCatalogue {
     }
 
     /// The roots' record: a config of roots and buckets has its first root.
-    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
-        self.toc.check_keys_release(eccodes)
+    fn check_keys_release(
+        &self,
+        reader: crate::storage::keys_release::KeysReader,
+        version: &str,
+    ) -> Result<(), StorageError> {
+        self.toc.check_keys_release(reader, version)
     }
 
     /// Each database once: a root's copy unless a move is leaving it for a bucket's.

@@ -250,11 +250,12 @@ fn scratch_dir() -> Result<Scratch> {
 /// Starts `n` copies of this command as workers, waits for all, merges their reports. If one
 /// fails the others are stopped, since they would wait for it at the next barrier.
 fn run_processes(args: &HammerArgs, n: usize, dir: &Path) -> Result<Report> {
-    let exe = std::env::current_exe().context("finding this program to start workers")?;
-    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    let (exe, before) = crate::program().context("finding this program to start workers")?;
+    let argv = crate::arguments();
     let mut children: Vec<Option<Child>> = Vec::new();
     for i in 0..n {
         let child = Command::new(&exe)
+            .args(&before)
             .args(&argv)
             .arg("--worker-index")
             .arg(i.to_string())

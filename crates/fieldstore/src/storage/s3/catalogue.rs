@@ -347,17 +347,22 @@ impl Catalogue for S3Catalogue {
     }
 
     /// In the bucket's prefix, made create-only: the first writer's release is the one.
-    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
-        use crate::storage::keys_release::{compare, text, RECORD};
-        let shown = self.client.uri(RECORD);
-        let recorded = match self.client.get(RECORD)? {
+    fn check_keys_release(
+        &self,
+        reader: crate::storage::keys_release::KeysReader,
+        version: &str,
+    ) -> Result<(), StorageError> {
+        use crate::storage::keys_release::{compare, text};
+        let record = reader.record();
+        let shown = self.client.uri(record);
+        let recorded = match self.client.get(record)? {
             Some(b) => b,
-            None => match self.client.create(RECORD, text(eccodes).as_bytes())? {
+            None => match self.client.create(record, text(version).as_bytes())? {
                 super::client::Created::New => return Ok(()),
                 super::client::Created::Existed(b) => b,
             },
         };
-        compare(&recorded, eccodes, &shown)
+        compare(reader, &recorded, version, &shown)
     }
 
     fn databases(&self) -> Vec<Result<DbRef, StorageError>> {

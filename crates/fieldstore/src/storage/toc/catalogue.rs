@@ -508,11 +508,17 @@ impl Catalogue for TocCatalogue {
 
     /// In the first listed root: every writer of this config looks there, whichever root its
     /// databases are in.
-    fn check_keys_release(&self, eccodes: &str) -> Result<(), StorageError> {
+    fn check_keys_release(
+        &self,
+        reader: crate::storage::keys_release::KeysReader,
+        version: &str,
+    ) -> Result<(), StorageError> {
         let layout = self.layout();
         let first = layout.visit_roots().next().map(|r| r.path.clone());
         match first {
-            Some(root) => crate::storage::keys_release::check_in_dir(&*self.fs, &root, eccodes),
+            Some(root) => {
+                crate::storage::keys_release::check_in_dir(&*self.fs, &root, reader, version)
+            }
             None => Ok(()),
         }
     }
