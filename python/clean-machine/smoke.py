@@ -84,6 +84,13 @@ def main():
                               env=env, capture_output=True, text=True)
     assert fdb_list.returncode == 0, fdb_list.stderr
     assert fdb_list.stdout.count("param=130") == 9, fdb_list.stdout
+    # `python -m fieldstore` is the same command (the wheel's program, or the sdist's in-process
+    # one).
+    by_module = subprocess.run([sys.executable, "-m", "fieldstore", "list", "class=od,param=130"],
+                               env=env, check=True, capture_output=True, text=True).stdout
+    assert by_module == listed, (by_module, listed)
+    bad = subprocess.run([fs, "list", "nonsense=1"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 1 and "unknown keyword" in bad.stderr, bad
 
     # The README's quick start (a config of our own instead of the default store).
     fdb = fieldstore.FDB({"type": "local", "engine": "toc", "spaces": [{"roots": [{"path": root}]}]})

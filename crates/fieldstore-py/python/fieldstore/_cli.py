@@ -13,11 +13,34 @@ import signal
 import sys
 
 
+def _installed_program():
+    """The wheel's `fieldstore` program (not a launcher script) beside this environment's
+    interpreter, if there is one."""
+    import sysconfig
+
+    for scripts in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        path = os.path.join(scripts or "", "fieldstore")
+        try:
+            with open(path, "rb") as f:
+                if f.read(4) == b"\x7fELF" and os.access(path, os.X_OK):
+                    return path
+        except OSError:
+            continue
+    return None
+
+
 def main() -> None:
     from . import _native
 
     run = getattr(_native, "_run_cli", None)
     if run is None:
+        # A wheel's command is a program in the environment's scripts directory: `python -m
+        # fieldstore` runs that.
+        program = _installed_program()
+        if program is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(program, [program] + sys.argv[1:])
         sys.stderr.write(
             "fieldstore: error: this build of the fieldstore package has no command in it (its "
             "extension was built without the `cli` feature, as scripts/python-install does); "
