@@ -1,6 +1,7 @@
 //! The retrieve stream's reads and seeks across field boundaries.
 
 use super::*;
+use crate::api::reader::FieldSpan;
 use std::io::{Seek, SeekFrom};
 
 const ALL: &str = "class=od,expver=0001,stream=enfo,date=20261122,time=1200,type=pf,levtype=pl,levelist=1000/500,param=130/131,step=0/6/12,number=1/2";

@@ -1,6 +1,7 @@
 //! LocalFdb's own tests: archive, flush, retrieve, list and their failure paths on real stores.
 
 use super::*;
+use crate::storage::ObjectReader;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
