@@ -299,6 +299,15 @@ fn writers_with_other_native_tables_are_refused() {
     );
     // Only the native reader read keys: no ecCodes record.
     assert!(!d.path().join("root/.fieldstore-eccodes").exists());
+    // `info` shows what the store recorded.
+    let info = fs(&c, &[], &["info"]);
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    assert!(
+        info.contains(&format!(
+            ": native tables {tables} (.fieldstore-mars-tables)"
+        )),
+        "{info}"
+    );
     let listed = |step: &str| {
         let o = fs(
             &c,

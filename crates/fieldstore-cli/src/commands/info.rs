@@ -104,6 +104,42 @@ fn tiers(config: &FdbConfig) -> Result<()> {
                 )?;
             }
         }
+        records(l)?;
+    }
+    Ok(())
+}
+
+/// What the store's keys follow, as its records say (docs/eccodes.md, "Versions"): in the first
+/// root, where writers record and check them.
+fn records(l: &LocalConfig) -> Result<()> {
+    use fieldstore::storage::keys_release::{KeysReader, RECORD, TABLES_RECORD};
+    let Some(root) = l.spaces.iter().flat_map(|s| &s.roots).next() else {
+        return Ok(());
+    };
+    let mut found = Vec::new();
+    for (reader, name) in [
+        (KeysReader::Eccodes, RECORD),
+        (KeysReader::Native, TABLES_RECORD),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(root.path.join(name)) {
+            let what = match reader {
+                KeysReader::Eccodes => "ecCodes",
+                KeysReader::Native => "native tables",
+            };
+            found.push(format!("{what} {} ({name})", text.trim()));
+        }
+    }
+    if found.is_empty() {
+        outln!(
+            "  keys recorded in {}: none yet (made at the first flush)",
+            root.path.display()
+        )?;
+    } else {
+        outln!(
+            "  keys recorded in {}: {}",
+            root.path.display(),
+            found.join(", ")
+        )?;
     }
     Ok(())
 }
