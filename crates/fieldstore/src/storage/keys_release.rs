@@ -40,6 +40,14 @@ impl KeysReader {
             KeysReader::Native => TABLES_RECORD,
         }
     }
+
+    /// The reader as a user reads it before its version (`ecCodes 2.28.0`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KeysReader::Eccodes => "ecCodes",
+            KeysReader::Native => "native tables",
+        }
+    }
 }
 
 /// The record's text for `version` (`2.28.0`).
