@@ -112,21 +112,15 @@ fn tiers(config: &FdbConfig) -> Result<()> {
 /// What the store's keys follow, as its records say (docs/eccodes.md, "Versions"): in the first
 /// root, where writers record and check them.
 fn records(l: &LocalConfig) -> Result<()> {
-    use fieldstore::storage::keys_release::{KeysReader, RECORD, TABLES_RECORD};
+    use fieldstore::storage::keys_release::KeysReader;
     let Some(root) = l.spaces.iter().flat_map(|s| &s.roots).next() else {
         return Ok(());
     };
     let mut found = Vec::new();
-    for (reader, name) in [
-        (KeysReader::Eccodes, RECORD),
-        (KeysReader::Native, TABLES_RECORD),
-    ] {
+    for reader in [KeysReader::Eccodes, KeysReader::Native] {
+        let name = reader.record();
         if let Ok(text) = std::fs::read_to_string(root.path.join(name)) {
-            let what = match reader {
-                KeysReader::Eccodes => "ecCodes",
-                KeysReader::Native => "native tables",
-            };
-            found.push(format!("{what} {} ({name})", text.trim()));
+            found.push(format!("{} {} ({name})", reader.name(), text.trim()));
         }
     }
     if found.is_empty() {
